@@ -1,0 +1,51 @@
+// fluxcpp/context.hpp: the runtime every operator is planned on.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+namespace fluxcpp {
+
+struct ContextOptions {
+  int ranks_per_node = 0;   // 0: detect hosts (MPI_COMM_TYPE_SHARED); >0: groups of that many
+                            // consecutive ranks act as one host
+  double timeout_s = 0.0;   // peer-wait timeout; 0: FLUXCPP_TIMEOUT_S or its default
+  int compute_threads = 0;  // GEMM workers per rank; 0: FLUXCPP_COMPUTE_THREADS or automatic
+  int comm_threads = 0;     // copy/progress threads per rank; 0: FLUXCPP_COMM_THREADS or 1
+};
+
+namespace detail {
+class ContextImpl;
+}
+
+// A duplicated communicator, its host layout, settings, worker threads and logging.
+// Construction is collective over `comm` (every rank, same options); on an invalid option on any
+// rank, every rank throws Error(kInvalidArgument). Multi-host contexts need MPI initialised with
+// MPI_THREAD_MULTIPLE (else kInvalidUsage). Movable, not copyable. Operators keep the runtime
+// alive, so a Context may be destroyed before the operators planned on it.
+class Context {
+ public:
+  Context(MPI_Comm comm, const ContextOptions& options = {});
+  Context(Context&&) noexcept = default;
+  Context& operator=(Context&&) noexcept = default;
+  ~Context();  // noexcept; never communicates
+
+  int rank() const;
+  int world_size() const;
+  int node_rank() const;  // rank within this (possibly simulated) host
+  int node_size() const;
+  int node_id() const;  // index of this host, 0..num_nodes()-1
+  int num_nodes() const;
+
+  // Collective teardown: waits until every rank got here, then releases the threads and
+  // communicators. Optional (the destructor releases local resources too); idempotent.
+  void close();
+
+  const std::shared_ptr<detail::ContextImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::ContextImpl> impl_;
+};
+
+}  // namespace fluxcpp

@@ -1,0 +1,77 @@
+/* fluxcpp.h: the C ABI of fluxcpp, compilable as C99 and C++. See API.md for the contract.
+ *
+ * Every function returns fluxcpp_status_t; on failure fluxcpp_last_error() (per thread) holds a
+ * message naming the op, the argument or peer, and the values. No exception escapes.
+ * Collective functions must be called by every rank of the context in the same order with the
+ * same shape arguments; if ranks disagree or an argument is invalid, every rank gets
+ * FLUXCPP_ERROR_INVALID_ARGUMENT. A handle is used by one thread at a time. */
+#ifndef FLUXCPP_FLUXCPP_H_
+#define FLUXCPP_FLUXCPP_H_
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  FLUXCPP_SUCCESS = 0,
+  FLUXCPP_ERROR_INVALID_ARGUMENT = 1,
+  FLUXCPP_ERROR_INVALID_USAGE = 2, /* wrong call order, MPI not initialised, thread level too low */
+  FLUXCPP_ERROR_SYSTEM = 3,        /* shm, mmap, threads; message carries errno text */
+  FLUXCPP_ERROR_MPI = 4,
+  FLUXCPP_ERROR_TIMEOUT = 5, /* a peer did not signal within the timeout */
+  FLUXCPP_ERROR_INTERNAL = 6
+} fluxcpp_status_t;
+
+typedef enum { FLUXCPP_FLOAT32 = 0, FLUXCPP_FLOAT64 = 1, FLUXCPP_BFLOAT16 = 2 } fluxcpp_dtype_t;
+
+const char* fluxcpp_status_string(fluxcpp_status_t status);
+/* The message of the last failure on this thread ("" if none). Valid until the next failing
+ * fluxcpp call on this thread. */
+const char* fluxcpp_last_error(void);
+/* major*10000 + minor*100 + patch */
+int fluxcpp_version(void);
+
+/* ---- context ---------------------------------------------------------------------------- */
+typedef struct fluxcpp_context_s* fluxcpp_context_t;
+typedef struct {
+  size_t struct_size;  /* sizeof(fluxcpp_context_config_t) */
+  int ranks_per_node;  /* 0: detect hosts; >0: groups of that many consecutive ranks act as one host
+                        */
+  double timeout_s;    /* peer-wait timeout; 0: FLUXCPP_TIMEOUT_S or the default */
+  int compute_threads; /* GEMM workers per rank; 0: default */
+  int comm_threads;    /* copy/progress threads per rank; 0: default */
+} fluxcpp_context_config_t;
+#define FLUXCPP_CONTEXT_CONFIG_INIT \
+  { sizeof(fluxcpp_context_config_t), 0, 0.0, 0, 0 }
+
+/* Collective. config NULL: defaults. A context spanning several hosts needs MPI initialised
+ * with MPI_THREAD_MULTIPLE (else FLUXCPP_ERROR_INVALID_USAGE). */
+fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_config_t* config,
+                                        fluxcpp_context_t* ctx);
+/* Collective; NULL is a no-op. Ops created on the context stay usable until destroyed. */
+fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx);
+/* Any of the out pointers may be NULL. */
+fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
+                                      int* node_rank, int* node_size);
+
+/* ---- all_gather -------------------------------------------------------------------------- */
+typedef struct fluxcpp_all_gather_s* fluxcpp_all_gather_t;
+/* Collective. */
+fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, int64_t max_m, int64_t k,
+                                           fluxcpp_dtype_t dtype, fluxcpp_all_gather_t* op);
+/* Collective, blocking. input [m/W, k]; output [m, k], rank s's rows at [s*m/W, (s+1)*m/W).
+ * m % W == 0, m <= max_m; m == 0 is a no-op. */
+fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input, int64_t m,
+                                            void* output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLUXCPP_FLUXCPP_H_ */

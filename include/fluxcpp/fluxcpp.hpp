@@ -1,0 +1,8 @@
+// fluxcpp.hpp: the C++ API, one header per concept.
+#pragma once
+
+#include "fluxcpp/all_gather.hpp"
+#include "fluxcpp/context.hpp"
+#include "fluxcpp/error.hpp"
+#include "fluxcpp/types.hpp"
+#include "fluxcpp/version.hpp"

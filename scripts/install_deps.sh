@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs fluxcpp's build and test dependencies from Debian 12 packages.
+# Idempotent: prints nothing and touches nothing when everything is already present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake git
+  openmpi-bin libopenmpi-dev
+  libhwloc-dev libnuma-dev
+  libopenblas-dev
+  libfmt-dev
+  libgtest-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "install_deps: missing packages (${missing[*]}) and not root; install them and retry" >&2
+    exit 1
+  fi
+fi
+echo "install_deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

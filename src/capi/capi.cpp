@@ -1,0 +1,148 @@
+// The C ABI: thin wrappers that catch every exception and map it to a status code.
+#include "fluxcpp/fluxcpp.h"
+
+#include <new>
+#include <string>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/fluxcpp.hpp"
+#include "ops/all_gather.hpp"
+
+// Handles hold the implementations directly, so the C layer can pass a rank-local argument
+// error into the collective constructors (every rank then fails alike instead of hanging).
+struct fluxcpp_context_s {
+  std::shared_ptr<fluxcpp::detail::ContextImpl> impl;
+};
+struct fluxcpp_all_gather_s {
+  std::unique_ptr<fluxcpp::detail::AllGatherImpl> impl;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+fluxcpp_status_t fail(fluxcpp_status_t s, std::string msg) {
+  g_last_error = std::move(msg);
+  return s;
+}
+
+template <typename F>
+fluxcpp_status_t guarded(F&& f) noexcept {
+  try {
+    f();
+    return FLUXCPP_SUCCESS;
+  } catch (const fluxcpp::Error& e) {
+    return fail(static_cast<fluxcpp_status_t>(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(FLUXCPP_ERROR_SYSTEM, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(FLUXCPP_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(FLUXCPP_ERROR_INTERNAL, "unknown exception");
+  }
+}
+
+fluxcpp_status_t null_arg(const char* fn, const char* arg) {
+  return fail(FLUXCPP_ERROR_INVALID_ARGUMENT, std::string(fn) + ": " + arg + " is NULL");
+}
+
+// Out-of-range values pass through; the op's collective check names them and the rank.
+fluxcpp::DType to_dtype(fluxcpp_dtype_t d) {
+  return static_cast<fluxcpp::DType>(static_cast<int>(d));
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* fluxcpp_status_string(fluxcpp_status_t status) {
+  switch (status) {
+    case FLUXCPP_SUCCESS: return "success";
+    case FLUXCPP_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case FLUXCPP_ERROR_INVALID_USAGE: return "invalid usage";
+    case FLUXCPP_ERROR_SYSTEM: return "system error";
+    case FLUXCPP_ERROR_MPI: return "MPI error";
+    case FLUXCPP_ERROR_TIMEOUT: return "timeout";
+    case FLUXCPP_ERROR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* fluxcpp_last_error(void) {
+  return g_last_error.c_str();
+}
+
+int fluxcpp_version(void) {
+  return fluxcpp::version();
+}
+
+fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_config_t* config,
+                                        fluxcpp_context_t* ctx) {
+  if (ctx != nullptr) *ctx = nullptr;
+  return guarded([&] {
+    fluxcpp::ContextOptions o;
+    if (config != nullptr) {
+      // A caller built against an older, shorter struct passes a smaller size: read only what
+      // it has. Each field check is collective inside the Context constructor.
+      const size_t n = config->struct_size;
+      if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int))
+        throw fluxcpp::Error(fluxcpp::Errc::kInvalidArgument,
+                             "context: config->struct_size=" + std::to_string(n) +
+                                 " is too small (use FLUXCPP_CONTEXT_CONFIG_INIT)");
+      o.ranks_per_node = config->ranks_per_node;
+      if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
+        o.timeout_s = config->timeout_s;
+      if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
+        o.compute_threads = config->compute_threads;
+      if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
+        o.comm_threads = config->comm_threads;
+    }
+    auto impl = std::make_shared<fluxcpp::detail::ContextImpl>(
+        comm, o, ctx == nullptr ? "context: the ctx out-pointer is NULL" : "");
+    *ctx = new fluxcpp_context_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx) {
+  if (ctx == nullptr) return FLUXCPP_SUCCESS;
+  fluxcpp_status_t s = guarded([&] { ctx->impl->close(); });
+  delete ctx;
+  return s;
+}
+
+fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
+                                      int* node_rank, int* node_size) {
+  if (ctx == nullptr) return null_arg("fluxcpp_context_info", "ctx");
+  const auto& c = *ctx->impl;
+  if (rank != nullptr) *rank = c.world_rank();
+  if (world_size != nullptr) *world_size = c.world_size();
+  if (node_rank != nullptr) *node_rank = c.node_rank();
+  if (node_size != nullptr) *node_size = c.node_size();
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, int64_t max_m, int64_t k,
+                                           fluxcpp_dtype_t dtype, fluxcpp_all_gather_t* op) {
+  if (op != nullptr) *op = nullptr;
+  // Without a context this rank cannot take part in the collective at all.
+  if (ctx == nullptr) return null_arg("fluxcpp_all_gather_create", "ctx");
+  return guarded([&] {
+    auto impl = std::make_unique<fluxcpp::detail::AllGatherImpl>(
+        ctx->impl, fluxcpp::AllGatherOptions{max_m, k, to_dtype(dtype)},
+        op == nullptr ? "the op out-pointer is NULL" : "");
+    *op = new fluxcpp_all_gather_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input, int64_t m,
+                                            void* output) {
+  if (op == nullptr) return null_arg("fluxcpp_all_gather_forward", "op");
+  return guarded([&] { op->impl->forward(input, m, output); });
+}
+
+fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+}  // extern "C"

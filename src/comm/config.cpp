@@ -1,0 +1,113 @@
+#include "comm/config.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "error_util.hpp"
+
+namespace fluxcpp {
+
+const std::vector<EnvVar>& env_vars() {
+  static const std::vector<EnvVar> vars = {
+      {"FLUXCPP_TIMEOUT_S", "60",
+       "seconds a rank waits for a peer's signal before failing with FLUXCPP_ERROR_TIMEOUT"},
+      {"FLUXCPP_COMPUTE_THREADS", "0",
+       "GEMM workers per rank; 0: the CPUs this rank may use divided by the ranks sharing them"},
+      {"FLUXCPP_COMM_THREADS", "1", "copy/progress threads (streams) per rank"},
+      {"FLUXCPP_BIND", "none",
+       "thread binding: none, or core (one core of the rank's cpuset each)"},
+      {"FLUXCPP_LOG_LEVEL", "warn", "error, warn, info or debug; messages carry the rank"},
+      {"FLUXCPP_SPIN_US", "20", "microseconds a wait spins before yielding the core"},
+      {"FLUXCPP_YIELD_US", "200", "microseconds a wait yields before sleeping on a futex"},
+      {"FLUXCPP_CHUNK_KB", "256", "pipeline chunk of the copy engines, in KiB"},
+  };
+  return vars;
+}
+
+std::string env_value(const char* name) {
+  const char* v = std::getenv(name);
+  if (v != nullptr && *v != '\0') return v;
+  for (const auto& e : env_vars())
+    if (std::string(e.name) == name) return e.default_value;
+  raise(Errc::kInternal, "config: undeclared variable {}", name);
+}
+
+namespace {
+
+double parse_double(const char* name, double lo, double hi) {
+  std::string s = env_value(name);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  FLUXCPP_CHECK_ARG(end != s.c_str() && *end == '\0' && v >= lo && v <= hi,
+                    "config: {}='{}' is not a number in [{}, {}]", name, s, lo, hi);
+  return v;
+}
+
+long parse_long(const char* name, long lo, long hi) {
+  std::string s = env_value(name);
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  FLUXCPP_CHECK_ARG(end != s.c_str() && *end == '\0' && v >= lo && v <= hi,
+                    "config: {}='{}' is not an integer in [{}, {}]", name, s, lo, hi);
+  return v;
+}
+
+}  // namespace
+
+Config resolve_config(const ContextOptions& o, int cpus_per_rank) {
+  FLUXCPP_CHECK_ARG(o.timeout_s >= 0.0, "context: timeout_s={} must be >= 0", o.timeout_s);
+  FLUXCPP_CHECK_ARG(o.compute_threads >= 0 && o.compute_threads <= 1024,
+                    "context: compute_threads={} must be in [0, 1024]", o.compute_threads);
+  FLUXCPP_CHECK_ARG(o.comm_threads >= 0 && o.comm_threads <= 64,
+                    "context: comm_threads={} must be in [0, 64]", o.comm_threads);
+  Config c;
+  c.timeout_s = o.timeout_s > 0 ? o.timeout_s : parse_double("FLUXCPP_TIMEOUT_S", 1e-3, 1e9);
+  FLUXCPP_CHECK_ARG(c.timeout_s > 0, "context: timeout_s must be > 0");
+  long ct =
+      o.compute_threads > 0 ? o.compute_threads : parse_long("FLUXCPP_COMPUTE_THREADS", 0, 1024);
+  c.compute_threads = ct > 0 ? static_cast<int>(ct) : (cpus_per_rank > 0 ? cpus_per_rank : 1);
+  long mt = o.comm_threads > 0 ? o.comm_threads : parse_long("FLUXCPP_COMM_THREADS", 1, 64);
+  c.comm_threads = static_cast<int>(mt);
+
+  std::string bind = env_value("FLUXCPP_BIND");
+  if (bind == "none") {
+    c.binding = Binding::kNone;
+  } else if (bind == "core") {
+    c.binding = Binding::kCore;
+  } else {
+    raise(Errc::kInvalidArgument, "config: FLUXCPP_BIND='{}' must be none or core", bind);
+  }
+  std::string lvl = env_value("FLUXCPP_LOG_LEVEL");
+  if (lvl == "error")
+    c.log_level = LogLevel::kError;
+  else if (lvl == "warn")
+    c.log_level = LogLevel::kWarn;
+  else if (lvl == "info")
+    c.log_level = LogLevel::kInfo;
+  else if (lvl == "debug")
+    c.log_level = LogLevel::kDebug;
+  else
+    raise(Errc::kInvalidArgument,
+          "config: FLUXCPP_LOG_LEVEL='{}' must be error, warn, info or debug", lvl);
+
+  c.spin_us = parse_double("FLUXCPP_SPIN_US", 0, 1e6);
+  c.yield_us = parse_double("FLUXCPP_YIELD_US", 0, 1e6);
+  c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
+  return c;
+}
+
+const char* binding_name(Binding b) {
+  return b == Binding::kCore ? "core" : "none";
+}
+
+const char* log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kDebug: return "debug";
+  }
+  return "?";
+}
+
+}  // namespace fluxcpp

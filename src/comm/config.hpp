@@ -1,0 +1,45 @@
+// Runtime settings: the context's config struct merged with FLUXCPP_* environment variables.
+// Every variable is declared once, in config.cpp, with its default and help text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fluxcpp/context.hpp"
+
+namespace fluxcpp {
+
+enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
+enum class Binding : int { kNone = 0, kCore = 1 };
+
+struct EnvVar {
+  const char* name;
+  const char* default_value;
+  const char* help;
+};
+
+// Every FLUXCPP_* variable the library reads.
+const std::vector<EnvVar>& env_vars();
+
+// Value of a declared variable: the environment's if set and non-empty, else its default.
+std::string env_value(const char* name);
+
+struct Config {
+  double timeout_s = 60.0;
+  int compute_threads = 1;
+  int comm_threads = 1;
+  Binding binding = Binding::kNone;
+  LogLevel log_level = LogLevel::kWarn;
+  double spin_us = 20.0;          // busy-wait budget of a signal wait before yielding
+  double yield_us = 200.0;        // sched_yield budget before sleeping on the futex
+  long chunk_bytes = 256 * 1024;  // pipeline chunk of the copy engines
+};
+
+// Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes
+// the default compute pool. Raises kInvalidArgument on malformed values.
+Config resolve_config(const ContextOptions& options, int cpus_per_rank);
+
+const char* binding_name(Binding b);
+const char* log_level_name(LogLevel l);
+
+}  // namespace fluxcpp

@@ -1,0 +1,87 @@
+// The runtime behind fluxcpp::Context (private).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "comm/config.hpp"
+#include "comm/stream.hpp"
+#include "fluxcpp/context.hpp"
+#include "shm/signal.hpp"
+#include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::detail {
+
+class ContextImpl : public shm::HostTeam {
+ public:
+  // local_error: a problem the caller found on this rank only (e.g. a NULL out-pointer in the
+  // C ABI); construction still runs collectively and fails on every rank with that message.
+  ContextImpl(MPI_Comm comm, const ContextOptions& options, const std::string& local_error = {});
+  ~ContextImpl() override;
+
+  // shm::HostTeam over node_comm().
+  int rank() const override { return node_rank_; }
+  int size() const override { return node_size_; }
+  std::vector<std::string> allgather(const std::string& mine) override;
+  void agree(const std::function<void()>& fn) override;
+
+  MPI_Comm comm() const { return comm_; }
+  MPI_Comm node_comm() const { return node_comm_; }
+  // Ranks with this rank's node_rank on every host, ordered by host (meaningful when uniform).
+  MPI_Comm rail_comm() const { return rail_comm_; }
+
+  int world_rank() const { return rank_; }
+  int world_size() const { return size_; }
+  int node_rank() const { return node_rank_; }
+  int node_size() const { return node_size_; }
+  int node_id() const { return node_id_; }
+  int num_nodes() const { return num_nodes_; }
+  bool uniform_nodes() const { return uniform_; }
+  // World rank of rank `local` of host `node`.
+  int world_rank_of(int node, int local) const { return members_[node][local]; }
+  int node_size_of(int node) const { return static_cast<int>(members_[node].size()); }
+  int node_of(int world_rank) const { return node_of_[world_rank]; }
+  int local_of(int world_rank) const { return local_of_[world_rank]; }
+
+  const Config& config() const { return config_; }
+  shm::WaitPolicy wait_policy() const { return policy_; }
+  std::chrono::steady_clock::time_point deadline() const {
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(config_.timeout_s));
+  }
+  bool thread_multiple() const { return thread_level_ >= MPI_THREAD_MULTIPLE; }
+
+  int num_comm_streams() const { return static_cast<int>(comm_streams_.size()); }
+  comm::Stream& comm_stream(int i) { return *comm_streams_[i]; }
+  int num_compute_workers() const { return static_cast<int>(compute_.size()); }
+  comm::Stream& compute_worker(int i) { return *compute_[i]; }
+
+  // A fresh communicator (collective over base) for one op, so ops never match each other's
+  // messages; the op frees it.
+  static MPI_Comm dup_comm(MPI_Comm base);
+
+  void close();  // collective
+  bool closed() const { return closed_; }
+
+ private:
+  void release() noexcept;
+
+  MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;
+  int thread_level_ = MPI_THREAD_SINGLE;
+  bool uniform_ = true;
+  bool closed_ = false;
+  std::vector<std::vector<int>> members_;
+  std::vector<int> node_of_, local_of_;
+  Config config_;
+  shm::WaitPolicy policy_;
+  std::vector<std::unique_ptr<comm::Stream>> comm_streams_;
+  std::vector<std::unique_ptr<comm::Stream>> compute_;
+};
+
+}  // namespace fluxcpp::detail

@@ -1,0 +1,18 @@
+// Vectorised fixed-order sum of W buffers.
+#pragma once
+
+#include <cstdint>
+
+#include "fluxcpp/types.hpp"
+
+namespace fluxcpp::kernels {
+
+// dst[i] = ((srcs[0][i] + srcs[1][i]) + srcs[2][i]) + ... (+ addend[i]), always in this order,
+// so the result is bitwise reproducible whatever the timing or thread count.
+// src_dtype: f32, f64 or bf16. Accumulation: f64 for f64, f32 otherwise. dst_dtype: f64 with
+// f64 sources; f32 or bf16 otherwise (rounded once). addend (may be null) is in dst_dtype and
+// added last. nsrcs >= 1. dst may alias srcs[0] (in-place accumulate).
+void reduce_sum(DType src_dtype, const void* const* srcs, int nsrcs, DType dst_dtype, void* dst,
+                int64_t count, const void* addend = nullptr);
+
+}  // namespace fluxcpp::kernels

@@ -1,0 +1,299 @@
+#include "ops/all_gather.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+
+constexpr const char* kOp = "all_gather";
+constexpr std::size_t kAlign = 4096;
+
+std::size_t align_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// Progress values carry the epoch in the high half and the number of chunks landed in the low
+// half, so one monotonic counter serves every chunk of every call.
+uint64_t progress_value(uint64_t epoch, uint64_t chunks) {
+  return (epoch << 32) | chunks;
+}
+
+}  // namespace
+
+// Segment layout (every rank, same size):
+//   SyncBlock | Signal progress[num_nodes] | blocks[num_nodes] of slot_ bytes
+// blocks[n] holds the block of this rank's rail peer on host n (its own block at n = node_id):
+// node peers read it from there.
+AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOptions& o,
+                             const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ContextImpl& c = *ctx_;
+  MPI_Comm comm = c.comm();
+  comm::agree(comm, [&] {
+    if (!local_error.empty())
+      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
+    if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
+    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype", kOp,
+                      static_cast<int>(o.dtype));
+    FLUXCPP_CHECK_ARG(o.k >= 1, "{}: k={} must be >= 1", kOp, o.k);
+    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
+    FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large", kOp,
+                      o.max_m, o.k);
+  });
+  comm::agree_value(comm, kOp, "max_m", o.max_m);
+  comm::agree_value(comm, kOp, "k", o.k);
+  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+  comm::agree(comm, [&] {
+    if (c.num_nodes() > 1 && !c.uniform_nodes())
+      raise(Errc::kInvalidUsage,
+            "{}: hosts with different numbers of ranks are not supported yet ({} ranks on {} "
+            "hosts)",
+            kOp, c.world_size(), c.num_nodes());
+  });
+
+  const int W = c.world_size();
+  max_shard_ = static_cast<std::size_t>(o.max_m / W) * o.k * dtype_size(o.dtype);
+  comm::agree(comm, [&] {
+    // MPI counts are int: one block crossing hosts must stay below 2 GiB.
+    FLUXCPP_CHECK_ARG(c.num_nodes() == 1 || max_shard_ <= static_cast<std::size_t>(INT32_MAX),
+                      "{}: a block of max_m/W={} rows x k={} is {} bytes; across hosts the limit "
+                      "is 2 GiB",
+                      kOp, o.max_m / W, o.k, max_shard_);
+  });
+  slot_ = align_up(max_shard_, kAlign);
+  const int N = c.num_nodes();
+  data_off_ = align_up(sizeof(ops::SyncBlock) + sizeof(shm::Signal) * N, kAlign);
+  // The blocks are only needed when node peers read them.
+  std::size_t bytes = data_off_ + (c.node_size() > 1 ? slot_ * N : 0);
+  buf_ = shm::SymmetricBuffer(c, bytes, "ag");
+  std::vector<ops::SyncBlock*> blocks;
+  for (int i = 0; i < c.node_size(); ++i)
+    blocks.push_back(static_cast<ops::SyncBlock*>(buf_.peer(i)));
+  if (N > 1) rail_ = ContextImpl::dup_comm(c.rail_comm());
+  sync_ = ops::CallSync(&c, kOp, std::move(blocks), rail_, {"m", "", "", ""});
+}
+
+AllGatherImpl::~AllGatherImpl() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (rail_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&rail_);
+}
+
+char* AllGatherImpl::region(int local, int node) const {
+  return static_cast<char*>(buf_.peer(local)) + data_off_ + slot_ * node;
+}
+
+shm::Signal& AllGatherImpl::progress(int local, int node) const {
+  auto* base = static_cast<char*>(buf_.peer(local)) + sizeof(ops::SyncBlock);
+  return reinterpret_cast<shm::Signal*>(base)[node];
+}
+
+std::string AllGatherImpl::validate(const void* input, int64_t m, const void* output) const {
+  const int W = ctx_->world_size();
+  if (m < 0 || m > opts_.max_m)
+    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m,
+                       ctx_->world_rank());
+  if (m % W != 0)
+    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W,
+                       ctx_->world_rank());
+  if (m > 0 && input == nullptr)
+    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, ctx_->world_rank());
+  if (m > 0 && output == nullptr)
+    return fmt::format("{}: output is NULL with m={} (rank {})", kOp, m, ctx_->world_rank());
+  return {};
+}
+
+void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
+  if (broken_)
+    raise(Errc::kInvalidUsage,
+          "{}: the op failed earlier (timeout or MPI error) and must be destroyed", kOp);
+  if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
+  const uint64_t e = ++epoch_;
+  try {
+    sync_.exchange(e, {m, 0, 0, 0}, validate(input, m, output));
+    if (m == 0) return;
+    run(static_cast<const char*>(input), m, static_cast<char*>(output));
+  } catch (const Error& err) {
+    if (err.code() != Errc::kInvalidArgument) broken_ = true;
+    throw;
+  }
+}
+
+// Across hosts: on the comm stream, swap blocks with the rail peers over MPI. With node peers
+// the blocks land in our segment (they read them there); alone on the host, straight in output.
+void AllGatherImpl::start_rail(const char* input, std::size_t shard, char* output) {
+  ContextImpl& c = *ctx_;
+  abort_.store(false);
+  const uint64_t e = epoch_;
+  const auto deadline = c.deadline();
+  rail_ticket_ = c.comm_stream(0).enqueue([this, input, shard, output, e, deadline] {
+    ContextImpl& c = *ctx_;
+    const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
+    const bool staged = c.node_size() > 1;
+    std::vector<MPI_Request> reqs;
+    std::vector<int> recv_node;
+    try {
+      for (int i = 1; i < N; ++i) {
+        int n = (me + i) % N;
+        char* dst = staged ? region(l, n) : output + shard * c.world_rank_of(n, l);
+        MPI_Request r;
+        comm::check_mpi(MPI_Irecv(dst, static_cast<int>(shard), MPI_BYTE, n, 1, rail_, &r),
+                        "MPI_Irecv");
+        reqs.push_back(r);
+        recv_node.push_back(n);
+      }
+      for (int i = 1; i < N; ++i) {
+        int n = (me + N - i) % N;
+        MPI_Request r;
+        comm::check_mpi(MPI_Isend(input, static_cast<int>(shard), MPI_BYTE, n, 1, rail_, &r),
+                        "MPI_Isend");
+        reqs.push_back(r);
+      }
+      std::size_t pending = reqs.size();
+      const std::size_t nrecv = recv_node.size();
+      while (pending > 0) {
+        int idx = MPI_UNDEFINED, flag = 0;
+        comm::check_mpi(
+            MPI_Testany(static_cast<int>(reqs.size()), reqs.data(), &idx, &flag, MPI_STATUS_IGNORE),
+            "MPI_Testany");
+        if (flag && idx != MPI_UNDEFINED) {
+          --pending;
+          if (staged && static_cast<std::size_t>(idx) < nrecv)
+            shm::signal_set(progress(l, recv_node[idx]), progress_value(e, 1));
+          continue;
+        }
+        if (abort_.load()) raise(Errc::kInternal, "{}: rail transfer abandoned", kOp);
+        if (std::chrono::steady_clock::now() >= deadline) {
+          int missing = -1;
+          for (std::size_t i = 0; i < nrecv; ++i)
+            if (reqs[i] != MPI_REQUEST_NULL) missing = c.world_rank_of(recv_node[i], l);
+          if (missing >= 0) ops::raise_timeout(c, kOp, missing, "MPI block receive", 1, 0);
+          raise(Errc::kTimeout, "{}: timed out after {} s sending blocks to other hosts (rank {})",
+                kOp, c.config().timeout_s, c.world_rank());
+        }
+        sched_yield();
+      }
+    } catch (...) {
+      // Leave nothing in flight that could write into our buffers later.
+      for (std::size_t i = 0; i < reqs.size(); ++i)
+        if (reqs[i] != MPI_REQUEST_NULL) {
+          if (i < recv_node.size()) MPI_Cancel(&reqs[i]);
+          MPI_Request_free(&reqs[i]);
+        }
+      abort_.store(true);
+      throw;
+    }
+  });
+}
+
+void AllGatherImpl::finish_rail() {
+  ContextImpl& c = *ctx_;
+  // The task honours its own deadline; give it a little beyond ours to report first.
+  auto deadline = c.deadline() + std::chrono::seconds(5);
+  if (!c.comm_stream(0).wait(rail_ticket_, deadline))
+    raise(Errc::kTimeout, "{}: comm stream did not finish (rank {})", kOp, c.world_rank());
+}
+
+void AllGatherImpl::run(const char* input, int64_t m, char* output) {
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
+  const int me = c.node_rank(), nid = c.node_id();
+  const std::size_t shard = static_cast<std::size_t>(m / W) * opts_.k * dtype_size(opts_.dtype);
+  const uint64_t e = epoch_;
+  if (N > 1) start_rail(input, shard, output);
+  struct RailGuard {  // never leave the comm task running with our pointers
+    AllGatherImpl* self;
+    bool active;
+    ~RailGuard() {
+      if (active) {
+        self->abort_.store(true);
+        try {
+          self->finish_rail();
+        } catch (...) {
+        }
+      }
+    }
+  } guard{this, N > 1};
+
+  char* own_out = output + shard * c.world_rank();
+  const auto deadline = c.deadline();
+  const auto policy = c.wait_policy();
+  auto wait_progress = [&](int q, int node, uint64_t chunks, const char* what) {
+    uint64_t observed = 0;
+    const uint64_t want = progress_value(e, chunks);
+    if (!shm::signal_wait(progress(q, node), want, deadline, policy, &observed, &abort_)) {
+      if (abort_.load()) finish_rail();  // rethrows the comm stream's error
+      int peer = q == me && node != nid ? c.world_rank_of(node, me) : c.world_rank_of(node, q);
+      ops::raise_timeout(c, kOp, peer,
+                         fmt::format("{}-progress[{}] of local rank {}", what, node, q), want,
+                         observed);
+    }
+  };
+
+  if (L > 1) {
+    // Within the host: publish our block chunk by chunk and pull each peer's chunk right after
+    // it lands, so reads hit blocks that are still in the shared cache.
+    const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
+    const uint64_t nchunks = (shard + chunk - 1) / chunk;
+    char* mine = region(me, nid);
+    auto pull = [&](uint64_t ch) {
+      std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
+      for (int i = 1; i < L; ++i) {
+        int q = (me + i) % L;
+        wait_progress(q, nid, ch + 1, "block");
+        std::memcpy(output + shard * c.world_rank_of(nid, q) + off, region(q, nid) + off, len);
+      }
+    };
+    for (uint64_t ch = 0; ch < nchunks; ++ch) {
+      std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
+      std::memcpy(mine + off, input + off, len);
+      shm::signal_set(progress(me, nid), progress_value(e, ch + 1));
+      if (input != own_out) std::memcpy(own_out + off, input + off, len);
+      if (ch > 0) pull(ch - 1);
+    }
+    pull(nchunks - 1);
+  } else if (input != own_out) {
+    std::memcpy(own_out, input, shard);
+  }
+
+  if (N > 1) {
+    if (L > 1) {
+      // Blocks from other hosts: each node peer received its rail peers' blocks by MPI.
+      for (int i = 1; i < N; ++i) {
+        int n = (nid + i) % N;
+        for (int j = 0; j < L; ++j) {
+          int q = (me + j) % L;
+          wait_progress(q, n, 1, "rail");
+          std::memcpy(output + shard * c.world_rank_of(n, q), region(q, n), shard);
+        }
+      }
+    }
+    guard.active = false;
+    finish_rail();
+  }
+}
+
+}  // namespace detail
+
+AllGather::AllGather(const Context& ctx, const AllGatherOptions& options)
+    : impl_(std::make_unique<detail::AllGatherImpl>(ctx.impl(), options)) {}
+AllGather::AllGather(AllGather&&) noexcept = default;
+AllGather& AllGather::operator=(AllGather&&) noexcept = default;
+AllGather::~AllGather() = default;
+
+void AllGather::forward(const void* input, int64_t m, void* output) {
+  if (!impl_) raise(Errc::kInvalidUsage, "all_gather: forward on a moved-from op");
+  impl_->forward(input, m, output);
+}
+
+const AllGatherOptions& AllGather::options() const {
+  return impl_->options();
+}
+
+}  // namespace fluxcpp

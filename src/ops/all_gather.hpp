@@ -1,0 +1,47 @@
+// AllGather (private part). See include/fluxcpp/all_gather.hpp for the contract and
+// docs/ops/all_gather.md for the algorithm.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/all_gather.hpp"
+#include "ops/call_sync.hpp"
+#include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::detail {
+
+class AllGatherImpl {
+ public:
+  // local_error: see ContextImpl.
+  AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOptions& options,
+                const std::string& local_error = {});
+  ~AllGatherImpl();
+
+  void forward(const void* input, int64_t m, void* output);
+  const AllGatherOptions& options() const { return opts_; }
+
+ private:
+  std::string validate(const void* input, int64_t m, const void* output) const;
+  void run(const char* input, int64_t m, char* output);
+  void start_rail(const char* input, std::size_t shard, char* output);
+  void finish_rail();
+  char* region(int local, int node) const;
+  shm::Signal& progress(int local, int node) const;
+
+  std::shared_ptr<ContextImpl> ctx_;
+  AllGatherOptions opts_;
+  std::size_t max_shard_ = 0;  // bytes of one rank's block at max_m
+  std::size_t slot_ = 0;       // bytes reserved per block in the segment (page aligned)
+  std::size_t data_off_ = 0;   // where the blocks start in the segment
+  shm::SymmetricBuffer buf_;
+  ops::CallSync sync_;
+  MPI_Comm rail_ = MPI_COMM_NULL;  // own dup of the context's rail communicator (multi-host)
+  uint64_t epoch_ = 0;
+  bool broken_ = false;
+  std::atomic<bool> abort_{false};
+  uint64_t rail_ticket_ = 0;
+};
+
+}  // namespace fluxcpp::detail

@@ -1,0 +1,14 @@
+# Runs killed_rank on 3 ranks: rank 2 dies; ranks 0 and 1 must both report PASS, and /dev/shm
+# must hold no fluxcpp segment afterwards. mpirun's own exit status is ignored (a rank died).
+execute_process(COMMAND ${MPIEXEC} -np 3 ${FLAGS} --mca orte_abort_on_non_zero_status 0 ${EXE}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 120)
+message(STATUS "${out}")
+string(REGEX MATCHALL "killed_rank: rank [01] PASS" passes "${out}")
+list(LENGTH passes npass)
+if(NOT npass EQUAL 2)
+  message(FATAL_ERROR "expected 2 survivors to PASS, got ${npass} (mpirun rc ${rc})\n${out}\n${err}")
+endif()
+file(GLOB left /dev/shm/*fluxcpp*)
+if(left)
+  message(FATAL_ERROR "fluxcpp segments left in /dev/shm: ${left}")
+endif()

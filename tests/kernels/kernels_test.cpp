@@ -1,0 +1,777 @@
+// Unit tests of the kernels layer (GEMM driver, bf16 casts, fixed-order reduction) against naive
+// reference loops. Single process, no MPI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fluxcpp/error.hpp"
+#include "fluxcpp/types.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/reduce.hpp"
+
+namespace fluxcpp::kernels {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+// splitmix64: deterministic and identical on every platform, unlike std:: distributions.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1), 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-52 - 1.0; }
+  uint32_t u32() { return static_cast<uint32_t>(next() >> 32); }
+
+ private:
+  uint64_t state_;
+};
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+// A buffer of `count` elements of `dtype`, read and written through doubles. bf16 values are
+// stored as their bit patterns; set() rounds to the element type.
+class Buffer {
+ public:
+  Buffer(DType dtype, int64_t count) : dtype_(dtype), bytes_(count * dtype_size(dtype)) {}
+  DType dtype() const { return dtype_; }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  double get(int64_t i) const {
+    switch (dtype_) {
+      case DType::kFloat32: return reinterpret_cast<const float*>(bytes_.data())[i];
+      case DType::kFloat64: return reinterpret_cast<const double*>(bytes_.data())[i];
+      case DType::kBFloat16:
+        return bf16_to_f32(reinterpret_cast<const uint16_t*>(bytes_.data())[i]);
+    }
+    return 0;
+  }
+  void set(int64_t i, double v) {
+    switch (dtype_) {
+      case DType::kFloat32: reinterpret_cast<float*>(bytes_.data())[i] = float(v); break;
+      case DType::kFloat64: reinterpret_cast<double*>(bytes_.data())[i] = v; break;
+      case DType::kBFloat16:
+        reinterpret_cast<uint16_t*>(bytes_.data())[i] = f32_to_bf16(float(v));
+        break;
+    }
+  }
+  // Deterministic values in [-1, 1], exactly representable in the element type (bf16 values are
+  // generated as bf16, so the reference sees exactly the numbers the kernel sees).
+  void fill_random(Rng& rng) {
+    for (int64_t i = 0; i < size(); ++i) set(i, rng.uniform());
+  }
+  void fill_nan() {
+    for (int64_t i = 0; i < size(); ++i) set(i, std::numeric_limits<double>::quiet_NaN());
+  }
+  int64_t size() const { return static_cast<int64_t>(bytes_.size() / dtype_size(dtype_)); }
+  bool same_bits(const Buffer& o, int64_t i) const {
+    const size_t e = dtype_size(dtype_);
+    return std::memcmp(bytes_.data() + i * e, o.bytes_.data() + i * e, e) == 0;
+  }
+
+ private:
+  DType dtype_;
+  std::vector<unsigned char> bytes_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+struct GemmCase {
+  DType in = DType::kFloat32;
+  DType out = DType::kFloat32;
+  int64_t rows = 1, n = 1, k = 1;
+  int64_t n0 = 0, n1 = -1;  // n1 < 0: n
+  bool transposed = false;
+  bool bias = false;
+  bool accumulate = false;
+  int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
+  int64_t block_rows = -1;  // >= 0: run gemm_rows (whole width) instead of gemm_tile
+  uint64_t seed = 1;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << dtype_name(in) << "->" << dtype_name(out) << " rows=" << rows << " n=" << n << " k=" << k
+       << " tile=[" << n0 << "," << (n1 < 0 ? n : n1) << ")" << (transposed ? " B[k,n]" : " B[n,k]")
+       << (bias ? " +bias" : "") << (accumulate ? " accumulate" : "") << " pads(a,b,c)=" << lda_pad
+       << "," << ldb_pad << "," << ldc_pad << " block_rows=" << block_rows;
+    return os.str();
+  }
+};
+
+// Per-element error bound: |fl(x) - x| <= c·(k+2)·u·Σ|terms| with slack c = 4 (so 2^-22 for
+// f32, 2^-50 for f64); bf16 output adds the final rounding, 2^-8 relative.
+double gemm_tolerance(DType in, DType out, int64_t k, double abs_sum, double ref) {
+  const double u4 = in == DType::kFloat64 ? 0x1p-50 : 0x1p-22;
+  double tol = u4 * static_cast<double>(k + 2) * abs_sum;
+  if (out == DType::kBFloat16) tol = tol * (1 + 0x1p-8) + 0x1p-8 * std::fabs(ref);
+  return tol;
+}
+
+::testing::AssertionResult run_gemm_case(const GemmCase& tc) {
+  const int64_t n1 = tc.n1 < 0 ? tc.n : tc.n1;
+  const int64_t cols = n1 - tc.n0;
+  const int64_t lda = tc.k + tc.lda_pad;
+  const int64_t ldb = (tc.transposed ? tc.n : tc.k) + tc.ldb_pad;
+  const int64_t ldc = cols + tc.ldc_pad;
+  Rng rng(tc.seed);
+
+  Buffer a(tc.in, tc.rows * lda);
+  a.fill_random(rng);
+  Buffer b(tc.in, (tc.transposed ? tc.k : tc.n) * ldb);
+  b.fill_random(rng);
+  Buffer bias(tc.out, tc.n);
+  bias.fill_random(rng);
+  Buffer c(tc.out, tc.rows * ldc);
+  // Non-accumulating calls must overwrite every element: start from NaN so a missed one shows.
+  if (tc.accumulate) {
+    c.fill_random(rng);
+  } else {
+    c.fill_nan();
+  }
+  // Padding columns hold a recognisable value and must come back untouched.
+  for (int64_t i = 0; i < tc.rows; ++i) {
+    for (int64_t j = cols; j < ldc; ++j) c.set(i * ldc + j, 12345.0);
+  }
+  const Buffer c0 = c;
+
+  // The reference reads doubles laid out as a[i][p] and bt[j][p] so its inner loop is plain.
+  std::vector<double> a_ref(tc.rows * tc.k), bt_ref(tc.n * tc.k);
+  for (int64_t i = 0; i < tc.rows; ++i) {
+    for (int64_t p = 0; p < tc.k; ++p) a_ref[i * tc.k + p] = a.get(i * lda + p);
+  }
+  for (int64_t j = 0; j < tc.n; ++j) {
+    for (int64_t p = 0; p < tc.k; ++p) {
+      bt_ref[j * tc.k + p] = tc.transposed ? b.get(p * ldb + j) : b.get(j * ldb + p);
+    }
+  }
+
+  GemmWeight w;
+  w.prepare(tc.in, b.data(), tc.n, tc.k, tc.transposed, tc.ldb_pad == 0 ? 0 : ldb);
+  GemmOut out;
+  out.c = c.data();
+  out.ldc = ldc;
+  out.dtype = tc.out;
+  out.bias = tc.bias ? bias.data() : nullptr;
+  out.accumulate = tc.accumulate;
+  if (tc.block_rows >= 0) {
+    gemm_rows(w, a.data(), lda, tc.rows, out, tc.block_rows);
+  } else {
+    gemm_tile(w, a.data(), lda, tc.rows, tc.n0, n1, out);
+  }
+
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (int64_t i = 0; i < tc.rows; ++i) {
+    for (int64_t jj = 0; jj < ldc; ++jj) {
+      const int64_t idx = i * ldc + jj;
+      if (jj >= cols) {
+        if (!c.same_bits(c0, idx) && bad++ == 0) {
+          first << "padding C(" << i << "," << jj << ") [index " << idx
+                << "] overwritten: expected " << c0.get(idx) << " got " << c.get(idx);
+        }
+        continue;
+      }
+      const int64_t j = tc.n0 + jj;
+      // Four partial sums: in double the order is irrelevant at these tolerances, and it keeps
+      // the reference from dominating the test time.
+      const double* ar = a_ref.data() + i * tc.k;
+      const double* br = bt_ref.data() + j * tc.k;
+      double part[4] = {0, 0, 0, 0}, abs_part[4] = {0, 0, 0, 0};
+      for (int64_t p = 0; p < tc.k; ++p) {
+        const double t = ar[p] * br[p];
+        part[p % 4] += t;
+        abs_part[p % 4] += std::fabs(t);
+      }
+      double ref = (part[0] + part[1]) + (part[2] + part[3]);
+      double abs_sum = (abs_part[0] + abs_part[1]) + (abs_part[2] + abs_part[3]);
+      if (tc.bias) {
+        ref += bias.get(j);
+        abs_sum += std::fabs(bias.get(j));
+      }
+      if (tc.accumulate) {
+        ref += c0.get(idx);
+        abs_sum += std::fabs(c0.get(idx));
+      }
+      const double got = c.get(idx);
+      const double tol = gemm_tolerance(tc.in, tc.out, tc.k, abs_sum, ref);
+      if (!(std::fabs(got - ref) <= tol) && bad++ == 0) {
+        first.precision(17);
+        first << "C(" << i << "," << j << ") [index " << idx << "]: expected " << ref << " got "
+              << got << " (tolerance " << tol << ")";
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << tc.describe() << ": " << bad << " mismatches; first: " << first.str();
+}
+
+struct SweepConfig {
+  DType in, out;
+  bool transposed, bias, accumulate;
+};
+
+std::string sweep_name(const ::testing::TestParamInfo<SweepConfig>& info) {
+  const SweepConfig& s = info.param;
+  std::string name = std::string(dtype_name(s.in)) + "_" + dtype_name(s.out);
+  name += s.transposed ? "_BT" : "_BN";
+  if (s.bias) name += "_bias";
+  if (s.accumulate) name += "_acc";
+  return name;
+}
+
+std::vector<SweepConfig> sweep_configs() {
+  const std::pair<DType, DType> pairs[] = {{DType::kFloat32, DType::kFloat32},
+                                           {DType::kFloat64, DType::kFloat64},
+                                           {DType::kBFloat16, DType::kBFloat16},
+                                           {DType::kBFloat16, DType::kFloat32}};
+  std::vector<SweepConfig> v;
+  for (const auto& [in, out] : pairs) {
+    for (bool transposed : {false, true}) {
+      for (bool bias : {false, true}) {
+        for (bool acc : {false, true}) {
+          if (acc && out == DType::kBFloat16) continue;
+          v.push_back({in, out, transposed, bias, acc});
+        }
+      }
+    }
+  }
+  return v;
+}
+
+class GemmSweep : public ::testing::TestWithParam<SweepConfig> {};
+
+// Every (rows, n, k) in {1,3,17,127}^3: full width through gemm_rows with an odd block, and an
+// interior tile with n0 > 0 and padded leading dimensions through gemm_tile.
+TEST_P(GemmSweep, SmallShapes) {
+  const SweepConfig& s = GetParam();
+  const int64_t sizes[] = {1, 3, 17, 127};
+  uint64_t seed = 100;
+  for (int64_t rows : sizes) {
+    for (int64_t n : sizes) {
+      for (int64_t k : sizes) {
+        GemmCase tc;
+        tc.in = s.in;
+        tc.out = s.out;
+        tc.transposed = s.transposed;
+        tc.bias = s.bias;
+        tc.accumulate = s.accumulate;
+        tc.rows = rows;
+        tc.n = n;
+        tc.k = k;
+        tc.seed = ++seed;
+        tc.block_rows = 5;
+        EXPECT_TRUE(run_gemm_case(tc));
+
+        if (n < 3) continue;
+        tc.block_rows = -1;
+        tc.n0 = n / 3;
+        tc.n1 = n - n / 4;
+        tc.lda_pad = 3;
+        tc.ldb_pad = 2;
+        tc.ldc_pad = 5;
+        tc.seed = ++seed;
+        EXPECT_TRUE(run_gemm_case(tc));
+      }
+    }
+  }
+}
+
+// One shape large enough for OpenBLAS's blocked paths (K > its k-block, several M blocks).
+TEST_P(GemmSweep, LargeShape) {
+  const SweepConfig& s = GetParam();
+  GemmCase tc;
+  tc.in = s.in;
+  tc.out = s.out;
+  tc.transposed = s.transposed;
+  tc.bias = s.bias;
+  tc.accumulate = s.accumulate;
+  tc.rows = 256;
+  tc.n = 300;
+  tc.k = 1000;
+  tc.lda_pad = 8;
+  tc.ldc_pad = 4;
+  tc.block_rows = 100;  // not a divisor of rows
+  EXPECT_TRUE(run_gemm_case(tc));
+
+  tc.block_rows = -1;
+  tc.n0 = 37;
+  tc.n1 = 251;
+  tc.ldb_pad = 16;
+  tc.seed = 7;
+  EXPECT_TRUE(run_gemm_case(tc));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmSweep, ::testing::ValuesIn(sweep_configs()), sweep_name);
+
+// k == 0: the product is empty, so C = bias (or 0), or C += bias when accumulating.
+TEST(Gemm, EmptyK) {
+  for (const SweepConfig& s : sweep_configs()) {
+    GemmCase tc;
+    tc.in = s.in;
+    tc.out = s.out;
+    tc.transposed = s.transposed;
+    tc.bias = s.bias;
+    tc.accumulate = s.accumulate;
+    tc.rows = 4;
+    tc.n = 6;
+    tc.k = 0;
+    tc.n0 = 1;
+    tc.n1 = 5;
+    tc.ldc_pad = 2;
+    EXPECT_TRUE(run_gemm_case(tc));
+  }
+}
+
+TEST(Gemm, EmptyTileIsNoOp) {
+  std::vector<float> b(6 * 4, 1.0f), a(3 * 4, 1.0f), c(3 * 6, -7.0f);
+  GemmWeight w;
+  w.prepare(DType::kFloat32, b.data(), 6, 4, false);
+  GemmOut out;
+  out.c = c.data();
+  out.ldc = 6;
+  gemm_tile(w, a.data(), 4, 0, 0, 6, out);
+  gemm_tile(w, a.data(), 4, 3, 2, 2, out);
+  gemm_rows(w, a.data(), 4, 0, out, 2);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], -7.0f) << "index " << i;
+}
+
+TEST(Gemm, WeightPrepare) {
+  std::vector<uint16_t> b16(5 * 9);
+  for (size_t i = 0; i < b16.size(); ++i) b16[i] = f32_to_bf16(0.25f * float(i) - 3.0f);
+  GemmWeight w;
+  // bf16 [n=5, k=7] stored with ld 9: converted contiguous with ld = k.
+  w.prepare(DType::kBFloat16, b16.data(), 5, 7, false, 9);
+  EXPECT_EQ(w.input_dtype(), DType::kBFloat16);
+  EXPECT_EQ(w.compute_dtype(), DType::kFloat32);
+  EXPECT_EQ(w.ld(), 7);
+  const auto* f = static_cast<const float*>(w.data());
+  for (int r = 0; r < 5; ++r) {
+    for (int p = 0; p < 7; ++p) {
+      ASSERT_EQ(f[r * 7 + p], bf16_to_f32(b16[r * 9 + p])) << "row " << r << " col " << p;
+    }
+  }
+  // f32 is viewed in place.
+  std::vector<float> b32(5 * 9);
+  w.prepare(DType::kFloat32, b32.data(), 9, 5, true);
+  EXPECT_EQ(w.data(), b32.data());
+  EXPECT_EQ(w.ld(), 9);
+  EXPECT_TRUE(w.transposed());
+  std::vector<double> b64(4);
+  w.prepare(DType::kFloat64, b64.data(), 2, 2, false);
+  EXPECT_EQ(w.compute_dtype(), DType::kFloat64);
+  EXPECT_EQ(w.data(), b64.data());
+}
+
+void expect_invalid(void (*fn)(), const char* what) {
+  try {
+    fn();
+    ADD_FAILURE() << what << ": no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kInvalidArgument) << what << ": " << e.what();
+  }
+}
+
+TEST(Gemm, RejectsBadArguments) {
+  // Each lambda builds its own small problem; only the noted argument is wrong.
+  expect_invalid(
+      [] {
+        std::vector<uint16_t> b(4), a(4), c(4);
+        GemmWeight w;
+        w.prepare(DType::kBFloat16, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kBFloat16, nullptr, /*accumulate=*/true};
+        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
+      },
+      "bf16 output with accumulate");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4), a(4);
+        std::vector<double> c(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kFloat64, nullptr, false};
+        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
+      },
+      "f32 -> f64");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4), a(4);
+        std::vector<uint16_t> c(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kBFloat16, nullptr, false};
+        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
+      },
+      "f32 -> bf16");
+  expect_invalid(
+      [] {
+        std::vector<double> b(4), a(4);
+        std::vector<float> c(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat64, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
+        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
+      },
+      "f64 -> f32");
+  expect_invalid(
+      [] {
+        std::vector<uint16_t> b(4), a(4);
+        std::vector<double> c(4);
+        GemmWeight w;
+        w.prepare(DType::kBFloat16, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kFloat64, nullptr, false};
+        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
+      },
+      "bf16 -> f64");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4), a(4), c(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
+        gemm_tile(w, a.data(), 2, 2, 0, 3, out);
+      },
+      "n1 > n");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4), a(4), c(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
+        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
+        gemm_tile(w, a.data(), 1, 2, 0, 2, out);
+      },
+      "lda < k");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat32, b.data(), 2, 2, false, 1);
+      },
+      "ld < k");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4);
+        GemmWeight w;
+        w.prepare(static_cast<DType>(7), b.data(), 2, 2, false);
+      },
+      "bad dtype");
+}
+
+// Workers share one prepared weight and call gemm_tile concurrently on disjoint row blocks; the
+// bf16 path exercises the thread-local scratch.
+TEST(Gemm, ConcurrentCallersShareWeight) {
+  const int previous = blas_set_threads(1);
+  const int64_t rows = 96, n = 70, k = 130;
+  Rng rng(99);
+  Buffer a(DType::kBFloat16, rows * k), b(DType::kBFloat16, n * k), bias(DType::kBFloat16, n);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  bias.fill_random(rng);
+  Buffer c(DType::kBFloat16, rows * n);
+  GemmWeight w;
+  w.prepare(DType::kBFloat16, b.data(), n, k, false);
+  std::vector<std::thread> threads;
+  const int64_t per = rows / 4;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Several calls of different sizes so the scratch grows while neighbours run.
+      for (int64_t r = t * per; r < (t + 1) * per; r += 5) {
+        const int64_t nr = std::min<int64_t>(5 + t, (t + 1) * per - r);
+        GemmOut out{static_cast<uint16_t*>(c.data()) + r * n, n, DType::kBFloat16, bias.data(),
+                    false};
+        gemm_tile(w, static_cast<const uint16_t*>(a.data()) + r * k, k, nr, 0, n, out);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  blas_set_threads(previous);
+
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = bias.get(j), abs_sum = std::fabs(bias.get(j));
+      for (int64_t p = 0; p < k; ++p) {
+        ref += a.get(i * k + p) * b.get(j * k + p);
+        abs_sum += std::fabs(a.get(i * k + p) * b.get(j * k + p));
+      }
+      const double tol = gemm_tolerance(DType::kBFloat16, DType::kBFloat16, k, abs_sum, ref);
+      ASSERT_LE(std::fabs(c.get(i * n + j) - ref), tol)
+          << "C(" << i << "," << j << "): expected " << ref << " got " << c.get(i * n + j);
+    }
+  }
+}
+
+TEST(Gemm, BlasThreads) {
+  const int previous = blas_set_threads(1);
+  EXPECT_GE(previous, 1);
+  EXPECT_EQ(blas_get_threads(), 1);
+  EXPECT_EQ(blas_set_threads(previous), 1);
+  EXPECT_EQ(blas_get_threads(), previous);
+  EXPECT_THROW(blas_set_threads(0), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Casts
+
+TEST(Cast, ExhaustiveBf16RoundTrip) {
+  std::vector<uint16_t> all(65536), back(65536);
+  std::vector<float> wide(65536);
+  for (uint32_t v = 0; v < 65536; ++v) all[v] = static_cast<uint16_t>(v);
+  bf16_to_f32(all.data(), wide.data(), 65536);
+  f32_to_bf16(wide.data(), back.data(), 65536);
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const float f = bf16_to_f32(static_cast<uint16_t>(v));
+    ASSERT_EQ(bits_of(wide[v]), bits_of(f)) << "bf16_to_f32 array at index " << v << ": expected "
+                                            << hex(bits_of(f)) << " got " << hex(bits_of(wide[v]));
+    ASSERT_EQ(bits_of(f), v << 16) << "index " << v;
+    const uint16_t scalar = f32_to_bf16(f);
+    ASSERT_EQ(back[v], scalar) << "f32_to_bf16 array at index " << v << ": expected " << hex(scalar)
+                               << " got " << hex(back[v]);
+    if (std::isnan(f)) {
+      // NaNs stay NaN, quietened, sign and payload otherwise kept.
+      ASSERT_TRUE(std::isnan(bf16_to_f32(scalar))) << "index " << v;
+      ASSERT_EQ(scalar, v | 0x0040u) << "index " << v;
+    } else {
+      ASSERT_EQ(scalar, v) << "round trip at index " << v << ": expected " << hex(v) << " got "
+                           << hex(scalar);
+    }
+  }
+}
+
+TEST(Cast, RoundToNearestEven) {
+  struct Case {
+    uint32_t in;
+    uint16_t out;
+  };
+  const Case cases[] = {
+      {0x3f808000u, 0x3f80},  // tie, even neighbour below
+      {0x3f818000u, 0x3f82},  // tie, odd -> up to even
+      {0x3f808001u, 0x3f81},  // just above the tie
+      {0x3f807fffu, 0x3f80},  // just below the tie
+      {0xbf818000u, 0xbf82},  // negative tie
+      {0x7f7fffffu, 0x7f80},  // max float rounds to +inf
+      {0xff7fffffu, 0xff80},  // and to -inf
+      {0x7f800000u, 0x7f80},  // +inf
+      {0xff800000u, 0xff80},  // -inf
+      {0x80000000u, 0x8000},  // -0
+      {0x00008000u, 0x0000},  // denormal tie to even (zero)
+      {0x00018000u, 0x0002},  // denormal tie to even (up)
+      {0x007fffffu, 0x0080},  // largest denormal rounds up to the smallest normal
+      {0x7f800001u, 0x7fc0},  // signalling NaN with a low payload only: stays NaN
+      {0xffc00001u, 0xffc0},  // negative quiet NaN
+      {0x7fffffffu, 0x7fff},  // NaN that would carry into the exponent if rounded
+  };
+  for (const Case& c : cases) {
+    const float f = float_of(c.in);
+    EXPECT_EQ(f32_to_bf16(f), c.out)
+        << "input " << hex(c.in) << ": expected " << hex(c.out) << " got " << hex(f32_to_bf16(f));
+    uint16_t arr = 0;
+    f32_to_bf16(&f, &arr, 1);
+    EXPECT_EQ(arr, c.out) << "array version, input " << hex(c.in) << ": expected " << hex(c.out)
+                          << " got " << hex(arr);
+  }
+}
+
+TEST(Cast, ArrayMatchesScalarOnRandomBits) {
+  Rng rng(5);
+  const int64_t count = 200003;  // odd: exercises the scalar tail
+  std::vector<float> src(count);
+  // Raw bit patterns cover NaNs, infinities and denormals; mix in some of each on purpose.
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t u = rng.u32();
+    switch (i % 7) {
+      case 0: u &= 0x807fffffu; break;                 // denormal or zero
+      case 1: u |= 0x7f800000u; break;                 // inf or NaN
+      case 2: u = (u & 0xffff0000u) | 0x8000u; break;  // exact tie
+      default: break;
+    }
+    src[i] = float_of(u);
+  }
+  std::vector<uint16_t> dst(count + 1, 0xabcd);
+  // Misaligned start and odd length on top of the full run.
+  f32_to_bf16(src.data(), dst.data(), count);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint16_t expected = f32_to_bf16(src[i]);
+    ASSERT_EQ(dst[i], expected) << "index " << i << " input " << hex(bits_of(src[i]))
+                                << ": expected " << hex(expected) << " got " << hex(dst[i]);
+  }
+  ASSERT_EQ(dst[count], 0xabcd) << "wrote past the end";
+  f32_to_bf16(src.data() + 1, dst.data() + 1, 37);
+  for (int64_t i = 1; i < 38; ++i) ASSERT_EQ(dst[i], f32_to_bf16(src[i])) << "index " << i;
+
+  std::vector<uint16_t> h(count);
+  for (int64_t i = 0; i < count; ++i) h[i] = static_cast<uint16_t>(rng.u32());
+  std::vector<float> wide(count + 1, 1.5f);
+  bf16_to_f32(h.data() + 3, wide.data(), count - 3);
+  for (int64_t i = 0; i < count - 3; ++i) {
+    const float expected = bf16_to_f32(h[i + 3]);
+    ASSERT_EQ(bits_of(wide[i]), bits_of(expected))
+        << "index " << i << ": expected " << hex(bits_of(expected)) << " got "
+        << hex(bits_of(wide[i]));
+  }
+  ASSERT_EQ(wide[count - 3], 1.5f) << "wrote past the end";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reduce
+
+// The documented order, written as plainly as possible.
+// dst's own dtype decides the final rounding.
+void reference_reduce(DType src_dtype, const std::vector<Buffer>& srcs, Buffer& dst, int64_t count,
+                      const Buffer* addend) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (src_dtype == DType::kFloat64) {
+      double acc = srcs[0].get(i);
+      for (size_t s = 1; s < srcs.size(); ++s) acc += srcs[s].get(i);
+      if (addend != nullptr) acc += addend->get(i);
+      dst.set(i, acc);
+    } else {
+      float acc = static_cast<float>(srcs[0].get(i));
+      for (size_t s = 1; s < srcs.size(); ++s) acc += static_cast<float>(srcs[s].get(i));
+      if (addend != nullptr) acc += static_cast<float>(addend->get(i));
+      dst.set(i, acc);  // f32 -> double -> f32 is exact; bf16 rounds once here
+    }
+  }
+}
+
+::testing::AssertionResult same_bits(const Buffer& expected, const Buffer& got, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!got.same_bits(expected, i)) {
+      std::ostringstream os;
+      os.precision(17);
+      os << "index " << i << ": expected " << expected.get(i) << " got " << got.get(i);
+      return ::testing::AssertionFailure() << os.str();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct ReducePair {
+  DType src, dst;
+};
+
+TEST(Reduce, MatchesFixedOrderLoop) {
+  const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
+                              {DType::kFloat32, DType::kBFloat16},
+                              {DType::kBFloat16, DType::kFloat32},
+                              {DType::kBFloat16, DType::kBFloat16},
+                              {DType::kFloat64, DType::kFloat64}};
+  uint64_t seed = 1000;
+  for (const ReducePair& pr : pairs) {
+    for (int nsrcs : {1, 2, 3, 5, 8}) {
+      for (int64_t count : {0, 1, 15, 1023, 1024, 1025, 5003}) {
+        for (bool with_addend : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(pr.src)) + "->" + dtype_name(pr.dst) +
+                       " nsrcs=" + std::to_string(nsrcs) + " count=" + std::to_string(count) +
+                       (with_addend ? " +addend" : ""));
+          Rng rng(++seed);
+          std::vector<Buffer> srcs;
+          std::vector<const void*> ptrs;
+          for (int s = 0; s < nsrcs; ++s) {
+            srcs.emplace_back(pr.src, count);
+            // Mixed magnitudes make the order of additions matter.
+            for (int64_t i = 0; i < count; ++i) {
+              srcs.back().set(i, rng.uniform() * std::ldexp(1.0, int(rng.next() % 24) - 12));
+            }
+          }
+          for (const Buffer& b : srcs) ptrs.push_back(b.data());
+          Buffer addend(pr.dst, count);
+          addend.fill_random(rng);
+          Buffer expected(pr.dst, count), got(pr.dst, count), again(pr.dst, count);
+          reference_reduce(pr.src, srcs, expected, count, with_addend ? &addend : nullptr);
+          const void* add = with_addend ? addend.data() : nullptr;
+          reduce_sum(pr.src, ptrs.data(), nsrcs, pr.dst, got.data(), count, add);
+          EXPECT_TRUE(same_bits(expected, got, count));
+          reduce_sum(pr.src, ptrs.data(), nsrcs, pr.dst, again.data(), count, add);
+          EXPECT_TRUE(same_bits(got, again, count)) << "repeated call differs";
+        }
+      }
+    }
+  }
+}
+
+// 1 + 2^-8 + 2^-16 in bf16: rounding after the second term would hit the tie 1 + 2^-8 and round
+// to even (1.0), then stay 1.0; rounding once gives 1 + 2^-7.
+TEST(Reduce, Bf16RoundsOnce) {
+  const uint16_t a[] = {f32_to_bf16(1.0f)}, b[] = {f32_to_bf16(0x1p-8f)},
+                 c[] = {f32_to_bf16(0x1p-16f)};
+  const void* srcs[] = {a, b, c};
+  uint16_t out = 0;
+  reduce_sum(DType::kBFloat16, srcs, 3, DType::kBFloat16, &out, 1);
+  EXPECT_EQ(out, 0x3f81) << "expected " << hex(0x3f81) << " got " << hex(out);
+  // Same with the last term as the addend.
+  reduce_sum(DType::kBFloat16, srcs, 2, DType::kBFloat16, &out, 1, c);
+  EXPECT_EQ(out, 0x3f81) << "expected " << hex(0x3f81) << " got " << hex(out);
+}
+
+TEST(Reduce, InPlaceIntoFirstSource) {
+  const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
+                              {DType::kBFloat16, DType::kBFloat16},
+                              {DType::kFloat64, DType::kFloat64}};
+  for (const ReducePair& pr : pairs) {
+    SCOPED_TRACE(dtype_name(pr.src));
+    const int64_t count = 3001;
+    Rng rng(77);
+    std::vector<Buffer> srcs(3, Buffer(pr.src, count));
+    for (Buffer& b : srcs) b.fill_random(rng);
+    Buffer addend(pr.dst, count);
+    addend.fill_random(rng);
+    Buffer expected(pr.dst, count);
+    reference_reduce(pr.src, srcs, expected, count, &addend);
+    const void* ptrs[] = {srcs[0].data(), srcs[1].data(), srcs[2].data()};
+    reduce_sum(pr.src, ptrs, 3, pr.dst, srcs[0].data(), count, addend.data());
+    EXPECT_TRUE(same_bits(expected, srcs[0], count));
+  }
+}
+
+TEST(Reduce, RejectsBadArguments) {
+  float x[2] = {1, 2};
+  double d[2] = {1, 2};
+  const void* fsrc[] = {x};
+  const void* dsrc[] = {d};
+  EXPECT_THROW(reduce_sum(DType::kFloat64, dsrc, 1, DType::kFloat32, x, 2), Error);
+  EXPECT_THROW(reduce_sum(DType::kFloat32, fsrc, 1, DType::kFloat64, d, 2), Error);
+  EXPECT_THROW(reduce_sum(DType::kBFloat16, fsrc, 1, DType::kFloat64, d, 2), Error);
+  EXPECT_THROW(reduce_sum(DType::kFloat32, fsrc, 0, DType::kFloat32, x, 2), Error);
+  const void* null_src[] = {nullptr};
+  EXPECT_THROW(reduce_sum(DType::kFloat32, null_src, 1, DType::kFloat32, x, 2), Error);
+  try {
+    reduce_sum(DType::kFloat64, dsrc, 1, DType::kBFloat16, x, 2);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace fluxcpp::kernels

@@ -1,0 +1,159 @@
+// Segments, signals and streams within one process.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "comm/stream.hpp"
+#include "fluxcpp/error.hpp"
+#include "shm/segment.hpp"
+#include "shm/signal.hpp"
+
+namespace fluxcpp {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+TEST(Segment, CreatedPrivateExclusiveAndUnlinked) {
+  std::string name = shm::unique_segment_name("test");
+  EXPECT_NE(name.find("fluxcpp"), std::string::npos);
+  {
+    shm::Segment s = shm::Segment::create(name, 10000);
+    EXPECT_GE(s.size(), 10000u);
+    struct stat st {};
+    ASSERT_EQ(0, stat(("/dev/shm" + name).c_str(), &st));
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    // O_EXCL: the same name cannot be created twice.
+    try {
+      shm::Segment again = shm::Segment::create(name, 10000);
+      ADD_FAILURE() << "second create succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kSystem);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    // A peer mapping sees the same bytes.
+    shm::Segment peer = shm::Segment::open(name, 10000);
+    std::memset(s.data(), 0x5A, 100);
+    EXPECT_EQ(static_cast<unsigned char*>(peer.data())[99], 0x5A);
+    s.unlink();
+    EXPECT_NE(0, stat(("/dev/shm" + name).c_str(), &st));
+    EXPECT_EQ(static_cast<unsigned char*>(peer.data())[0], 0x5A);  // still mapped
+  }
+  // A segment dropped without unlink() removes its name too.
+  std::string name2 = shm::unique_segment_name("test");
+  { shm::Segment s = shm::Segment::create(name2, 1); }
+  struct stat st {};
+  EXPECT_NE(0, stat(("/dev/shm" + name2).c_str(), &st));
+}
+
+TEST(Segment, FullDevShmIsAClearErrorNotASigbus) {
+  struct statvfs vfs {};
+  ASSERT_EQ(0, statvfs("/dev/shm", &vfs));
+  // More than the whole file system: tmpfs refuses it up front, without touching memory.
+  std::size_t too_big =
+      static_cast<std::size_t>(vfs.f_blocks) * vfs.f_frsize + (std::size_t{1} << 30);
+  std::string name = shm::unique_segment_name("test");
+  try {
+    shm::Segment s = shm::Segment::create(name, too_big);
+    ADD_FAILURE() << "reserving " << too_big << " bytes succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kSystem);
+    std::string w = e.what();
+    EXPECT_NE(w.find("/dev/shm"), std::string::npos) << w;
+    EXPECT_NE(w.find("free"), std::string::npos) << w;
+  }
+  struct stat st {};
+  EXPECT_NE(0, stat(("/dev/shm" + name).c_str(), &st)) << "failed create left its name behind";
+}
+
+TEST(Signal, WaitSeesValueAndPayload) {
+  shm::Signal s;
+  std::thread producer([&] {
+    std::this_thread::sleep_for(5ms);
+    s.payload[0] = 42;
+    shm::signal_set(s, 7);
+  });
+  EXPECT_TRUE(shm::signal_wait(s, 7, clock_type::now() + 10s, {}));
+  EXPECT_EQ(s.payload[0], 42u);
+  producer.join();
+}
+
+TEST(Signal, SleepingWaiterIsWokenPromptly) {
+  shm::Signal s;
+  shm::WaitPolicy sleepy{0ns, 0ns};  // straight to the futex
+  std::atomic<bool> waiting{false};
+  clock_type::time_point woke;
+  std::thread consumer([&] {
+    waiting = true;
+    EXPECT_TRUE(shm::signal_wait(s, 3, clock_type::now() + 10s, sleepy));
+    woke = clock_type::now();
+  });
+  while (!waiting) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  auto set_at = clock_type::now();
+  shm::signal_set(s, 3);
+  consumer.join();
+  // Far below the 50 ms futex slice: the wake, not the slice, ended the sleep.
+  EXPECT_LT(woke - set_at, 40ms);
+}
+
+TEST(Signal, TimeoutReportsObservedValue) {
+  shm::Signal s;
+  shm::signal_set(s, 4);
+  uint64_t observed = 0;
+  auto t0 = clock_type::now();
+  EXPECT_FALSE(shm::signal_wait(s, 5, t0 + 100ms, {}, &observed));
+  EXPECT_EQ(observed, 4u);
+  EXPECT_GE(clock_type::now() - t0, 100ms);
+  EXPECT_LT(clock_type::now() - t0, 2s);
+}
+
+TEST(Signal, AbortEndsTheWait) {
+  shm::Signal s;
+  std::atomic<bool> abort{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(20ms);
+    abort = true;
+  });
+  auto t0 = clock_type::now();
+  EXPECT_FALSE(shm::signal_wait(s, 1, t0 + 30s, {}, nullptr, &abort));
+  EXPECT_LT(clock_type::now() - t0, 5s);
+  t.join();
+}
+
+TEST(Signal, ManyIncrementsNoneLost) {
+  shm::Signal s;
+  constexpr uint64_t kN = 20000;
+  std::thread producer([&] {
+    for (uint64_t i = 1; i <= kN; ++i) shm::signal_set(s, i);
+  });
+  for (uint64_t i = 1; i <= kN; i += 97)
+    EXPECT_TRUE(shm::signal_wait(s, i, clock_type::now() + 10s, {}));
+  EXPECT_TRUE(shm::signal_wait(s, kN, clock_type::now() + 10s, {}));
+  producer.join();
+}
+
+TEST(Stream, RunsTasksInOrderAndPropagatesErrors) {
+  comm::Stream st("test", {});
+  std::vector<int> order;
+  for (int i = 0; i < 100; ++i) st.enqueue([&order, i] { order.push_back(i); });
+  uint64_t t = st.enqueue([] { throw Error(Errc::kInternal, "task failed"); });
+  uint64_t after = st.enqueue([&order] { order.push_back(100); });
+  try {
+    st.wait(t, clock_type::now() + 10s);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "task failed");
+  }
+  EXPECT_TRUE(st.wait(after, clock_type::now() + 10s));
+  ASSERT_EQ(order.size(), 101u);
+  for (int i = 0; i <= 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+}  // namespace
+}  // namespace fluxcpp

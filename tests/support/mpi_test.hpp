@@ -1,0 +1,39 @@
+// Support for multi-rank GoogleTest binaries run under mpirun.
+//
+// - Only rank 0 prints GoogleTest's output; every rank's failure messages are gathered and
+//   reported by rank 0 after each test, prefixed with the rank, and the test fails everywhere
+//   if it failed anywhere (MpiTest::TearDown).
+// - A watchdog aborts the whole job if one test runs longer than FLUXCPP_TEST_WATCHDOG_S
+//   (default 240 s): a hang fails, it never stalls the suite.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "fluxcpp/context.hpp"
+
+namespace fluxcpp::test {
+
+int world_rank();
+int world_size();
+
+// ranks_per_node for the test's contexts: FLUXCPP_TEST_RANKS_PER_NODE (0: detect hosts).
+int test_ranks_per_node();
+
+// Options used by most tests: the forced layout, a short timeout.
+ContextOptions test_options(double timeout_s = 20.0);
+
+class MpiTest : public ::testing::Test {
+ protected:
+  void TearDown() override;
+};
+
+// True if any rank passes true.
+bool any_rank(bool v);
+
+// Segments whose name contains "fluxcpp" currently in /dev/shm (for leak checks).
+std::vector<std::string> fluxcpp_shm_entries();
+
+}  // namespace fluxcpp::test

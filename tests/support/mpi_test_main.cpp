@@ -1,0 +1,177 @@
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mpi_test.hpp"
+
+namespace fluxcpp::test {
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+// Collects this rank's failure messages of the current test.
+class FailureCollector : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const ::testing::TestInfo&) override { messages.clear(); }
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed() && !forwarding)
+      messages += std::string(r.file_name() ? r.file_name() : "?") + ":" +
+                  std::to_string(r.line_number()) + ": " + r.message() + "\n";
+  }
+  std::string messages;
+  bool forwarding = false;
+};
+FailureCollector* g_collector = nullptr;
+
+// Aborts the job when one test overruns. Re-armed at every test start.
+class Watchdog : public ::testing::EmptyTestEventListener {
+ public:
+  explicit Watchdog(double seconds) : seconds_(seconds), thread_([this] { loop(); }) {}
+  ~Watchdog() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    name_ = std::string(info.test_suite_name()) + "." + info.name();
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(seconds_));
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      if (armed_ && std::chrono::steady_clock::now() >= deadline_) {
+        std::fprintf(stderr,
+                     "[rank %d] WATCHDOG: test %s still running after %.0f s; aborting the job\n",
+                     g_rank, name_.c_str(), seconds_);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 99);
+        std::_Exit(99);
+      }
+      if (armed_)
+        cv_.wait_until(lk, deadline_);
+      else
+        cv_.wait(lk);
+    }
+  }
+  double seconds_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_{};
+  bool armed_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int world_rank() {
+  return g_rank;
+}
+int world_size() {
+  return g_size;
+}
+
+int test_ranks_per_node() {
+  const char* v = std::getenv("FLUXCPP_TEST_RANKS_PER_NODE");
+  return v != nullptr ? std::atoi(v) : 0;
+}
+
+ContextOptions test_options(double timeout_s) {
+  ContextOptions o;
+  o.ranks_per_node = test_ranks_per_node();
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+bool any_rank(bool v) {
+  int x = v ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return x != 0;
+}
+
+void MpiTest::TearDown() {
+  // Agree on the verdict and bring every rank's messages to rank 0.
+  std::string mine = g_collector->messages;
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(g_size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> displs(g_size, 0);
+  int total = 0;
+  for (int i = 0; i < g_size; ++i) {
+    displs[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<std::size_t>(g_rank == 0 ? total : 0), '\0');
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  bool failed = any_rank(HasFailure());
+  if (g_rank == 0) {
+    g_collector->forwarding = true;
+    for (int r = 1; r < g_size; ++r)
+      if (lens[r] > 0)
+        ADD_FAILURE() << "rank " << r << " failed:\n" << all.substr(displs[r], lens[r]);
+    g_collector->forwarding = false;
+  }
+  if (failed && !HasFailure()) {
+    g_collector->forwarding = true;
+    ADD_FAILURE() << "failed on another rank (see rank 0's report)";
+    g_collector->forwarding = false;
+  }
+}
+
+std::vector<std::string> fluxcpp_shm_entries() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).find("fluxcpp") != std::string::npos) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+}  // namespace fluxcpp::test
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  // FLUXCPP_TEST_THREAD_LEVEL=single exercises the thread-level rule of multi-host contexts.
+  const char* level = std::getenv("FLUXCPP_TEST_THREAD_LEVEL");
+  bool single = level != nullptr && std::string(level) == "single";
+  MPI_Init_thread(&argc, &argv, single ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &fluxcpp::test::g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &fluxcpp::test::g_size);
+  ::testing::InitGoogleTest(&argc, argv);
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (fluxcpp::test::g_rank != 0) delete listeners.Release(listeners.default_result_printer());
+  fluxcpp::test::g_collector = new fluxcpp::test::FailureCollector;
+  listeners.Append(fluxcpp::test::g_collector);
+  const char* wd = std::getenv("FLUXCPP_TEST_WATCHDOG_S");
+  listeners.Append(new fluxcpp::test::Watchdog(wd != nullptr ? std::atof(wd) : 240.0));
+  int rc = RUN_ALL_TESTS();
+  int worst = rc;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

@@ -1,4 +1,253 @@
+#include <unistd.h>
+
+#include <thread>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
-int main() {
-  return 0;
+#include <cstring>
+
+#include "bench.hpp"
+#include "comm/affinity.hpp"
+#include "comm/config.hpp"
+#include "comm/context_impl.hpp"
+#include "fluxcpp/fluxcpp.hpp"
+#include "kernels/gemm.hpp"
+
+namespace fluxcpp::bench {
+
+const std::vector<std::pair<std::string, Entry>>& entries() {
+  static const std::vector<std::pair<std::string, Entry>> e = {
+      {"gemm", bench_gemm},
+      {"all_gather", bench_all_gather},
+  };
+  return e;
+}
+
+Stats Env::time(const std::function<void()>& fn) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < settings_.warmup; ++i) fn();
+  // Batch size: grow until one batch takes min_batch_ms on the slowest rank.
+  int batch = 1;
+  for (;;) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = clock::now();
+    for (int i = 0; i < batch; ++i) fn();
+    double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (ms >= settings_.min_batch_ms || batch >= (1 << 16)) break;
+    double grow = std::ceil(batch * settings_.min_batch_ms / std::max(ms, 1e-3));
+    batch = static_cast<int>(std::min<double>(1 << 16, std::max<double>(2.0 * batch, grow)));
+  }
+  const int n = settings_.quick ? std::max(5, settings_.samples / 3) : settings_.samples;
+  std::vector<double> t(n);
+  for (int s = 0; s < n; ++s) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t0 = clock::now();
+    for (int i = 0; i < batch; ++i) fn();
+    t[s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / batch;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, t.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  std::sort(t.begin(), t.end());
+  return {t[n / 2], t.front(), t.back()};
+}
+
+void Env::section(const std::string& title, const std::vector<std::string>& columns) {
+  if (rank() != 0) return;
+  widths_.clear();
+  for (const auto& c : columns) widths_.push_back(std::max<std::size_t>(c.size(), 9));
+  std::printf("\n## %s\n", title.c_str());
+  row(columns);
+}
+
+void Env::row(const std::vector<std::string>& cells) {
+  if (rank() != 0) return;
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    std::printf("%*s ", static_cast<int>(i < widths_.size() ? widths_[i] : 9), cells[i].c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void Env::json(const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (rank() != 0 || json_ == nullptr) return;
+  std::string line = "{";
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    line += (i ? ", " : "") + jstr(fields[i].first) + ": " + fields[i].second;
+  std::fprintf(json_, "%s}\n", line.c_str());
+  std::fflush(json_);
+}
+
+std::string fmt_ms(double ms) {
+  char b[32];
+  if (ms < 1.0)
+    std::snprintf(b, sizeof b, "%.2fus", ms * 1e3);
+  else
+    std::snprintf(b, sizeof b, "%.3fms", ms);
+  return b;
+}
+
+std::string fmt_bytes(double v) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB"};
+  int i = 0;
+  while (v >= 1024 && i < 3) {
+    v /= 1024;
+    ++i;
+  }
+  char b[32];
+  std::snprintf(b, sizeof b, v == std::floor(v) ? "%.0f%s" : "%.1f%s", v, u[i]);
+  return b;
+}
+
+std::string jstr(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+}  // namespace fluxcpp::bench
+
+namespace {
+
+void usage() {
+  std::printf(
+      "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick]\n"
+      "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
+      "  --op      entries to run (default: all):");
+  for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
+  std::printf(
+      "\n  --json    also write one JSON line per row to FILE\n"
+      "  --quick   fewer shapes and samples\n"
+      "  --help-env  list the FLUXCPP_* settings\n"
+      "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
+      "simulated hosts.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fluxcpp;
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  bench::Settings settings;
+  std::string ops = "all", json_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        if (rank == 0) std::fprintf(stderr, "fluxcpp_bench: %s needs a value\n", a.c_str());
+        MPI_Finalize();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--op")
+      ops = next();
+    else if (a == "--json")
+      json_path = next();
+    else if (a == "--quick")
+      settings.quick = true;
+    else if (a == "--samples")
+      settings.samples = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--warmup")
+      settings.warmup = std::max(0, std::atoi(next().c_str()));
+    else if (a == "--list" || a == "--help" || a == "-h" || a == "--help-env") {
+      if (rank == 0) {
+        if (a == "--help-env") {
+          for (const auto& v : env_vars())
+            std::printf("%-26s default %-6s %s\n", v.name, v.default_value, v.help);
+        } else if (a == "--list") {
+          for (const auto& e : bench::entries()) std::printf("%s\n", e.first.c_str());
+        } else {
+          usage();
+        }
+      }
+      MPI_Finalize();
+      return 0;
+    } else {
+      if (rank == 0) {
+        std::fprintf(stderr, "fluxcpp_bench: unknown argument '%s'\n", a.c_str());
+        usage();
+      }
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  std::vector<std::string> wanted;
+  for (std::size_t p = 0; p <= ops.size();) {
+    std::size_t q = ops.find(',', p);
+    if (q == std::string::npos) q = ops.size();
+    if (q > p) wanted.push_back(ops.substr(p, q - p));
+    p = q + 1;
+  }
+  for (const auto& w : wanted) {
+    bool known = w == "all";
+    for (const auto& e : bench::entries()) known = known || e.first == w;
+    if (!known) {
+      if (rank == 0)
+        std::fprintf(stderr, "fluxcpp_bench: unknown op '%s' (see --list)\n", w.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+  }
+
+  int rc = 0;
+  try {
+    ContextOptions o;
+    if (const char* r = std::getenv("FLUXCPP_BENCH_RANKS_PER_NODE"))
+      o.ranks_per_node = std::atoi(r);
+    Context ctx(MPI_COMM_WORLD, o);
+    const auto& impl = *ctx.impl();
+    FILE* json = nullptr;
+    if (rank == 0 && !json_path.empty()) {
+      json = std::fopen(json_path.c_str(), "w");
+      if (json == nullptr) throw Error(Errc::kSystem, "cannot open " + json_path);
+    }
+    if (rank == 0) {
+      char host[256] = "?";
+      gethostname(host, sizeof host);
+#ifdef NDEBUG
+      const char* build = "release";
+#else
+      const char* build = "debug";
+#endif
+      std::printf("# fluxcpp_bench %d.%d.%d rev %s (%s build), MPI thread level %d\n",
+                  version() / 10000, version() / 100 % 100, version() % 100, FLUXCPP_GIT_REV, build,
+                  provided);
+      std::printf(
+          "# ranks %d, hosts %d (%d ranks per host), host %s, %u CPUs online, rank 0 cpuset %s\n",
+          ctx.world_size(), ctx.num_nodes(), ctx.node_size(), host,
+          std::thread::hardware_concurrency(), comm::process_cpuset().c_str());
+      std::printf("# threads per rank: %d compute + %d comm, binding %s, OpenBLAS threads %d\n",
+                  impl.config().compute_threads, impl.config().comm_threads,
+                  binding_name(impl.config().binding), kernels::blas_get_threads());
+      std::printf("# times: median [min max] over %d samples of the max over ranks%s\n",
+                  settings.quick ? std::max(5, settings.samples / 3) : settings.samples,
+                  settings.quick ? " (quick)" : "");
+    }
+    bench::Env env(ctx, settings, json);
+    for (const auto& e : bench::entries())
+      if (std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||
+          std::find(wanted.begin(), wanted.end(), e.first) != wanted.end())
+        e.second(env);
+    if (json != nullptr) std::fclose(json);
+    ctx.close();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fluxcpp_bench: rank %d: %s\n", rank, e.what());
+    rc = 1;
+  }
+  MPI_Finalize();
+  return rc;
 }

@@ -20,6 +20,10 @@ const std::vector<EnvVar>& env_vars() {
       {"FLUXCPP_SPIN_US", "20", "microseconds a wait spins before yielding the core"},
       {"FLUXCPP_YIELD_US", "200", "microseconds a wait yields before sleeping on a futex"},
       {"FLUXCPP_CHUNK_KB", "256", "pipeline chunk of the copy engines, in KiB"},
+      {"FLUXCPP_COPY_ENGINE", "auto",
+       "intra-host copies: shm (staged through shared memory), cma (single copy from the peer's "
+       "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
+      {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
   };
   return vars;
 }
@@ -93,6 +97,17 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank) {
   c.spin_us = parse_double("FLUXCPP_SPIN_US", 0, 1e6);
   c.yield_us = parse_double("FLUXCPP_YIELD_US", 0, 1e6);
   c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
+  std::string engine = env_value("FLUXCPP_COPY_ENGINE");
+  if (engine == "auto")
+    c.copy_engine = CopyEngine::kAuto;
+  else if (engine == "shm")
+    c.copy_engine = CopyEngine::kShm;
+  else if (engine == "cma")
+    c.copy_engine = CopyEngine::kCma;
+  else
+    raise(Errc::kInvalidArgument, "config: FLUXCPP_COPY_ENGINE='{}' must be auto, shm or cma",
+          engine);
+  c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
   return c;
 }
 

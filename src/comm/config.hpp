@@ -11,6 +11,7 @@ namespace fluxcpp {
 
 enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 enum class Binding : int { kNone = 0, kCore = 1 };
+enum class CopyEngine : int { kAuto = 0, kShm = 1, kCma = 2 };
 
 struct EnvVar {
   const char* name;
@@ -33,6 +34,8 @@ struct Config {
   double spin_us = 20.0;          // busy-wait budget of a signal wait before yielding
   double yield_us = 200.0;        // sched_yield budget before sleeping on the futex
   long chunk_bytes = 256 * 1024;  // pipeline chunk of the copy engines
+  CopyEngine copy_engine = CopyEngine::kAuto;
+  long cma_min_bytes = 16 * 1024;
 };
 
 // Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes

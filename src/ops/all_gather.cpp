@@ -3,8 +3,11 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "shm/cma.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -27,7 +30,8 @@ uint64_t progress_value(uint64_t epoch, uint64_t chunks) {
 }  // namespace
 
 // Segment layout (every rank, same size):
-//   SyncBlock | Signal progress[num_nodes] | blocks[num_nodes] of slot_ bytes
+//   SyncBlock | Signal progress[num_nodes] | Signal done[node_size] | blocks[num_nodes] of slot_
+// done[q]: node rank q finished its single-copy (cma) read of our input for that epoch.
 // blocks[n] holds the block of this rank's rail peer on host n (its own block at n = node_id):
 // node peers read it from there.
 AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOptions& o,
@@ -68,7 +72,8 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
   });
   slot_ = align_up(max_shard_, kAlign);
   const int N = c.num_nodes();
-  data_off_ = align_up(sizeof(ops::SyncBlock) + sizeof(shm::Signal) * N, kAlign);
+  const int L = c.node_size();
+  data_off_ = align_up(sizeof(ops::SyncBlock) + sizeof(shm::Signal) * (N + L), kAlign);
   // The blocks are only needed when node peers read them.
   std::size_t bytes = data_off_ + (c.node_size() > 1 ? slot_ * N : 0);
   buf_ = shm::SymmetricBuffer(c, bytes, "ag");
@@ -77,6 +82,37 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
     blocks.push_back(static_cast<ops::SyncBlock*>(buf_.peer(i)));
   if (N > 1) rail_ = ContextImpl::dup_comm(c.rail_comm());
   sync_ = ops::CallSync(&c, kOp, std::move(blocks), rail_, {"m", "", "", ""});
+
+  // Single-copy engine: every rank must pick the same one, and cma must work between all pairs.
+  comm::agree_value(comm, kOp, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
+  comm::agree_value(comm, kOp, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes);
+  if (L > 1 && c.config().copy_engine != CopyEngine::kShm) {
+    shm::cma_allow_peers();
+    auto* probe = static_cast<uint64_t*>(buf_.local()) + sizeof(ops::SyncBlock) / 8;
+    *probe = 0x5EED0000ull + static_cast<uint64_t>(c.node_rank());
+    std::vector<std::string> info = c.allgather(
+        fmt::format("{} {}", static_cast<long>(getpid()), reinterpret_cast<uintptr_t>(probe)));
+    bool ok = true;
+    for (int q = 0; q < L; ++q) {
+      long pid = 0;
+      unsigned long long addr = 0;
+      std::sscanf(info[q].c_str(), "%ld %llu", &pid, &addr);
+      pids_.push_back(static_cast<pid_t>(pid));
+      if (q != c.node_rank())
+        ok = ok && shm::cma_probe(pid_t(pid), addr, 0x5EED0000ull + static_cast<uint64_t>(q));
+    }
+    int all_ok = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, c.node_comm());
+    *probe = 0;  // only now: every peer has read it (the allreduce is a barrier)
+    cma_ok_ = all_ok != 0;
+    comm::agree(comm, [&] {
+      if (c.config().copy_engine == CopyEngine::kCma && !cma_ok_)
+        raise(Errc::kSystem,
+              "{}: FLUXCPP_COPY_ENGINE=cma but process_vm_readv between the ranks of host {} is "
+              "not permitted (ptrace policy); use auto or shm",
+              kOp, c.node_id());
+    });
+  }
 }
 
 AllGatherImpl::~AllGatherImpl() {
@@ -92,6 +128,11 @@ char* AllGatherImpl::region(int local, int node) const {
 shm::Signal& AllGatherImpl::progress(int local, int node) const {
   auto* base = static_cast<char*>(buf_.peer(local)) + sizeof(ops::SyncBlock);
   return reinterpret_cast<shm::Signal*>(base)[node];
+}
+
+shm::Signal& AllGatherImpl::done(int owner, int reader) const {
+  auto* base = static_cast<char*>(buf_.peer(owner)) + sizeof(ops::SyncBlock);
+  return reinterpret_cast<shm::Signal*>(base)[ctx_->num_nodes() + reader];
 }
 
 std::string AllGatherImpl::validate(const void* input, int64_t m, const void* output) const {
@@ -116,7 +157,7 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
   const uint64_t e = ++epoch_;
   try {
-    sync_.exchange(e, {m, 0, 0, 0}, validate(input, m, output));
+    sync_.exchange(e, {m, 0, 0, 0}, validate(input, m, output), reinterpret_cast<uintptr_t>(input));
     if (m == 0) return;
     run(static_cast<const char*>(input), m, static_cast<char*>(output));
   } catch (const Error& err) {
@@ -221,50 +262,22 @@ void AllGatherImpl::run(const char* input, int64_t m, char* output) {
     }
   } guard{this, N > 1};
 
-  char* own_out = output + shard * c.world_rank();
-  const auto deadline = c.deadline();
-  const auto policy = c.wait_policy();
-  auto wait_progress = [&](int q, int node, uint64_t chunks, const char* what) {
-    uint64_t observed = 0;
-    const uint64_t want = progress_value(e, chunks);
-    if (!shm::signal_wait(progress(q, node), want, deadline, policy, &observed, &abort_)) {
-      if (abort_.load()) finish_rail();  // rethrows the comm stream's error
-      int peer = q == me && node != nid ? c.world_rank_of(node, me) : c.world_rank_of(node, q);
-      ops::raise_timeout(c, kOp, peer,
-                         fmt::format("{}-progress[{}] of local rank {}", what, node, q), want,
-                         observed);
-    }
-  };
-
-  if (L > 1) {
-    // Within the host: publish our block chunk by chunk and pull each peer's chunk right after
-    // it lands, so reads hit blocks that are still in the shared cache.
-    const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
-    const uint64_t nchunks = (shard + chunk - 1) / chunk;
-    char* mine = region(me, nid);
-    auto pull = [&](uint64_t ch) {
-      std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
-      for (int i = 1; i < L; ++i) {
-        int q = (me + i) % L;
-        wait_progress(q, nid, ch + 1, "block");
-        std::memcpy(output + shard * c.world_rank_of(nid, q) + off, region(q, nid) + off, len);
-      }
-    };
-    for (uint64_t ch = 0; ch < nchunks; ++ch) {
-      std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
-      std::memcpy(mine + off, input + off, len);
-      shm::signal_set(progress(me, nid), progress_value(e, ch + 1));
-      if (input != own_out) std::memcpy(own_out + off, input + off, len);
-      if (ch > 0) pull(ch - 1);
-    }
-    pull(nchunks - 1);
-  } else if (input != own_out) {
-    std::memcpy(own_out, input, shard);
+  const bool cma = L > 1 && cma_ok_ &&
+                   (c.config().copy_engine == CopyEngine::kCma ||
+                    static_cast<long>(shard) >= c.config().cma_min_bytes);
+  if (cma) {
+    gather_cma(input, shard, output);
+  } else {
+    gather_shm(input, shard, output);
   }
 
   if (N > 1) {
     if (L > 1) {
       // Blocks from other hosts: each node peer received its rail peers' blocks by MPI.
+      const auto deadline = c.deadline();
+      auto wait_progress = [&](int q, int node, uint64_t chunks, const char* what) {
+        wait_block(q, node, progress_value(e, chunks), deadline, what);
+      };
       for (int i = 1; i < N; ++i) {
         int n = (nid + i) % N;
         for (int j = 0; j < L; ++j) {
@@ -277,6 +290,82 @@ void AllGatherImpl::run(const char* input, int64_t m, char* output) {
     guard.active = false;
     finish_rail();
   }
+}
+
+void AllGatherImpl::wait_block(int q, int node, uint64_t want,
+                               std::chrono::steady_clock::time_point deadline, const char* what) {
+  ContextImpl& c = *ctx_;
+  uint64_t observed = 0;
+  if (!shm::signal_wait(progress(q, node), want, deadline, c.wait_policy(), &observed, &abort_)) {
+    if (abort_.load()) finish_rail();  // rethrows the comm stream's error
+    const int me = c.node_rank(), nid = c.node_id();
+    int peer = q == me && node != nid ? c.world_rank_of(node, me) : c.world_rank_of(node, q);
+    ops::raise_timeout(c, kOp, peer, fmt::format("{}-progress[{}] of local rank {}", what, node, q),
+                       want, observed);
+  }
+}
+
+// Within the host, staged: publish our block chunk by chunk into our segment and pull each
+// peer's chunk right after it lands, so reads hit blocks that are still in the shared cache.
+void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* output) {
+  ContextImpl& c = *ctx_;
+  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  const uint64_t e = epoch_;
+  char* own_out = output + shard * c.world_rank();
+  if (L == 1) {
+    if (input != own_out) std::memcpy(own_out, input, shard);
+    return;
+  }
+  const auto deadline = c.deadline();
+  const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
+  const uint64_t nchunks = (shard + chunk - 1) / chunk;
+  char* mine = region(me, nid);
+  auto pull = [&](uint64_t ch) {
+    std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
+    for (int i = 1; i < L; ++i) {
+      int q = (me + i) % L;
+      wait_block(q, nid, progress_value(e, ch + 1), deadline, "block");
+      std::memcpy(output + shard * c.world_rank_of(nid, q) + off, region(q, nid) + off, len);
+    }
+  };
+  for (uint64_t ch = 0; ch < nchunks; ++ch) {
+    std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
+    std::memcpy(mine + off, input + off, len);
+    shm::signal_set(progress(me, nid), progress_value(e, ch + 1));
+    if (input != own_out) std::memcpy(own_out + off, input + off, len);
+    if (ch > 0) pull(ch - 1);
+  }
+  pull(nchunks - 1);
+}
+
+// Within the host, single copy: read each peer's input straight from its address space into
+// our output (the peers published their input addresses with the call header), then wait until
+// every peer has finished reading ours, since the caller may reuse input once we return.
+void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* output) {
+  ContextImpl& c = *ctx_;
+  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  const uint64_t e = epoch_;
+  char* own_out = output + shard * c.world_rank();
+  if (input != own_out) std::memcpy(own_out, input, shard);
+  std::exception_ptr failed;
+  for (int i = 1; i < L; ++i) {
+    int q = (me + i) % L;
+    try {
+      if (!failed)
+        shm::cma_read(pids_[q], sync_.extra(q, e), output + shard * c.world_rank_of(nid, q), shard);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    shm::signal_set(done(q, me), e);  // even on failure: q must not wait for us in vain
+  }
+  const auto deadline = c.deadline();
+  for (int i = 1; i < L; ++i) {
+    int q = (me + L - i) % L;
+    uint64_t observed = 0;
+    if (!shm::signal_wait(done(me, q), e, deadline, c.wait_policy(), &observed))
+      ops::raise_timeout(c, kOp, c.world_rank_of(nid, q), fmt::format("done[{}]", q), e, observed);
+  }
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace detail

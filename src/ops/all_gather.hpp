@@ -2,8 +2,11 @@
 // docs/ops/all_gather.md for the algorithm.
 #pragma once
 
+#include <sys/types.h>
 #include <atomic>
+
 #include <memory>
+#include <vector>
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/all_gather.hpp"
@@ -29,6 +32,11 @@ class AllGatherImpl {
   void finish_rail();
   char* region(int local, int node) const;
   shm::Signal& progress(int local, int node) const;
+  shm::Signal& done(int owner, int reader) const;
+  void wait_block(int q, int node, uint64_t want, std::chrono::steady_clock::time_point deadline,
+                  const char* what);
+  void gather_cma(const char* input, std::size_t shard, char* output);
+  void gather_shm(const char* input, std::size_t shard, char* output);
 
   std::shared_ptr<ContextImpl> ctx_;
   AllGatherOptions opts_;
@@ -42,6 +50,8 @@ class AllGatherImpl {
   bool broken_ = false;
   std::atomic<bool> abort_{false};
   uint64_t rail_ticket_ = 0;
+  std::vector<pid_t> pids_;  // of the node ranks
+  bool cma_ok_ = false;      // process_vm_readv works between every pair of node ranks
 };
 
 }  // namespace fluxcpp::detail

@@ -25,7 +25,8 @@ void raise_timeout(detail::ContextImpl& ctx, const char* op, int peer, const std
         observed, ctx.world_rank());
 }
 
-void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::string& local_error) {
+void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::string& local_error,
+                        uint64_t extra) {
   const int me = ctx_->node_rank();
   const int parity = static_cast<int>(epoch & 1);
   uint64_t status = local_error.empty() ? kOk : kBadHere;
@@ -100,6 +101,7 @@ void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::str
   shm::Signal& h = own.header[parity];
   h.payload[0] = status;
   for (int f = 0; f < kSyncFields; ++f) h.payload[1 + f] = static_cast<uint64_t>(fields[f]);
+  h.payload[5] = extra;
   std::snprintf(own.message[parity], sizeof own.message[parity], "%s", error.c_str());
   shm::signal_set(h, epoch);
 

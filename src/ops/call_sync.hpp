@@ -38,7 +38,13 @@ class CallSync {
   // Collective. local_error is empty when this rank's arguments are valid. Throws
   // kInvalidArgument on every rank if any rank's arguments are invalid or fields differ, and
   // kTimeout naming the peer that did not arrive.
-  void exchange(uint64_t epoch, const SyncFields& fields, const std::string& local_error);
+  // `extra` is a per-rank value published with the header (not compared); read it back with
+  // extra() after exchange returned.
+  void exchange(uint64_t epoch, const SyncFields& fields, const std::string& local_error,
+                uint64_t extra = 0);
+
+  // Node rank q's `extra` of call `epoch`; stable until this rank's next exchange returns.
+  uint64_t extra(int q, uint64_t epoch) const { return blocks_[q]->header[epoch & 1].payload[5]; }
 
  private:
   detail::ContextImpl* ctx_ = nullptr;

@@ -1,0 +1,67 @@
+// fluxcpp_bench: one harness, one entry per op.
+//
+// Timing: a sample is a batch of iterations started together after a barrier, divided by the
+// batch size (so microsecond ops are not drowned by barrier skew); each rank keeps its samples,
+// the harness takes the max over ranks per sample, then the median/min/max over samples.
+#pragma once
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fluxcpp/context.hpp"
+
+namespace fluxcpp::bench {
+
+struct Stats {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+struct Settings {
+  int warmup = 3;
+  int samples = 15;
+  double min_batch_ms = 2.0;  // iterations per sample grow until a batch takes this long
+  bool quick = false;         // fewer shapes and samples
+};
+
+class Env {
+ public:
+  Env(Context& ctx, Settings s, FILE* json) : ctx_(ctx), settings_(s), json_(json) {}
+  Context& ctx() { return ctx_; }
+  const Settings& settings() const { return settings_; }
+  int rank() const { return ctx_.rank(); }
+  int world() const { return ctx_.world_size(); }
+
+  // Times fn (a collective) as described above; identical on every rank.
+  Stats time(const std::function<void()>& fn);
+
+  // Table output (rank 0 only): a titled section, its header, then rows.
+  void section(const std::string& title, const std::vector<std::string>& columns);
+  void row(const std::vector<std::string>& cells);
+  // JSON line (rank 0 only, when --json was given). Values are already JSON literals.
+  void json(const std::vector<std::pair<std::string, std::string>>& fields);
+
+ private:
+  Context& ctx_;
+  Settings settings_;
+  FILE* json_;
+  std::vector<std::size_t> widths_;
+};
+
+std::string fmt_ms(double ms);    // adaptive: "3.12us", "1.234ms"
+std::string fmt_bytes(double b);  // "4KiB", "64MiB"
+std::string jstr(const std::string& s);
+std::string jnum(double v);
+
+using Entry = std::function<void(Env&)>;
+// Every entry, in the order they run: name -> function.
+const std::vector<std::pair<std::string, Entry>>& entries();
+
+void bench_all_gather(Env& env);
+void bench_gemm(Env& env);
+
+}  // namespace fluxcpp::bench

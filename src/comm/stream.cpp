@@ -41,6 +41,19 @@ bool Stream::wait(uint64_t ticket, std::chrono::steady_clock::time_point deadlin
   return ok;
 }
 
+Event Stream::record() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return Event{this, next_ticket_};
+}
+
+bool Event::query() const {
+  return stream == nullptr || stream->completed() >= ticket;
+}
+
+bool Event::wait(std::chrono::steady_clock::time_point deadline) const {
+  return stream == nullptr || stream->wait(ticket, deadline);
+}
+
 void Stream::run(std::function<void()> on_start) {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   if (on_start) on_start();

@@ -15,6 +15,18 @@
 
 namespace fluxcpp::comm {
 
+class Stream;
+
+// A point in a stream's task order, like a CUDA event recorded on a stream: complete once every
+// task queued before it has run.
+struct Event {
+  Stream* stream = nullptr;
+  uint64_t ticket = 0;
+  bool query() const;
+  // See Stream::wait.
+  bool wait(std::chrono::steady_clock::time_point deadline) const;
+};
+
 class Stream {
  public:
   // on_start runs first on the new thread (binding, naming).
@@ -29,6 +41,9 @@ class Stream {
   // Waits until every task with ticket <= t has run. Rethrows the first exception a task threw
   // (once). Returns false on timeout (deadline).
   bool wait(uint64_t ticket, std::chrono::steady_clock::time_point deadline);
+
+  // An event for everything queued so far.
+  Event record();
 
   uint64_t completed() const { return shm::signal_load(completed_); }
   const std::string& name() const { return name_; }

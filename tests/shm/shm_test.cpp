@@ -151,6 +151,16 @@ TEST(Stream, RunsTasksInOrderAndPropagatesErrors) {
     EXPECT_STREQ(e.what(), "task failed");
   }
   EXPECT_TRUE(st.wait(after, clock_type::now() + 10s));
+  std::atomic<bool> release{false};
+  st.enqueue([&release] {
+    while (!release) std::this_thread::yield();
+  });
+  comm::Event ev = st.record();
+  EXPECT_FALSE(ev.query());
+  EXPECT_FALSE(ev.wait(clock_type::now() + 50ms));  // times out: the task is still blocked
+  release = true;
+  EXPECT_TRUE(ev.wait(clock_type::now() + 10s));
+  EXPECT_TRUE(ev.query());
   ASSERT_EQ(order.size(), 101u);
   for (int i = 0; i <= 100; ++i) EXPECT_EQ(order[i], i);
 }

@@ -37,7 +37,10 @@ class Env {
   int world() const { return ctx_.world_size(); }
 
   // Times fn (a collective) as described above; identical on every rank.
-  Stats time(const std::function<void()>& fn);
+  Stats time(const std::function<void()>& fn) { return time_all({fn})[0]; }
+  // Times several variants with their samples interleaved (A B C A B C ...), so that drift in a
+  // shared, noisy machine hits every variant alike and their ratios stay meaningful.
+  std::vector<Stats> time_all(const std::vector<std::function<void()>>& fns);
 
   // Table output (rank 0 only): a titled section, its header, then rows.
   void section(const std::string& title, const std::vector<std::string>& columns);

@@ -27,11 +27,14 @@ void bench_all_gather(Env& env) {
        "#wrong"});
   for (std::size_t bytes : sizes) {
     const int64_t m = static_cast<int64_t>(bytes / (k * 4)) * W;
-    Stats ours = env.time([&] { op.forward(in.data(), m, out.data()); });
-    Stats mpi = env.time([&] {
-      MPI_Allgather(in.data(), static_cast<int>(bytes), MPI_BYTE, ref.data(),
-                    static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+    const std::vector<Stats> t = env.time_all({
+        [&] { op.forward(in.data(), m, out.data()); },
+        [&] {
+          MPI_Allgather(in.data(), static_cast<int>(bytes), MPI_BYTE, ref.data(),
+                        static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+        },
     });
+    const Stats ours = t[0], mpi = t[1];
     long wrong = 0;
     for (std::size_t i = 0; i < bytes * W; ++i) wrong += out[i] != ref[i];
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);

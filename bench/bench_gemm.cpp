@@ -32,12 +32,15 @@ void bench_gemm(Env& env) {
     kernels::GemmOut out;
     out.c = c2.data();
     out.ldc = s.n;
-    Stats ref = env.time([&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1.0f, a.data(), s.k,
-                  b.data(), s.k, 0.0f, c.data(), s.n);
+    const std::vector<Stats> t = env.time_all({
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1.0f, a.data(), s.k,
+                      b.data(), s.k, 0.0f, c.data(), s.n);
+        },
+        [&] { kernels::gemm_rows(w, a.data(), s.k, s.m, out, 0); },
+        [&] { kernels::gemm_rows(w, a.data(), s.k, s.m, out, 256); },
     });
-    Stats one = env.time([&] { kernels::gemm_rows(w, a.data(), s.k, s.m, out, 0); });
-    Stats blocked = env.time([&] { kernels::gemm_rows(w, a.data(), s.k, s.m, out, 256); });
+    const Stats ref = t[0], one = t[1], blocked = t[2];
     const double gflop = 2.0 * s.m * s.n * s.k / 1e9;
     env.row({std::to_string(s.m), std::to_string(s.n), std::to_string(s.k), fmt_ms(ref.median_ms),
              fmt_ms(one.median_ms), fmt::format("{:.3f}", ref.median_ms / one.median_ms),

@@ -25,32 +25,38 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
   return e;
 }
 
-Stats Env::time(const std::function<void()>& fn) {
+std::vector<Stats> Env::time_all(const std::vector<std::function<void()>>& fns) {
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < settings_.warmup; ++i) fn();
-  // Batch size: grow until one batch takes min_batch_ms on the slowest rank.
-  int batch = 1;
-  for (;;) {
+  auto run_batch = [](const std::function<void()>& fn, int batch) {
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = clock::now();
     for (int i = 0; i < batch; ++i) fn();
-    double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (ms >= settings_.min_batch_ms || batch >= (1 << 16)) break;
-    double grow = std::ceil(batch * settings_.min_batch_ms / std::max(ms, 1e-3));
-    batch = static_cast<int>(std::min<double>(1 << 16, std::max<double>(2.0 * batch, grow)));
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  // Per variant: warm up, then grow the batch until it takes min_batch_ms on the slowest rank.
+  std::vector<int> batch(fns.size(), 1);
+  for (std::size_t v = 0; v < fns.size(); ++v) {
+    for (int i = 0; i < settings_.warmup; ++i) fns[v]();
+    for (;;) {
+      double ms = run_batch(fns[v], batch[v]);
+      MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (ms >= settings_.min_batch_ms || batch[v] >= (1 << 16)) break;
+      double grow = std::ceil(batch[v] * settings_.min_batch_ms / std::max(ms, 1e-3));
+      batch[v] =
+          static_cast<int>(std::min<double>(1 << 16, std::max<double>(2.0 * batch[v], grow)));
+    }
   }
   const int n = settings_.quick ? std::max(5, settings_.samples / 3) : settings_.samples;
-  std::vector<double> t(n);
-  for (int s = 0; s < n; ++s) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto t0 = clock::now();
-    for (int i = 0; i < batch; ++i) fn();
-    t[s] = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / batch;
+  std::vector<std::vector<double>> t(fns.size(), std::vector<double>(n));
+  for (int s = 0; s < n; ++s)
+    for (std::size_t v = 0; v < fns.size(); ++v) t[v][s] = run_batch(fns[v], batch[v]) / batch[v];
+  std::vector<Stats> out;
+  for (auto& tv : t) {
+    MPI_Allreduce(MPI_IN_PLACE, tv.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    std::sort(tv.begin(), tv.end());
+    out.push_back({tv[n / 2], tv.front(), tv.back()});
   }
-  MPI_Allreduce(MPI_IN_PLACE, t.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  std::sort(t.begin(), t.end());
-  return {t[n / 2], t.front(), t.back()};
+  return out;
 }
 
 void Env::section(const std::string& title, const std::vector<std::string>& columns) {

@@ -81,24 +81,27 @@ fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_con
   if (ctx != nullptr) *ctx = nullptr;
   return guarded([&] {
     fluxcpp::ContextOptions o;
+    // Rank-local problems still go through the collective constructor, which then fails on
+    // every rank with this message instead of leaving the other ranks waiting.
+    std::string local_error = ctx == nullptr ? "context: the ctx out-pointer is NULL" : "";
     if (config != nullptr) {
       // A caller built against an older, shorter struct passes a smaller size: read only what
-      // it has. Each field check is collective inside the Context constructor.
+      // it has.
       const size_t n = config->struct_size;
-      if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int))
-        throw fluxcpp::Error(fluxcpp::Errc::kInvalidArgument,
-                             "context: config->struct_size=" + std::to_string(n) +
-                                 " is too small (use FLUXCPP_CONTEXT_CONFIG_INIT)");
-      o.ranks_per_node = config->ranks_per_node;
-      if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
-        o.timeout_s = config->timeout_s;
-      if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
-        o.compute_threads = config->compute_threads;
-      if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
-        o.comm_threads = config->comm_threads;
+      if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int)) {
+        local_error = "context: config->struct_size=" + std::to_string(n) +
+                      " is too small (initialise it with FLUXCPP_CONTEXT_CONFIG_INIT)";
+      } else {
+        o.ranks_per_node = config->ranks_per_node;
+        if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
+          o.timeout_s = config->timeout_s;
+        if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
+          o.compute_threads = config->compute_threads;
+        if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
+          o.comm_threads = config->comm_threads;
+      }
     }
-    auto impl = std::make_shared<fluxcpp::detail::ContextImpl>(
-        comm, o, ctx == nullptr ? "context: the ctx out-pointer is NULL" : "");
+    auto impl = std::make_shared<fluxcpp::detail::ContextImpl>(comm, o, local_error);
     *ctx = new fluxcpp_context_s{std::move(impl)};
   });
 }

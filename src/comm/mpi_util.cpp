@@ -6,6 +6,21 @@
 
 namespace fluxcpp::comm {
 
+UniqueComm& UniqueComm::operator=(UniqueComm&& o) noexcept {
+  if (this != &o) {
+    UniqueComm tmp(std::move(*this));
+    c_ = o.c_;
+    o.c_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+UniqueComm::~UniqueComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (c_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c_);
+}
+
 void check_mpi(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char buf[MPI_MAX_ERROR_STRING];

@@ -8,6 +8,22 @@
 
 namespace fluxcpp::comm {
 
+// Owns a communicator; frees it on destruction (unless MPI is already finalized).
+class UniqueComm {
+ public:
+  UniqueComm() = default;
+  explicit UniqueComm(MPI_Comm c) : c_(c) {}
+  UniqueComm(UniqueComm&& o) noexcept : c_(o.c_) { o.c_ = MPI_COMM_NULL; }
+  UniqueComm& operator=(UniqueComm&& o) noexcept;
+  UniqueComm(const UniqueComm&) = delete;
+  UniqueComm& operator=(const UniqueComm&) = delete;
+  ~UniqueComm();
+  MPI_Comm get() const { return c_; }
+
+ private:
+  MPI_Comm c_ = MPI_COMM_NULL;
+};
+
 // Raises Error(kMpi) naming `what` and MPI's error string when rc != MPI_SUCCESS.
 void check_mpi(int rc, const char* what);
 

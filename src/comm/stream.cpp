@@ -35,7 +35,11 @@ bool Stream::wait(uint64_t ticket, std::chrono::steady_clock::time_point deadlin
   std::exception_ptr e;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    std::swap(e, error_);
+    auto it = errors_.find(ticket);
+    if (it != errors_.end()) {
+      e = it->second;
+      errors_.erase(it);
+    }
   }
   if (e) std::rethrow_exception(e);
   return ok;
@@ -71,13 +75,14 @@ void Stream::run(std::function<void()> on_start) {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    ++done;
     try {
       task();
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
-      if (!error_) error_ = std::current_exception();
+      errors_[done] = std::current_exception();
     }
-    shm::signal_set(completed_, ++done);
+    shm::signal_set(completed_, done);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,8 +39,8 @@ class Stream {
   // Queues a task; returns its ticket (1, 2, ...). Thread-safe.
   uint64_t enqueue(std::function<void()> task);
 
-  // Waits until every task with ticket <= t has run. Rethrows the first exception a task threw
-  // (once). Returns false on timeout (deadline).
+  // Waits until every task with ticket <= t has run. Rethrows the exception task t threw, if any
+  // (once; other tasks' errors belong to whoever waits on them). Returns false on timeout.
   bool wait(uint64_t ticket, std::chrono::steady_clock::time_point deadline);
 
   // An event for everything queued so far.
@@ -58,8 +59,8 @@ class Stream {
   uint64_t next_ticket_ = 0;  // guarded by mu_
   shm::Signal submitted_;
   shm::Signal completed_;
-  std::exception_ptr error_;  // guarded by mu_
-  bool stop_ = false;         // guarded by mu_
+  std::map<uint64_t, std::exception_ptr> errors_;  // by ticket; guarded by mu_
+  bool stop_ = false;                              // guarded by mu_
   std::thread thread_;
 };
 

@@ -38,11 +38,12 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
                              const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
   ContextImpl& c = *ctx_;
+  // close() is collective, so this local check gives the same answer on every rank.
+  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
   MPI_Comm comm = c.comm();
   comm::agree(comm, [&] {
     if (!local_error.empty())
       raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-    if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
     FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype", kOp,
                       static_cast<int>(o.dtype));
     FLUXCPP_CHECK_ARG(o.k >= 1, "{}: k={} must be >= 1", kOp, o.k);
@@ -53,6 +54,10 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
   comm::agree_value(comm, kOp, "max_m", o.max_m);
   comm::agree_value(comm, kOp, "k", o.k);
   comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+  // Settings the protocol depends on: every rank must use the same.
+  comm::agree_value(comm, kOp, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
+  comm::agree_value(comm, kOp, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
+  comm::agree_value(comm, kOp, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
   comm::agree(comm, [&] {
     if (c.num_nodes() > 1 && !c.uniform_nodes())
       raise(Errc::kInvalidUsage,
@@ -74,18 +79,17 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
   const int N = c.num_nodes();
   const int L = c.node_size();
   data_off_ = align_up(sizeof(ops::SyncBlock) + sizeof(shm::Signal) * (N + L), kAlign);
-  // The blocks are only needed when node peers read them.
-  std::size_t bytes = data_off_ + (c.node_size() > 1 ? slot_ * N : 0);
-  buf_ = shm::SymmetricBuffer(c, bytes, "ag");
+  // The blocks are needed when host peers read them or MPI moves them.
+  std::size_t bytes = data_off_ + (L > 1 || N > 1 ? slot_ * N : 0);
+  // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
+  comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, bytes, "ag"); });
   std::vector<ops::SyncBlock*> blocks;
   for (int i = 0; i < c.node_size(); ++i)
     blocks.push_back(static_cast<ops::SyncBlock*>(buf_.peer(i)));
-  if (N > 1) rail_ = ContextImpl::dup_comm(c.rail_comm());
-  sync_ = ops::CallSync(&c, kOp, std::move(blocks), rail_, {"m", "", "", ""});
+  if (N > 1) rail_ = comm::UniqueComm(ContextImpl::dup_comm(c.rail_comm()));
+  sync_ = ops::CallSync(&c, kOp, std::move(blocks), rail_.get(), {"m", "", "", ""});
 
-  // Single-copy engine: every rank must pick the same one, and cma must work between all pairs.
-  comm::agree_value(comm, kOp, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
-  comm::agree_value(comm, kOp, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes);
+  // Single-copy engine: cma must work between every pair of ranks of the host.
   if (L > 1 && c.config().copy_engine != CopyEngine::kShm) {
     shm::cma_allow_peers();
     auto* probe = static_cast<uint64_t*>(buf_.local()) + sizeof(ops::SyncBlock) / 8;
@@ -116,9 +120,7 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
 }
 
 AllGatherImpl::~AllGatherImpl() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (rail_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&rail_);
+  if (poisoned_) new shm::SymmetricBuffer(std::move(buf_));  // deliberately never unmapped
 }
 
 char* AllGatherImpl::region(int local, int node) const {
@@ -163,37 +165,41 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   } catch (const Error& err) {
     if (err.code() != Errc::kInvalidArgument) broken_ = true;
     throw;
+  } catch (...) {
+    broken_ = true;
+    throw;
   }
 }
 
-// Across hosts: on the comm stream, swap blocks with the rail peers over MPI. With node peers
-// the blocks land in our segment (they read them there); alone on the host, straight in output.
-void AllGatherImpl::start_rail(const char* input, std::size_t shard, char* output) {
+// Across hosts: on the comm stream, swap blocks with the rail peers over MPI. MPI only ever
+// touches our segment — it sends the staged copy of our block and receives into the block slots —
+// so a transfer abandoned on a timeout can never write into or read from the caller's memory.
+void AllGatherImpl::start_rail(std::size_t shard) {
   ContextImpl& c = *ctx_;
   abort_.store(false);
   const uint64_t e = epoch_;
   const auto deadline = c.deadline();
-  rail_ticket_ = c.comm_stream(0).enqueue([this, input, shard, output, e, deadline] {
+  rail_ticket_ = c.comm_stream(0).enqueue([this, shard, e, deadline] {
     ContextImpl& c = *ctx_;
     const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
-    const bool staged = c.node_size() > 1;
     std::vector<MPI_Request> reqs;
     std::vector<int> recv_node;
     try {
       for (int i = 1; i < N; ++i) {
         int n = (me + i) % N;
-        char* dst = staged ? region(l, n) : output + shard * c.world_rank_of(n, l);
         MPI_Request r;
-        comm::check_mpi(MPI_Irecv(dst, static_cast<int>(shard), MPI_BYTE, n, 1, rail_, &r),
-                        "MPI_Irecv");
+        comm::check_mpi(
+            MPI_Irecv(region(l, n), static_cast<int>(shard), MPI_BYTE, n, 1, rail_.get(), &r),
+            "MPI_Irecv");
         reqs.push_back(r);
         recv_node.push_back(n);
       }
       for (int i = 1; i < N; ++i) {
         int n = (me + N - i) % N;
         MPI_Request r;
-        comm::check_mpi(MPI_Isend(input, static_cast<int>(shard), MPI_BYTE, n, 1, rail_, &r),
-                        "MPI_Isend");
+        comm::check_mpi(
+            MPI_Isend(region(l, me), static_cast<int>(shard), MPI_BYTE, n, 1, rail_.get(), &r),
+            "MPI_Isend");
         reqs.push_back(r);
       }
       std::size_t pending = reqs.size();
@@ -205,7 +211,7 @@ void AllGatherImpl::start_rail(const char* input, std::size_t shard, char* outpu
             "MPI_Testany");
         if (flag && idx != MPI_UNDEFINED) {
           --pending;
-          if (staged && static_cast<std::size_t>(idx) < nrecv)
+          if (static_cast<std::size_t>(idx) < nrecv)
             shm::signal_set(progress(l, recv_node[idx]), progress_value(e, 1));
           continue;
         }
@@ -221,16 +227,31 @@ void AllGatherImpl::start_rail(const char* input, std::size_t shard, char* outpu
         sched_yield();
       }
     } catch (...) {
-      // Leave nothing in flight that could write into our buffers later.
-      for (std::size_t i = 0; i < reqs.size(); ++i)
-        if (reqs[i] != MPI_REQUEST_NULL) {
-          if (i < recv_node.size()) MPI_Cancel(&reqs[i]);
-          MPI_Request_free(&reqs[i]);
-        }
       abort_.store(true);
+      abandon(reqs, recv_node.size());
       throw;
     }
   });
+}
+
+// Cancels what can be cancelled and gives the rest a grace period; whatever is still in flight
+// after that may touch our segment at any time, so the segment is kept mapped for good.
+void AllGatherImpl::abandon(std::vector<MPI_Request>& reqs, std::size_t nrecv) noexcept {
+  for (std::size_t i = 0; i < nrecv; ++i)
+    if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int all_done = 0;
+  while (!all_done && std::chrono::steady_clock::now() < until) {
+    if (MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &all_done, MPI_STATUSES_IGNORE) !=
+        MPI_SUCCESS)
+      break;
+    if (!all_done) sched_yield();
+  }
+  if (!all_done) {
+    poisoned_ = true;
+    for (MPI_Request& r : reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
 }
 
 void AllGatherImpl::finish_rail() {
@@ -247,8 +268,13 @@ void AllGatherImpl::run(const char* input, int64_t m, char* output) {
   const int me = c.node_rank(), nid = c.node_id();
   const std::size_t shard = static_cast<std::size_t>(m / W) * opts_.k * dtype_size(opts_.dtype);
   const uint64_t e = epoch_;
-  if (N > 1) start_rail(input, shard, output);
-  struct RailGuard {  // never leave the comm task running with our pointers
+  if (N > 1) {
+    // MPI sends from our segment: stage the whole block first (host peers may read it too).
+    std::memcpy(region(me, nid), input, shard);
+    shm::signal_set(progress(me, nid), progress_value(e, num_chunks(shard)));
+    start_rail(shard);
+  }
+  struct RailGuard {  // never leave the comm task running past this call
     AllGatherImpl* self;
     bool active;
     ~RailGuard() {
@@ -268,28 +294,29 @@ void AllGatherImpl::run(const char* input, int64_t m, char* output) {
   if (cma) {
     gather_cma(input, shard, output);
   } else {
-    gather_shm(input, shard, output);
+    gather_shm(input, shard, output, N > 1);
   }
 
   if (N > 1) {
-    if (L > 1) {
-      // Blocks from other hosts: each node peer received its rail peers' blocks by MPI.
-      const auto deadline = c.deadline();
-      auto wait_progress = [&](int q, int node, uint64_t chunks, const char* what) {
-        wait_block(q, node, progress_value(e, chunks), deadline, what);
-      };
-      for (int i = 1; i < N; ++i) {
-        int n = (nid + i) % N;
-        for (int j = 0; j < L; ++j) {
-          int q = (me + j) % L;
-          wait_progress(q, n, 1, "rail");
-          std::memcpy(output + shard * c.world_rank_of(n, q), region(q, n), shard);
-        }
+    // Blocks from other hosts: each rank of the host received its rail peers' blocks by MPI
+    // into its segment; copy them all out.
+    const auto deadline = c.deadline();
+    for (int i = 1; i < N; ++i) {
+      int n = (nid + i) % N;
+      for (int j = 0; j < L; ++j) {
+        int q = (me + j) % L;
+        wait_block(q, n, progress_value(e, 1), deadline, "rail");
+        std::memcpy(output + shard * c.world_rank_of(n, q), region(q, n), shard);
       }
     }
     guard.active = false;
     finish_rail();
   }
+}
+
+uint64_t AllGatherImpl::num_chunks(std::size_t shard) const {
+  const std::size_t chunk = static_cast<std::size_t>(ctx_->config().chunk_bytes);
+  return (shard + chunk - 1) / chunk;
 }
 
 void AllGatherImpl::wait_block(int q, int node, uint64_t want,
@@ -307,7 +334,7 @@ void AllGatherImpl::wait_block(int q, int node, uint64_t want,
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each
 // peer's chunk right after it lands, so reads hit blocks that are still in the shared cache.
-void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* output) {
+void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* output, bool prestaged) {
   ContextImpl& c = *ctx_;
   const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
   const uint64_t e = epoch_;
@@ -318,7 +345,7 @@ void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* outpu
   }
   const auto deadline = c.deadline();
   const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
-  const uint64_t nchunks = (shard + chunk - 1) / chunk;
+  const uint64_t nchunks = num_chunks(shard);
   char* mine = region(me, nid);
   auto pull = [&](uint64_t ch) {
     std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
@@ -330,8 +357,10 @@ void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* outpu
   };
   for (uint64_t ch = 0; ch < nchunks; ++ch) {
     std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
-    std::memcpy(mine + off, input + off, len);
-    shm::signal_set(progress(me, nid), progress_value(e, ch + 1));
+    if (!prestaged) {
+      std::memcpy(mine + off, input + off, len);
+      shm::signal_set(progress(me, nid), progress_value(e, ch + 1));
+    }
     if (input != own_out) std::memcpy(own_out + off, input + off, len);
     if (ch > 0) pull(ch - 1);
   }
@@ -356,16 +385,24 @@ void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* outpu
     } catch (...) {
       failed = std::current_exception();
     }
-    shm::signal_set(done(q, me), e);  // even on failure: q must not wait for us in vain
+    // 2e: read; 2e+1: the read failed. Raised even on failure, so q never waits in vain and
+    // learns that this call failed.
+    shm::signal_set(done(q, me), 2 * e + (failed ? 1 : 0));
   }
   const auto deadline = c.deadline();
+  int failed_reader = -1;
   for (int i = 1; i < L; ++i) {
     int q = (me + L - i) % L;
     uint64_t observed = 0;
-    if (!shm::signal_wait(done(me, q), e, deadline, c.wait_policy(), &observed))
-      ops::raise_timeout(c, kOp, c.world_rank_of(nid, q), fmt::format("done[{}]", q), e, observed);
+    if (!shm::signal_wait(done(me, q), 2 * e, deadline, c.wait_policy(), &observed))
+      ops::raise_timeout(c, kOp, c.world_rank_of(nid, q), fmt::format("done[{}]", q), 2 * e,
+                         observed);
+    if (shm::signal_load(done(me, q)) & 1) failed_reader = c.world_rank_of(nid, q);
   }
   if (failed) std::rethrow_exception(failed);
+  if (failed_reader >= 0)
+    raise(Errc::kSystem, "{}: rank {} could not read this rank's input (rank {})", kOp,
+          failed_reader, c.world_rank());
 }
 
 }  // namespace detail

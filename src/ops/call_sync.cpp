@@ -1,6 +1,7 @@
 #include "ops/call_sync.hpp"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "comm/mpi_util.hpp"
@@ -39,8 +40,20 @@ void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::str
     int rail_size = 1, rail_rank = 0;
     MPI_Comm_size(rail_, &rail_size);
     MPI_Comm_rank(rail_, &rail_rank);
-    std::vector<int64_t> all(static_cast<std::size_t>(rail_size) * (kSyncFields + 1));
-    int64_t mine[kSyncFields + 1];
+    // The buffers live on the heap: if a peer never arrives the request cannot be cancelled, and
+    // MPI may still write into them later, so on a timeout they are deliberately leaked.
+    constexpr int kLen = sizeof(SyncBlock::message[0]);
+    struct Buffers {
+      int64_t mine[kSyncFields + 1];
+      std::vector<int64_t> all;
+      char msg[kLen] = {};
+      std::vector<char> texts;
+    };
+    auto bufs = std::make_unique<Buffers>();
+    bufs->all.resize(static_cast<std::size_t>(rail_size) * (kSyncFields + 1));
+    int64_t* mine = bufs->mine;
+    std::vector<int64_t>& all = bufs->all;
+    std::vector<char>& texts = bufs->texts;
     mine[0] = static_cast<int64_t>(status);
     std::memcpy(mine + 1, fields.data(), sizeof(int64_t) * kSyncFields);
     auto iallgather = [&](const void* send, void* recv, int count, MPI_Datatype type) {
@@ -56,7 +69,7 @@ void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::str
           for (int n = 0; n < rail_size; ++n)
             if (n != rail_rank)
               peers += fmt::format("{}{}", peers.empty() ? "" : ", ", ctx_->world_rank_of(n, me));
-          // The request cannot be cancelled; the caller marks the op broken.
+          bufs.release();  // see above: MPI may still write here; the caller marks the op broken
           raise(Errc::kTimeout,
                 "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts "
                 "(this is rank {})",
@@ -70,13 +83,10 @@ void CallSync::exchange(uint64_t epoch, const SyncFields& fields, const std::str
     for (int n = 0; n < rail_size; ++n)
       any_bad = any_bad ||
                 all[static_cast<std::size_t>(n) * (kSyncFields + 1)] != static_cast<int64_t>(kOk);
-    std::vector<char> texts;
     if (any_bad) {  // every rail rank sees the same statuses, so all of them take this branch
-      constexpr int kLen = sizeof(SyncBlock::message[0]);
-      char msg[kLen] = {};
-      std::snprintf(msg, kLen, "%s", local_error.c_str());
+      std::snprintf(bufs->msg, kLen, "%s", local_error.c_str());
       texts.resize(static_cast<std::size_t>(kLen) * rail_size);
-      iallgather(msg, texts.data(), kLen, MPI_CHAR);
+      iallgather(bufs->msg, texts.data(), kLen, MPI_CHAR);
     }
     for (int n = 0; n < rail_size && status == kOk; ++n) {
       const int64_t* d = &all[static_cast<std::size_t>(n) * (kSyncFields + 1)];

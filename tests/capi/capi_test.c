@@ -62,6 +62,17 @@ int main(int argc, char** argv) {
   s = fluxcpp_all_gather_forward(ag, in, 0, NULL);
   CHECK(s == FLUXCPP_SUCCESS, "m == 0 is a no-op: %s", fluxcpp_last_error());
 
+  /* a bad config on one rank fails on every rank, without a hang */
+  fluxcpp_context_config_t small = FLUXCPP_CONTEXT_CONFIG_INIT;
+  if (rank == 0) small.struct_size = 4;
+  fluxcpp_context_t ctx2 = NULL;
+  s = fluxcpp_context_create(MPI_COMM_WORLD, &small, &ctx2);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && ctx2 == NULL, "small struct_size gave %d", (int)s);
+  CHECK(strstr(fluxcpp_last_error(), "struct_size") != NULL, "last_error: %s",
+        fluxcpp_last_error());
+  s = fluxcpp_context_create(MPI_COMM_WORLD, NULL, rank == world - 1 ? NULL : &ctx2);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL ctx out-pointer gave %d", (int)s);
+
   /* a NULL out-pointer on one rank fails on every rank, without a hang */
   fluxcpp_all_gather_t bad = NULL;
   s = fluxcpp_all_gather_create(ctx, world, k, FLUXCPP_FLOAT32, rank == 0 ? NULL : &bad);

@@ -184,6 +184,30 @@ TEST_F(AllGatherBadInput, CreateErrorsReachEveryRank) {
       Errc::kInvalidArgument, {"max_m"});
 }
 
+TEST_F(AllGatherBadInput, ProtocolSettingsMustAgree) {
+  // A different pipeline chunk on one rank would silently misread chunks: refused at create.
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  Context ctx(MPI_COMM_WORLD, test_options());
+  if (world_rank() == 0) setenv("FLUXCPP_CHUNK_KB", "4", 1);
+  Context odd(MPI_COMM_WORLD, test_options());
+  unsetenv("FLUXCPP_CHUNK_KB");
+  expect_error(
+      [&] {
+        AllGather op(odd, {4 * world_size(), 8, DType::kFloat32});
+      },
+      Errc::kInvalidArgument, {"FLUXCPP_CHUNK_KB", "disagree"});
+}
+
+TEST_F(AllGatherBadInput, ClosedContext) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  ctx.close();
+  expect_error(
+      [&] {
+        AllGather op(ctx, {4 * world_size(), 8, DType::kFloat32});
+      },
+      Errc::kInvalidUsage, {"closed"});
+}
+
 class AllGatherFault : public MpiTest {};
 
 // A rank that skips a call: the others fail with kTimeout within timeout_s plus a little, naming

@@ -23,9 +23,13 @@ class FailureCollector : public ::testing::EmptyTestEventListener {
  public:
   void OnTestStart(const ::testing::TestInfo&) override { messages.clear(); }
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed() && !forwarding)
-      messages += std::string(r.file_name() ? r.file_name() : "?") + ":" +
-                  std::to_string(r.line_number()) + ": " + r.message() + "\n";
+    if (!r.failed() || forwarding) return;
+    std::string m = std::string(r.file_name() ? r.file_name() : "?") + ":" +
+                    std::to_string(r.line_number()) + ": " + r.message() + "\n";
+    messages += m;
+    // Ranks other than 0 print nothing else: say it now, in case this rank never reaches the
+    // TearDown that forwards it (a hang the watchdog will end).
+    if (g_rank != 0) std::fprintf(stderr, "[rank %d] %s", g_rank, m.c_str());
   }
   std::string messages;
   bool forwarding = false;

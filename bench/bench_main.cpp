@@ -236,9 +236,12 @@ int main(int argc, char** argv) {
           "# ranks %d, hosts %d (%d ranks per host), host %s, %u CPUs online, rank 0 cpuset %s\n",
           ctx.world_size(), ctx.num_nodes(), ctx.node_size(), host,
           std::thread::hardware_concurrency(), comm::process_cpuset().c_str());
-      std::printf("# threads per rank: %d compute + %d comm, binding %s, OpenBLAS threads %d\n",
-                  impl.config().compute_threads, impl.config().comm_threads,
-                  binding_name(impl.config().binding), kernels::blas_get_threads());
+      std::printf(
+          "# threads per rank: %d compute + %d comm, binding %s, OpenBLAS threads %d, waits spin "
+          "%g us then yield %g us, copy engine %s\n",
+          impl.config().compute_threads, impl.config().comm_threads,
+          binding_name(impl.config().binding), kernels::blas_get_threads(), impl.config().spin_us,
+          impl.config().yield_us, env_value("FLUXCPP_COPY_ENGINE").c_str());
       std::printf("# times: median [min max] over %d samples of the max over ranks%s\n",
                   settings.quick ? std::max(5, settings.samples / 3) : settings.samples,
                   settings.quick ? " (quick)" : "");

@@ -17,7 +17,9 @@ const std::vector<EnvVar>& env_vars() {
       {"FLUXCPP_BIND", "none",
        "thread binding: none, or core (one core of the rank's cpuset each)"},
       {"FLUXCPP_LOG_LEVEL", "warn", "error, warn, info or debug; messages carry the rank"},
-      {"FLUXCPP_SPIN_US", "20", "microseconds a wait spins before yielding the core"},
+      {"FLUXCPP_SPIN_US", "auto",
+       "microseconds a wait spins before yielding the core; auto: 20, or 0 when the host runs "
+       "more ranks than it has CPUs (spinning would steal the core the producer needs)"},
       {"FLUXCPP_YIELD_US", "200", "microseconds a wait yields before sleeping on a futex"},
       {"FLUXCPP_CHUNK_KB", "256", "pipeline chunk of the copy engines, in KiB"},
       {"FLUXCPP_COPY_ENGINE", "auto",
@@ -58,7 +60,7 @@ long parse_long(const char* name, long lo, long hi) {
 
 }  // namespace
 
-Config resolve_config(const ContextOptions& o, int cpus_per_rank) {
+Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubscribed) {
   FLUXCPP_CHECK_ARG(o.timeout_s >= 0.0, "context: timeout_s={} must be >= 0", o.timeout_s);
   FLUXCPP_CHECK_ARG(o.compute_threads >= 0 && o.compute_threads <= 1024,
                     "context: compute_threads={} must be in [0, 1024]", o.compute_threads);
@@ -94,7 +96,8 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank) {
     raise(Errc::kInvalidArgument,
           "config: FLUXCPP_LOG_LEVEL='{}' must be error, warn, info or debug", lvl);
 
-  c.spin_us = parse_double("FLUXCPP_SPIN_US", 0, 1e6);
+  c.spin_us = env_value("FLUXCPP_SPIN_US") == "auto" ? (oversubscribed ? 0.0 : 20.0)
+                                                     : parse_double("FLUXCPP_SPIN_US", 0, 1e6);
   c.yield_us = parse_double("FLUXCPP_YIELD_US", 0, 1e6);
   c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
   std::string engine = env_value("FLUXCPP_COPY_ENGINE");

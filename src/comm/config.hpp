@@ -39,8 +39,9 @@ struct Config {
 };
 
 // Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes
-// the default compute pool. Raises kInvalidArgument on malformed values.
-Config resolve_config(const ContextOptions& options, int cpus_per_rank);
+// the default compute pool; `oversubscribed` (more ranks on the host than CPUs) turns spinning
+// off by default. Raises kInvalidArgument on malformed values.
+Config resolve_config(const ContextOptions& options, int cpus_per_rank, bool oversubscribed);
 
 const char* binding_name(Binding b);
 const char* log_level_name(LogLevel l);

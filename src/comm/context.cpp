@@ -102,7 +102,7 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
       int online = static_cast<int>(std::thread::hardware_concurrency());
       // Unbound ranks share the host's CPUs; bound ones own their cpuset.
       int per_rank = cpus >= online && shared_size > 0 ? std::max(1, cpus / shared_size) : cpus;
-      config_ = resolve_config(options, per_rank);
+      config_ = resolve_config(options, per_rank, shared_size > online);
     });
     log_set(config_.log_level, rank_, size_);
     policy_.spin = std::chrono::nanoseconds(static_cast<long long>(config_.spin_us * 1e3));

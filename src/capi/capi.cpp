@@ -1,6 +1,7 @@
 // The C ABI: thin wrappers that catch every exception and map it to a status code.
 #include "fluxcpp/fluxcpp.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -47,8 +48,13 @@ fluxcpp_status_t null_arg(const char* fn, const char* arg) {
 }
 
 // Out-of-range values pass through; the op's collective check names them and the rank.
-fluxcpp::DType to_dtype(fluxcpp_dtype_t d) {
-  return static_cast<fluxcpp::DType>(static_cast<int>(d));
+fluxcpp::DType to_dtype(const fluxcpp_dtype_t& d) {
+  // A C caller may pass any int; reading it as the C++ enum type would be undefined behaviour
+  // for values outside the enumerators, so read the bytes.
+  static_assert(sizeof(fluxcpp_dtype_t) == sizeof(int), "C enums are int-sized");
+  int raw;
+  std::memcpy(&raw, &d, sizeof raw);
+  return static_cast<fluxcpp::DType>(raw);
 }
 
 }  // namespace

@@ -1,0 +1,248 @@
+#include "ops/block_exchange.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "shm/cma.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+
+constexpr std::size_t kAlign = 4096;
+
+std::size_t align_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+}  // namespace
+
+BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t max_block_bytes,
+                             int extra_signals, std::array<const char*, kSyncFields> field_names,
+                             bool probe_cma)
+    : ctx_(&c), op_(op) {
+  MPI_Comm comm = c.comm();
+  // Settings the protocol depends on: every rank must use the same.
+  comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
+  comm::agree_value(comm, op, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
+  comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
+  const int N = c.num_nodes(), L = c.node_size();
+  comm::agree(comm, [&] {
+    if (N > 1 && !c.uniform_nodes())
+      raise(Errc::kInvalidUsage,
+            "{}: hosts with different numbers of ranks are not supported yet ({} ranks on {} "
+            "hosts)",
+            op, c.world_size(), N);
+    // MPI counts are int: one block crossing hosts must stay below 2 GiB.
+    FLUXCPP_CHECK_ARG(N == 1 || max_block_bytes <= static_cast<std::size_t>(INT32_MAX),
+                      "{}: one rank's block is {} bytes at max_m; across hosts the limit is 2 GiB",
+                      op, max_block_bytes);
+  });
+
+  slot_ = align_up(max_block_bytes, kAlign);
+  data_off_ = align_up(sizeof(SyncBlock) + sizeof(shm::Signal) * (N + extra_signals), kAlign);
+  // The blocks are needed when host peers read them or MPI moves them.
+  const std::size_t bytes = data_off_ + (L > 1 || N > 1 ? slot_ * N : 0);
+  // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
+  comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, bytes, op); });
+  std::vector<SyncBlock*> blocks;
+  for (int i = 0; i < L; ++i) blocks.push_back(static_cast<SyncBlock*>(buf_.peer(i)));
+  if (N > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+  sync_ = CallSync(&c, op, std::move(blocks), rail_.get(), field_names);
+
+  // Single-copy reads: process_vm_readv must work between every pair of ranks of the host. Each
+  // rank reads a word a peer wrote into its segment, through the peer's own address space.
+  if (probe_cma && L > 1 && c.config().copy_engine != CopyEngine::kShm) {
+    shm::cma_allow_peers();
+    auto* probe = reinterpret_cast<uint64_t*>(signals(c.node_rank()));
+    *probe = 0x5EED0000ull + static_cast<uint64_t>(c.node_rank());
+    std::vector<std::string> info = c.allgather(
+        fmt::format("{} {}", static_cast<long>(getpid()), reinterpret_cast<uintptr_t>(probe)));
+    bool ok = true;
+    for (int q = 0; q < L; ++q) {
+      long pid = 0;
+      unsigned long long addr = 0;
+      std::sscanf(info[q].c_str(), "%ld %llu", &pid, &addr);
+      pids_.push_back(static_cast<pid_t>(pid));
+      if (q != c.node_rank())
+        ok = ok && shm::cma_probe(pid_t(pid), addr, 0x5EED0000ull + static_cast<uint64_t>(q));
+    }
+    int all_ok = ok ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, c.node_comm());
+    *probe = 0;  // only now: every peer has read it (the allreduce is a barrier)
+    cma_ok_ = all_ok != 0;
+    comm::agree(comm, [&] {
+      if (c.config().copy_engine == CopyEngine::kCma && !cma_ok_)
+        raise(Errc::kSystem,
+              "{}: FLUXCPP_COPY_ENGINE=cma but process_vm_readv between the ranks of host {} is "
+              "not permitted (ptrace policy); use auto or shm",
+              op, c.node_id());
+    });
+  }
+}
+
+BlockExchange::~BlockExchange() {
+  if (poisoned_) new shm::SymmetricBuffer(std::move(buf_));  // deliberately never unmapped
+}
+
+void BlockExchange::check_usable() const {
+  if (broken_)
+    raise(Errc::kInvalidUsage,
+          "{}: the op failed earlier (timeout, MPI or system error) and must be destroyed", op_);
+  if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op_);
+}
+
+uint64_t BlockExchange::begin(const SyncFields& fields, const std::string& local_error,
+                              uint64_t extra) {
+  check_usable();
+  const uint64_t e = ++epoch_;
+  try {
+    sync_.exchange(e, fields, local_error, extra);
+  } catch (const Error& err) {
+    if (err.code() != Errc::kInvalidArgument) broken_ = true;
+    throw;
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+  return e;
+}
+
+void BlockExchange::stage(const char* input, std::size_t bytes) {
+  const int me = ctx_->node_rank(), nid = ctx_->node_id();
+  std::memcpy(block(me, nid), input, bytes);
+  publish(num_chunks(bytes));
+}
+
+uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline,
+                             const char* what) {
+  detail::ContextImpl& c = *ctx_;
+  shm::Signal& s = progress(q, node);
+  const uint64_t want = progress_value(epoch_, chunks);
+  uint64_t observed = 0;
+  if (!shm::signal_wait(s, want, deadline, c.wait_policy(), &observed, &abort_)) {
+    if (abort_.load()) finish_rail();  // rethrows the comm stream's error
+    const int me = c.node_rank(), nid = c.node_id();
+    // Our own slot for another host is filled by that host's rail peer.
+    int peer = q == me && node != nid ? c.world_rank_of(node, me) : c.world_rank_of(node, q);
+    raise_timeout(c, op_, peer, fmt::format("{}-progress[{}] of local rank {}", what, node, q),
+                  want, observed);
+  }
+  const uint64_t v = shm::signal_load(s);
+  return (v >> 32) == epoch_ ? (v & 0xffffffffu) : chunks;
+}
+
+// MPI only ever touches our segment — it sends the staged copy of our block and receives into
+// the block slots — so a transfer abandoned on a timeout can never write into or read from the
+// caller's memory.
+void BlockExchange::start_rail(std::size_t bytes) {
+  detail::ContextImpl& c = *ctx_;
+  abort_.store(false);
+  const uint64_t e = epoch_;
+  const Deadline deadline = c.deadline();
+  auto task = [this, bytes, e, deadline] {
+    detail::ContextImpl& c = *ctx_;
+    const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
+    std::vector<MPI_Request> reqs;
+    std::vector<int> recv_node;
+    try {
+      for (int i = 1; i < N; ++i) {
+        int n = (me + i) % N;
+        MPI_Request r;
+        comm::check_mpi(
+            MPI_Irecv(block(l, n), static_cast<int>(bytes), MPI_BYTE, n, 1, rail_.get(), &r),
+            "MPI_Irecv");
+        reqs.push_back(r);
+        recv_node.push_back(n);
+      }
+      for (int i = 1; i < N; ++i) {
+        int n = (me + N - i) % N;
+        MPI_Request r;
+        comm::check_mpi(
+            MPI_Isend(block(l, me), static_cast<int>(bytes), MPI_BYTE, n, 1, rail_.get(), &r),
+            "MPI_Isend");
+        reqs.push_back(r);
+      }
+      std::size_t pending = reqs.size();
+      const std::size_t nrecv = recv_node.size();
+      const uint64_t whole = std::max<uint64_t>(num_chunks(bytes), 1);
+      while (pending > 0) {
+        int idx = MPI_UNDEFINED, flag = 0;
+        comm::check_mpi(
+            MPI_Testany(static_cast<int>(reqs.size()), reqs.data(), &idx, &flag, MPI_STATUS_IGNORE),
+            "MPI_Testany");
+        if (flag && idx != MPI_UNDEFINED) {
+          --pending;
+          if (static_cast<std::size_t>(idx) < nrecv)
+            shm::signal_set(progress(l, recv_node[idx]), progress_value(e, whole));
+          continue;
+        }
+        if (abort_.load()) raise(Errc::kInternal, "{}: rail transfer abandoned", op_);
+        if (std::chrono::steady_clock::now() >= deadline) {
+          int missing = -1;
+          for (std::size_t i = 0; i < nrecv; ++i)
+            if (reqs[i] != MPI_REQUEST_NULL) missing = c.world_rank_of(recv_node[i], l);
+          if (missing >= 0) raise_timeout(c, op_, missing, "MPI block receive", 1, 0);
+          raise(Errc::kTimeout, "{}: timed out after {} s sending blocks to other hosts (rank {})",
+                op_, c.config().timeout_s, c.world_rank());
+        }
+        sched_yield();
+      }
+    } catch (...) {
+      abort_.store(true);
+      abandon(reqs, recv_node.size());
+      throw;
+    }
+  };
+  if (c.node_size() == 1) {
+    // Alone on the host there is nothing to overlap with: drive MPI from this thread and save
+    // the hand-off to the comm thread (microseconds when each rank has one core).
+    rail_ticket_ = 0;
+    task();
+  } else {
+    rail_ticket_ = c.comm_stream(0).enqueue(std::move(task));
+  }
+}
+
+// Cancels what can be cancelled and gives the rest a grace period; whatever is still in flight
+// after that may touch our segment at any time, so the segment is kept mapped for good.
+void BlockExchange::abandon(std::vector<MPI_Request>& reqs, std::size_t nrecv) noexcept {
+  for (std::size_t i = 0; i < nrecv; ++i)
+    if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int all_done = 0;
+  while (!all_done && std::chrono::steady_clock::now() < until) {
+    if (MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &all_done, MPI_STATUSES_IGNORE) !=
+        MPI_SUCCESS)
+      break;
+    if (!all_done) sched_yield();
+  }
+  if (!all_done) {
+    poisoned_ = true;
+    for (MPI_Request& r : reqs)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+}
+
+void BlockExchange::finish_rail() {
+  detail::ContextImpl& c = *ctx_;
+  if (rail_ticket_ == 0) return;  // ran inline
+  // The task honours its own deadline; give it a little beyond ours to report first.
+  const Deadline deadline = c.deadline() + std::chrono::seconds(5);
+  if (!c.comm_stream(0).wait(rail_ticket_, deadline))
+    raise(Errc::kTimeout, "{}: comm stream did not finish (rank {})", op_, c.world_rank());
+}
+
+BlockExchange::RailScope::~RailScope() {
+  if (!active_) return;
+  ex_.abort_.store(true);
+  try {
+    ex_.finish_rail();
+  } catch (...) {
+  }
+}
+
+}  // namespace fluxcpp::ops

@@ -1,0 +1,122 @@
+// BlockExchange: the all-gather machinery of equal row blocks that AllGather and the fused
+// all-gather ops share (one segment per rank, the per-call handshake, chunk progress signals,
+// the MPI rail between hosts, the single-copy probe). See docs/design.md.
+//
+// Segment layout (every rank, same size):
+//   SyncBlock | Signal progress[num_nodes] | Signal extra[extra_signals] | blocks[num_nodes]
+// blocks[n] holds the block of this rank's rail peer on host n; blocks[node_id] is the rank's own
+// staged block, which host peers read. progress[n] counts chunks landed in blocks[n] as
+// (epoch << 32) | chunks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/context_impl.hpp"
+#include "comm/mpi_util.hpp"
+#include "ops/call_sync.hpp"
+#include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::ops {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+class BlockExchange {
+ public:
+  BlockExchange() = default;
+  // Collective over the context's world. max_block_bytes: one rank's block at max_m.
+  // probe_cma: also check whether process_vm_readv works between the ranks of each host.
+  BlockExchange(detail::ContextImpl& ctx, const char* op, std::size_t max_block_bytes,
+                int extra_signals, std::array<const char*, kSyncFields> field_names,
+                bool probe_cma);
+  BlockExchange(BlockExchange&&) = delete;
+  ~BlockExchange();
+
+  // Starts call `++epoch`: the handshake of CallSync. Throws kInvalidArgument on every rank on
+  // bad or disagreeing arguments; other errors mark the exchange broken.
+  uint64_t begin(const SyncFields& fields, const std::string& local_error, uint64_t extra = 0);
+  // Raises kInvalidUsage when an earlier call failed midway (timeout, MPI, system error).
+  void check_usable() const;
+  void mark_broken() { broken_ = true; }
+  uint64_t epoch() const { return epoch_; }
+
+  char* block(int local, int node) const {
+    return static_cast<char*>(buf_.peer(local)) + data_off_ + slot_ * node;
+  }
+  shm::Signal& progress(int local, int node) const { return signals(local)[node]; }
+  shm::Signal& extra_signal(int owner, int i) const {
+    return signals(owner)[ctx_->num_nodes() + i];
+  }
+  // The handshake's per-rank word of node rank q for the current call.
+  uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
+
+  std::size_t chunk_bytes() const { return static_cast<std::size_t>(ctx_->config().chunk_bytes); }
+  uint64_t num_chunks(std::size_t bytes) const {
+    return (bytes + chunk_bytes() - 1) / chunk_bytes();
+  }
+  static uint64_t progress_value(uint64_t epoch, uint64_t chunks) { return (epoch << 32) | chunks; }
+
+  // Copies `bytes` of input into this rank's own block and publishes all its chunks.
+  void stage(const char* input, std::size_t bytes);
+  // Publishes that `chunks` chunks of this rank's own block have landed.
+  void publish(uint64_t chunks) {
+    shm::signal_set(progress(ctx_->node_rank(), ctx_->node_id()), progress_value(epoch_, chunks));
+  }
+  // Waits until block (q, node) has at least `chunks` chunks of this call; returns how many it
+  // has (possibly more). Raises kTimeout naming the rank that owns the block.
+  uint64_t wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what);
+
+  // Across hosts: swap the staged own block (`bytes`) with the rail peers over MPI, on the comm
+  // stream (or inline when alone on the host). Received blocks raise progress(me, n) to 1 chunk
+  // ... all of them at once: MPI delivers whole blocks. Call stage() first.
+  void start_rail(std::size_t bytes);
+  // Waits for the rail transfers of this call; rethrows their error.
+  void finish_rail();
+  // Scope guard: abandons the rail transfers if the call leaves early.
+  class RailScope {
+   public:
+    explicit RailScope(BlockExchange& ex, bool active) : ex_(ex), active_(active) {}
+    ~RailScope();
+    void finish() {
+      active_ = false;
+      ex_.finish_rail();
+    }
+
+   private:
+    BlockExchange& ex_;
+    bool active_;
+  };
+
+  bool cma_ok() const { return cma_ok_; }
+  pid_t pid(int q) const { return pids_[q]; }
+  detail::ContextImpl& ctx() const { return *ctx_; }
+
+ private:
+  shm::Signal* signals(int local) const {
+    return reinterpret_cast<shm::Signal*>(static_cast<char*>(buf_.peer(local)) + sizeof(SyncBlock));
+  }
+  void abandon(std::vector<MPI_Request>& reqs, std::size_t nrecv) noexcept;
+
+  detail::ContextImpl* ctx_ = nullptr;
+  const char* op_ = "";
+  std::size_t slot_ = 0, data_off_ = 0;
+  shm::SymmetricBuffer buf_;
+  CallSync sync_;
+  comm::UniqueComm rail_;
+  uint64_t epoch_ = 0;
+  bool broken_ = false;
+  std::atomic<bool> abort_{false};
+  uint64_t rail_ticket_ = 0;
+  std::vector<pid_t> pids_;
+  bool cma_ok_ = false;
+  // An abandoned MPI transfer may still touch our segment: keep it mapped for good.
+  bool poisoned_ = false;
+};
+
+}  // namespace fluxcpp::ops

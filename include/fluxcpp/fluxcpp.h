@@ -70,6 +70,21 @@ fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void*
 /* NULL is a no-op. */
 fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
 
+/* ---- ag_gemm (FLUX AGKernel: all-gather + GEMM, column-parallel linear) ------------------ */
+typedef struct fluxcpp_ag_gemm_s* fluxcpp_ag_gemm_t;
+/* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
+fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                        int transpose_weight, fluxcpp_ag_gemm_t* op);
+/* Collective, blocking. input [m/W, k]; weight [n, k] (this rank's column shard; [k, n] when
+ * transposed); bias [n] in the output dtype or NULL; output [m, n] = AllGather(input) · weightᵀ +
+ * bias; gathered_input [m, k] or NULL (receives AllGather(input)). m % W == 0. */
+fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
+                                         const void* weight, const void* bias, void* output,
+                                         void* gathered_input);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 // fluxcpp.hpp: the C++ API, one header per concept.
 #pragma once
 
+#include "fluxcpp/ag_gemm.hpp"
 #include "fluxcpp/all_gather.hpp"
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/error.hpp"

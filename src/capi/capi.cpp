@@ -7,6 +7,7 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/fluxcpp.hpp"
+#include "ops/ag_gemm.hpp"
 #include "ops/all_gather.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
@@ -16,6 +17,9 @@ struct fluxcpp_context_s {
 };
 struct fluxcpp_all_gather_s {
   std::unique_ptr<fluxcpp::detail::AllGatherImpl> impl;
+};
+struct fluxcpp_ag_gemm_s {
+  std::unique_ptr<fluxcpp::detail::AgGemmImpl> impl;
 };
 
 namespace {
@@ -150,6 +154,37 @@ fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void*
 }
 
 fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                        int transpose_weight, fluxcpp_ag_gemm_t* op) {
+  if (op != nullptr) *op = nullptr;
+  if (ctx == nullptr) return null_arg("fluxcpp_ag_gemm_create", "ctx");
+  return guarded([&] {
+    fluxcpp::AgGemmOptions o;
+    o.max_m = max_m;
+    o.n = n;
+    o.k = k;
+    o.input_dtype = to_dtype(input_dtype);
+    o.output_dtype = to_dtype(output_dtype);
+    o.transpose_weight = transpose_weight != 0;
+    auto impl = std::make_unique<fluxcpp::detail::AgGemmImpl>(
+        ctx->impl, o, op == nullptr ? "the op out-pointer is NULL" : "");
+    *op = new fluxcpp_ag_gemm_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
+                                         const void* weight, const void* bias, void* output,
+                                         void* gathered_input) {
+  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_forward", "op");
+  return guarded([&] { op->impl->forward(input, m, weight, bias, output, gathered_input); });
+}
+
+fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
 }

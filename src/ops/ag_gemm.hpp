@@ -1,0 +1,54 @@
+// AGKernel (private part). See include/fluxcpp/ag_gemm.hpp for the contract and
+// docs/ops/ag_gemm.md for the pipeline.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/ag_gemm.hpp"
+#include "kernels/gemm.hpp"
+#include "ops/block_exchange.hpp"
+
+namespace fluxcpp::detail {
+
+class AgGemmImpl {
+ public:
+  // local_error: see ContextImpl.
+  AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& options,
+             const std::string& local_error = {});
+
+  void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output,
+               void* gathered_input);
+  void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
+                         void* output);
+  void forward_comm_only(const void* input, int64_t m, void* gathered_input);
+  const AgGemmOptions& options() const { return opts_; }
+  AgGemmMode mode() const { return mode_; }
+
+ private:
+  enum class Path { kFused, kGemmOnly, kCommOnly };
+  std::string validate(const void* input, int64_t m, const void* weight, const void* output,
+                       Path path) const;
+  void run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
+           char* output, char* gathered);
+  // C rows [0, rows) of the output block at `out` from A rows at `a`, split over the compute
+  // workers by column slabs.
+  void gemm(const char* a, int64_t rows, const void* bias, char* out);
+  // Copy mode: the comm thread pulls host peers' rows into `dst` ([m, k] layout).
+  uint64_t start_copies(std::size_t block_bytes, char* dst);
+
+  std::shared_ptr<ContextImpl> ctx_;
+  AgGemmOptions opts_;
+  AgGemmMode mode_ = AgGemmMode::kZeroCopy;
+  std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
+  kernels::GemmWeight weight_;
+  std::vector<char> local_;              // copy mode without gathered_input: [max_m, k]
+  std::unique_ptr<shm::Signal[]> landed_;  // copy mode: chunks of node rank q copied locally
+  std::atomic<bool> copy_abort_{false};
+  std::optional<ops::BlockExchange> ex_;
+};
+
+}  // namespace fluxcpp::detail

@@ -1,0 +1,202 @@
+/* The ag_gemm C ABI driven from C99: f32 and f64 forwards (bias, gathered_input, both weight
+ * layouts) against MPI_Allgather plus a naive triple loop, and invalid arguments.
+ * Prints "ag_gemm_capi: N passed, M failed" on rank 0; exits non-zero on failure. */
+#include <fluxcpp/fluxcpp.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed = 0, failed = 0, rank = 0, world = 1;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++passed;                                                       \
+    } else {                                                          \
+      ++failed;                                                       \
+      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+    }                                                                 \
+  } while (0)
+
+static uint64_t rng_state = 0;
+
+/* No libm: the target may not link it. */
+static double absd(double x) {
+  return x < 0 ? -x : x;
+}
+
+/* A value in [-1, 1) with 24 significant bits: exact in f32 and f64 alike. */
+static double next_value(void) {
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return ((double)(int64_t)(z >> 40) - 8388608.0) / 8388608.0;
+}
+
+static void seed(int call, int salt) {
+  rng_state = 0xD1B54A32D192ED03ull * (uint64_t)(rank + 1) +
+              0x2545F4914F6CDD1Dull * (uint64_t)call + (uint64_t)salt;
+}
+
+/* Stores v[i] into buf (f32 or f64). */
+static void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
+  if (dt == FLUXCPP_FLOAT32)
+    ((float*)buf)[i] = (float)v;
+  else
+    ((double*)buf)[i] = v;
+}
+
+static double load(const void* buf, fluxcpp_dtype_t dt, int64_t i) {
+  return dt == FLUXCPP_FLOAT32 ? (double)((const float*)buf)[i] : ((const double*)buf)[i];
+}
+
+/* One op of dtype dt (input = output), rows per rank `rows`; two forwards (with bias and
+ * gathered_input, then without either) and the invalid-argument checks. */
+static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_weight, int64_t rows,
+                     int64_t n, int64_t k) {
+  const char* name = dt == FLUXCPP_FLOAT32 ? "f32" : "f64";
+  const size_t esz = dt == FLUXCPP_FLOAT32 ? 4 : 8;
+  const int64_t m = rows * world;
+  const double eps = dt == FLUXCPP_FLOAT32 ? 1.0 / 1048576.0 /* 2^-20 */
+                                           : 1.0 / 281474976710656.0 /* 2^-48 */;
+  fluxcpp_ag_gemm_t op = NULL;
+  fluxcpp_status_t s = fluxcpp_ag_gemm_create(ctx, m, n, k, dt, dt, transpose_weight, &op);
+  CHECK(s == FLUXCPP_SUCCESS && op != NULL, "%s ag_gemm_create: %s", name, fluxcpp_last_error());
+
+  void* in = malloc(esz * (size_t)(rows * k));
+  void* w = malloc(esz * (size_t)(n * k));
+  void* bias = malloc(esz * (size_t)n);
+  void* out = malloc(esz * (size_t)(m * n));
+  void* gathered = malloc(esz * (size_t)(m * k));
+  void* ref_gathered = malloc(esz * (size_t)(m * k));
+
+  for (int call = 0; call < 2; ++call) {
+    const int with_extras = call == 0; /* bias and gathered_input on the first call only */
+    seed(call, 1);
+    for (int64_t i = 0; i < rows * k; ++i) store(in, dt, i, next_value());
+    seed(call, 2); /* a different weight on every rank: its own column shard */
+    for (int64_t i = 0; i < n * k; ++i) store(w, dt, i, next_value());
+    seed(call, 3);
+    for (int64_t j = 0; j < n; ++j) store(bias, dt, j, next_value());
+    memset(out, 0xFF, esz * (size_t)(m * n)); /* NaN: unwritten elements fail */
+    memset(gathered, 0xEE, esz * (size_t)(m * k));
+
+    s = fluxcpp_ag_gemm_forward(op, in, m, w, with_extras ? bias : NULL, out,
+                                with_extras ? gathered : NULL);
+    CHECK(s == FLUXCPP_SUCCESS, "%s forward call %d: %s", name, call, fluxcpp_last_error());
+    MPI_Allgather(in, (int)(esz * (size_t)(rows * k)), MPI_BYTE, ref_gathered,
+                  (int)(esz * (size_t)(rows * k)), MPI_BYTE, MPI_COMM_WORLD);
+    if (with_extras)
+      CHECK(memcmp(gathered, ref_gathered, esz * (size_t)(m * k)) == 0,
+            "%s gathered_input differs from MPI_Allgather", name);
+
+    /* Naive reference in double; tolerance eps * (k + 2) * (sum |a||b| + |bias|). */
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0, mag = 0.0;
+        for (int64_t l = 0; l < k; ++l) {
+          double a = load(ref_gathered, dt, i * k + l);
+          double b = load(w, dt, transpose_weight ? l * n + j : j * k + l);
+          acc += a * b;
+          mag += absd(a * b);
+        }
+        if (with_extras) {
+          acc += load(bias, dt, j);
+          mag += absd(load(bias, dt, j));
+        }
+        double got = load(out, dt, i * n + j);
+        double tol = eps * (double)(k + 2) * mag + 1e-30;
+        if (!(absd(got - acc) <= tol)) {
+          if (bad < 4)
+            fprintf(stderr, "[rank %d] %s call %d: row %lld col %lld: expected %.10g, got %.10g\n",
+                    rank, name, call, (long long)i, (long long)j, acc, got);
+          ++bad;
+        }
+      }
+    CHECK(bad == 0, "%s call %d (transpose_weight=%d): %d of %lld elements out of tolerance", name,
+          call, transpose_weight, bad, (long long)(m * n));
+  }
+
+  /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming ag_gemm. */
+  s = fluxcpp_ag_gemm_forward(op, in, m + world, w, bias, out, NULL);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
+  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
+        fluxcpp_last_error());
+  if (world > 1) {
+    s = fluxcpp_ag_gemm_forward(op, in, world + 1, w, bias, out, NULL);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m %% W != 0 gave %d", name, (int)s);
+    CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
+          fluxcpp_last_error());
+  }
+  s = fluxcpp_ag_gemm_forward(op, in, m, rank == world - 1 ? NULL : w, bias, out, NULL);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL weight on the last rank gave %d", name,
+        (int)s);
+  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
+        fluxcpp_last_error());
+  s = fluxcpp_ag_gemm_forward(op, NULL, 0, NULL, NULL, NULL, NULL);
+  CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
+
+  /* Still usable: a good forward matches the gathered input bit for bit. */
+  memset(gathered, 0xEE, esz * (size_t)(m * k));
+  s = fluxcpp_ag_gemm_forward(op, in, m, w, bias, out, gathered);
+  CHECK(s == FLUXCPP_SUCCESS, "%s forward after errors: %s", name, fluxcpp_last_error());
+  CHECK(memcmp(gathered, ref_gathered, esz * (size_t)(m * k)) == 0,
+        "%s gathered_input after errors differs", name);
+
+  CHECK(fluxcpp_ag_gemm_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
+        fluxcpp_last_error());
+  free(in);
+  free(w);
+  free(bias);
+  free(out);
+  free(gathered);
+  free(ref_gathered);
+}
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  cfg.timeout_s = 20.0;
+  fluxcpp_context_t ctx = NULL;
+  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
+  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+
+  run_case(ctx, FLUXCPP_FLOAT32, 0, 7, 13, 37);
+  run_case(ctx, FLUXCPP_FLOAT64, 1, 5, 11, 29);
+
+  /* Invalid dtype pairs at create: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT. */
+  fluxcpp_ag_gemm_t bad = NULL;
+  s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bf16 -> f64 gave %d", (int)s);
+  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "last_error: %s", fluxcpp_last_error());
+  s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "f32 -> bf16 gave %d", (int)s);
+  /* k differing on one rank. */
+  if (world > 1) {
+    s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32,
+                               FLUXCPP_FLOAT32, 0, &bad);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k differing gave %d", (int)s);
+  }
+  s = fluxcpp_ag_gemm_forward(NULL, NULL, 0, NULL, NULL, NULL, NULL);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
+  CHECK(fluxcpp_ag_gemm_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
+
+  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
+        fluxcpp_last_error());
+
+  int totals[2] = {passed, failed};
+  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("ag_gemm_capi: %d passed, %d failed\n", totals[0], totals[1]);
+  MPI_Finalize();
+  return totals[1] == 0 ? 0 : 1;
+}

@@ -1,0 +1,746 @@
+// AgGemm (all-gather fused with GEMM, column-parallel linear) against the unfused reference
+// computed here: MPI_Allgather of the inputs, then one plain cblas GEMM (+ bias).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fluxcpp/fluxcpp.hpp"
+#include "mpi_test.hpp"
+
+namespace fluxcpp::test {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+
+// ---- deterministic data --------------------------------------------------------------------
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Seeds that differ by rank, call and tensor (salt).
+uint64_t seed_of(int rank, int call, int salt) {
+  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
+         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
+         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
+}
+
+// bf16 bits of a value in (-1, 1): random sign, exponent 2^-12..2^-1, 7 random mantissa bits.
+uint16_t random_bf16(uint64_t r) {
+  const uint16_t sign = static_cast<uint16_t>(r & 1u);
+  const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % 12);
+  const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
+  return static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
+}
+
+// `count` elements of `t`, values in [-1, 1], exactly representable in `t` (bf16 made as bits).
+Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
+  Bytes b(count * dtype_size(t));
+  uint64_t s = seed;
+  for (std::size_t i = 0; i < count; ++i) {
+    const uint64_t r = splitmix(s);
+    switch (t) {
+      case DType::kFloat32: {
+        float v = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) /
+                  static_cast<float>(1 << 23);
+        std::memcpy(b.data() + 4 * i, &v, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double v = static_cast<double>(static_cast<int64_t>(r >> 10) - (int64_t{1} << 53)) /
+                   std::ldexp(1.0, 53);
+        std::memcpy(b.data() + 8 * i, &v, 8);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t v = random_bf16(r);
+        std::memcpy(b.data() + 2 * i, &v, 2);
+        break;
+      }
+    }
+  }
+  return b;
+}
+
+void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
+  Bytes fresh = random_tensor(t, count, seed);
+  std::memcpy(b.data(), fresh.data(), fresh.size());
+}
+
+float bf16_to_float(uint16_t v) {
+  uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to nearest even (inputs here are never NaN).
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Element i of a tensor of dtype t, as a double (bf16 widened exactly).
+double load(const unsigned char* p, DType t, std::size_t i) {
+  switch (t) {
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+  }
+  return 0.0;
+}
+
+std::vector<float> widen_f32(const Bytes& b, DType t, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(load(b.data(), t, i));
+  return v;
+}
+
+std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count) {
+  std::vector<double> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = load(b.data(), t, i);
+  return v;
+}
+
+// ---- the unfused reference -----------------------------------------------------------------
+
+// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
+// previous setting is restored afterwards.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThread() { openblas_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct Problem {
+  DType in = DType::kFloat32;
+  DType out = DType::kFloat32;
+  int64_t n = 0, k = 0;
+  bool transpose_weight = false;
+};
+
+std::string describe(const Problem& p) {
+  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]");
+}
+
+const char* mode_name(AgGemmMode m) {
+  switch (m) {
+    case AgGemmMode::kAuto: return "auto";
+    case AgGemmMode::kZeroCopy: return "zero_copy";
+    case AgGemmMode::kCopy: return "copy";
+  }
+  return "?";
+}
+
+// Expected output and a per-element tolerance.
+struct Reference {
+  std::vector<double> value;  // f32 (or f64) result + bias, before any bf16 rounding
+  std::vector<double> tol;
+};
+
+// gathered: [m, k] in p.in (from MPI_Allgather); weight [n, k] or [k, n] in p.in; bias [n] in
+// p.out or null.
+//
+// Tolerance of element (i, j): eps * (k + 2) * S + tiny, S = Σ_l |a_il||b_jl| + |bias_j| bounded
+// by Cauchy-Schwarz (‖a_i‖·‖b_j‖ + |bias_j|); eps = 2^-20 for f32 accumulation, 2^-48 for f64.
+// A bf16 output adds its one rounding: 2^-8 * (|ref| + tol) (half an ulp, relative).
+Reference reference(const Problem& p, int64_t m, const Bytes& gathered, const Bytes& weight,
+                    const Bytes* bias) {
+  const int64_t n = p.n, k = p.k;
+  const std::size_t mn = static_cast<std::size_t>(m * n);
+  Reference ref;
+  ref.value.assign(mn, 0.0);
+  ref.tol.assign(mn, 0.0);
+  if (m == 0) return ref;
+  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
+  if (bias != nullptr)
+    for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), p.out, j);
+  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
+  const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
+  {
+    OneBlasThread one;
+    if (p.in == DType::kFloat64) {
+      std::vector<double> a = widen_f64(gathered, p.in, m * k), w = widen_f64(weight, p.in, n * k);
+      std::vector<double> c(mn);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb,
+                  0.0, c.data(), static_cast<blasint>(n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
+    } else {
+      std::vector<float> a = widen_f32(gathered, p.in, m * k), w = widen_f32(weight, p.in, n * k);
+      std::vector<float> c(mn);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), w.data(), ldb,
+                  0.0f, c.data(), static_cast<blasint>(n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
+    }
+  }
+  // Row norms of A and of B's logical rows (columns of op(B)).
+  std::vector<double> na(static_cast<std::size_t>(m), 0.0), nb(static_cast<std::size_t>(n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    double s = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      double x = load(gathered.data(), p.in, i * k + l);
+      s += x * x;
+    }
+    na[i] = std::sqrt(s);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      double x = load(weight.data(), p.in, p.transpose_weight ? l * n + j : j * k + l);
+      s += x * x;
+    }
+    nb[j] = std::sqrt(s);
+  }
+  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
+  const double tiny = std::ldexp(1.0, -100);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i * n + j);
+      double t =
+          eps * static_cast<double>(k + 2) * (na[i] * nb[j] * 1.0000001 + std::fabs(b[j])) + tiny;
+      if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[idx]) + t, -8);
+      ref.tol[idx] = t;
+    }
+  return ref;
+}
+
+// Number of elements of `got` ([m, n] in `out`) outside the reference's tolerance; the first few
+// are reported with rank, row, column, expected and got.
+int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t m, int64_t n,
+                     const std::string& what, int max_reports = 4) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i * n + j);
+      const double g = load(got.data(), out, idx), e = ref.value[idx];
+      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
+      if (bad < max_reports) {
+        std::ostringstream os;
+        os << std::setprecision(10) << what << ": rank " << world_rank() << " row " << i << " col "
+           << j << ": expected " << e;
+        if (out == DType::kBFloat16)
+          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
+        os << " ± " << ref.tol[idx] << ", got " << g;
+        ADD_FAILURE() << os.str();
+      }
+      ++bad;
+    }
+  if (bad > max_reports)
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << m * n
+                  << " elements out of tolerance";
+  return bad;
+}
+
+// Bitwise comparison; reports the first differing byte. Returns true if equal.
+bool expect_same_bytes(const Bytes& want, const Bytes& got, std::size_t row_bytes,
+                       const std::string& what) {
+  if (want.size() != got.size()) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": size " << got.size()
+                  << " != " << want.size();
+    return false;
+  }
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (want[i] != got[i]) {
+      ADD_FAILURE() << what << ": rank " << world_rank() << ": gathered_input differs at row "
+                    << i / row_bytes << " byte " << i % row_bytes << ": expected " << int(want[i])
+                    << ", got " << int(got[i]);
+      return false;
+    }
+  return true;
+}
+
+// MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.
+Bytes mpi_allgather(const Bytes& mine, int64_t rows, std::size_t row_bytes) {
+  const int W = world_size();
+  const std::size_t shard = static_cast<std::size_t>(rows) * row_bytes;
+  Bytes all(shard * W);
+  MPI_Allgather(mine.data(), static_cast<int>(shard), MPI_BYTE, all.data(), static_cast<int>(shard),
+                MPI_BYTE, MPI_COMM_WORLD);
+  return all;
+}
+
+// The tensors of one forward on this rank.
+struct Data {
+  Bytes input, weight, bias;
+};
+
+Data make_data(const Problem& p, int64_t rows, int call) {
+  const int r = world_rank();
+  Data d;
+  d.input = random_tensor(p.in, static_cast<std::size_t>(rows * p.k), seed_of(r, call, 1));
+  d.weight = random_tensor(p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+  d.bias = random_tensor(p.out, static_cast<std::size_t>(p.n), seed_of(r, call, 3));
+  return d;
+}
+
+// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
+constexpr unsigned char kPoison = 0xFF;
+constexpr unsigned char kGatherPoison = 0xEE;
+
+// One forward of `op` on `d` (rows per rank `rows`), checked against the reference. Collective.
+// Returns false (on this rank) if anything failed. With m == 0 the (one-element) output and
+// gathered_input buffers must come back untouched.
+bool check_forward(AgGemm& op, const Problem& p, int64_t rows, const Data& d, bool with_bias,
+                   bool with_gathered, const std::string& what) {
+  const int W = world_size();
+  const int64_t m = rows * W;
+  const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(p.in);
+  const std::size_t out_elems = static_cast<std::size_t>(m * p.n);
+  Bytes gathered_ref = mpi_allgather(d.input, rows, in_row);
+  Bytes out(std::max<std::size_t>(out_elems, 1) * dtype_size(p.out), kPoison);
+  Bytes gathered(std::max<std::size_t>(static_cast<std::size_t>(m) * in_row, 1), kGatherPoison);
+  try {
+    op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
+               with_bias ? d.bias.data() : nullptr, out.data(),
+               with_gathered ? gathered.data() : nullptr);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": forward threw: " << e.what();
+    return false;
+  }
+  if (m == 0) {
+    bool untouched =
+        out == Bytes(out.size(), kPoison) && gathered == Bytes(gathered.size(), kGatherPoison);
+    if (!untouched) ADD_FAILURE() << what << ": rank " << world_rank() << ": m == 0 wrote data";
+    return untouched;
+  }
+  bool ok = true;
+  if (with_gathered) ok = expect_same_bytes(gathered_ref, gathered, in_row, what) && ok;
+  Reference ref = reference(p, m, gathered_ref, d.weight, with_bias ? &d.bias : nullptr);
+  if (expect_close(ref, out, p.out, m, p.n, what) != 0) ok = false;
+  return ok;
+}
+
+// Runs fn, expecting Error(code) whose message contains every string of `needles`.
+template <typename F>
+void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
+  try {
+    fn();
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
+  } catch (const Error& e) {
+    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
+        << what << ": rank " << world_rank() << ": " << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
+  }
+}
+
+AgGemmOptions options_for(const Problem& p, int64_t max_m, AgGemmMode mode) {
+  AgGemmOptions o;
+  o.max_m = max_m;
+  o.n = p.n;
+  o.k = p.k;
+  o.input_dtype = p.in;
+  o.output_dtype = p.out;
+  o.transpose_weight = p.transpose_weight;
+  o.mode = mode;
+  return o;
+}
+
+// ---- 1. correctness over shapes, dtype pairs, layouts, bias, gathered_input, modes --------
+
+struct Shape {
+  DType in, out;
+  int64_t rows_per_rank, n, k;
+};
+
+std::string shape_name(const Shape& s) {
+  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
+         std::to_string(s.rows_per_rank) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
+}
+
+const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
+                                          {DType::kFloat64, DType::kFloat64},
+                                          {DType::kBFloat16, DType::kBFloat16},
+                                          {DType::kBFloat16, DType::kFloat32}};
+
+class AgGemmTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+
+// For both weight layouts and both explicit modes, one op each; four forwards on it: with and
+// without bias, with and without gathered_input, fresh data every call.
+TEST_P(AgGemmTest, MatchesAllgatherThenGemm) {
+  const Shape s = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size();
+  int call = 0;
+  bool failed = false;
+  for (bool trans : {false, true})
+    for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
+      if (failed) break;
+      const Problem p{s.in, s.out, s.n, s.k, trans};
+      const int64_t max_m = std::max<int64_t>(s.rows_per_rank, 1) * W;
+      AgGemm op(ctx, options_for(p, max_m, mode));
+      for (bool with_bias : {true, false})
+        for (bool with_gathered : {true, false}) {
+          const std::string what =
+              describe(p) + " mode=" + mode_name(mode) + (with_bias ? " bias" : " no bias") +
+              (with_gathered ? " gathered" : "") + " m=" + std::to_string(s.rows_per_rank * W) +
+              " call " + std::to_string(call);
+          Data d = make_data(p, s.rows_per_rank, call++);
+          check_forward(op, p, s.rows_per_rank, d, with_bias, with_gathered, what);
+        }
+      failed = any_rank(HasFailure());  // uniform: every rank stops together
+    }
+}
+
+std::vector<Shape> small_shapes() {
+  std::vector<Shape> v;
+  for (auto [in, out] : kPairs) {
+    for (int64_t rows : {0, 1, 3})
+      for (int64_t n : {1, 3, 127})
+        for (int64_t k : {1, 3, 127}) v.push_back({in, out, rows, n, k});
+    v.push_back({in, out, 96, 200, 300});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AgGemmTest, ::testing::ValuesIn(small_shapes()),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return shape_name(i.param);
+                         });
+
+// FLUX's default test shape (M 4096, N 49152, K 12288) divided by 8: M = 512 rows in total,
+// N = 6144 split over the ranks, K = 1536; bias on, gathered_input on, one call per case.
+struct BigCase {
+  DType in, out;
+  AgGemmMode mode;
+  bool transpose_weight;
+};
+
+class AgGemmBig : public MpiTest, public ::testing::WithParamInterface<BigCase> {};
+
+TEST_P(AgGemmBig, FluxDefaultShapeOverEight) {
+  const BigCase c = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options(60.0));
+  const int W = ctx.world_size();
+  const int64_t rows = 512 / W, n = 6144 / W, k = 1536;
+  const Problem p{c.in, c.out, n, k, c.transpose_weight};
+  AgGemm op(ctx, options_for(p, rows * W, c.mode));
+  Data d = make_data(p, rows, 0);
+  check_forward(
+      op, p, rows, d, true, true,
+      "big " + describe(p) + " mode=" + mode_name(c.mode) + " m=" + std::to_string(rows * W));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flux, AgGemmBig,
+    ::testing::Values(BigCase{DType::kFloat32, DType::kFloat32, AgGemmMode::kZeroCopy, false},
+                      BigCase{DType::kFloat32, DType::kFloat32, AgGemmMode::kCopy, false},
+                      BigCase{DType::kBFloat16, DType::kBFloat16, AgGemmMode::kZeroCopy, true},
+                      BigCase{DType::kBFloat16, DType::kBFloat16, AgGemmMode::kCopy, false}),
+    [](const ::testing::TestParamInfo<BigCase>& i) {
+      return std::string(dtype_name(i.param.in)) + "_" + dtype_name(i.param.out) + "_" +
+             mode_name(i.param.mode) + (i.param.transpose_weight ? "_wT" : "");
+    });
+
+// ---- 2. many consecutive calls --------------------------------------------------------------
+
+class AgGemmCalls : public MpiTest, public ::testing::WithParamInterface<AgGemmMode> {};
+
+// 200 forwards on one op, reusing the same buffers with new contents every call: inputs, weights
+// and bias all change, m changes (including 0), bias and gathered_input come and go. A stale
+// row, a cached weight or an early read shows up as a mismatch.
+TEST_P(AgGemmCalls, TwoHundredCallsWithChangingDataAndWeights) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t max_rows = 8;
+  const Problem p{DType::kFloat32, DType::kFloat32, 24, 40, false};
+  AgGemm op(ctx, options_for(p, max_rows * W, GetParam()));
+  const int64_t rows_cycle[] = {8, 1, 0, 3, 8, 5, 7, 2};
+  const std::size_t in_row = static_cast<std::size_t>(p.k) * 4;
+  Bytes input(max_rows * in_row), weight(static_cast<std::size_t>(p.n * p.k) * 4),
+      bias(static_cast<std::size_t>(p.n) * 4);
+  Bytes out(static_cast<std::size_t>(max_rows * W * p.n) * 4),
+      gathered(static_cast<std::size_t>(max_rows * W) * in_row);
+  for (int call = 0; call < 200; ++call) {
+    const int64_t rows = rows_cycle[call % 8], m = rows * W;
+    const bool with_bias = call % 3 != 1, with_gathered = call % 2 == 0;
+    refill(input, p.in, static_cast<std::size_t>(rows * p.k), seed_of(r, call, 1));
+    refill(weight, p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+    refill(bias, p.out, static_cast<std::size_t>(p.n), seed_of(r, call, 3));
+    std::fill(out.begin(), out.end(), kPoison);
+    std::fill(gathered.begin(), gathered.end(), kGatherPoison);
+    const std::string what = std::string("mode=") + mode_name(GetParam()) + " call " +
+                             std::to_string(call) + " m=" + std::to_string(m);
+    Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(rows * in_row));
+    Bytes gathered_ref = mpi_allgather(mine, rows, in_row);
+    try {
+      op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
+                 with_gathered ? gathered.data() : nullptr);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
+    }
+    if (!HasFailure()) {
+      Bytes got(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m * p.n * 4));
+      Reference ref = reference(p, m, gathered_ref, weight, with_bias ? &bias : nullptr);
+      expect_close(ref, got, p.out, m, p.n, what);
+      // Nothing beyond the m rows is written (m == 0 is a no-op).
+      for (std::size_t i = static_cast<std::size_t>(m * p.n) * 4; i < out.size(); ++i)
+        if (out[i] != kPoison) {
+          ADD_FAILURE() << what << ": rank " << r << ": output written beyond row " << m
+                        << " (byte " << i << ")";
+          break;
+        }
+      if (with_gathered) {
+        Bytes g(gathered.begin(), gathered.begin() + static_cast<std::ptrdiff_t>(m * in_row));
+        expect_same_bytes(gathered_ref, g, in_row, what);
+        for (std::size_t i = static_cast<std::size_t>(m) * in_row; i < gathered.size(); ++i)
+          if (gathered[i] != kGatherPoison) {
+            ADD_FAILURE() << what << ": rank " << r << ": gathered_input written beyond row " << m;
+            break;
+          }
+      }
+    }
+    if (any_rank(HasFailure())) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, AgGemmCalls,
+                         ::testing::Values(AgGemmMode::kAuto, AgGemmMode::kZeroCopy,
+                                           AgGemmMode::kCopy),
+                         [](const ::testing::TestParamInfo<AgGemmMode>& i) {
+                           return std::string(mode_name(i.param));
+                         });
+
+// ---- 3. benchmark paths: gemm-only and comm-only --------------------------------------------
+
+class AgGemmPaths : public MpiTest {};
+
+TEST_F(AgGemmPaths, GemmOnlyAndCommOnly) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 16;
+  int call = 100;
+  for (auto [in, out] :
+       {std::pair{DType::kFloat32, DType::kFloat32}, std::pair{DType::kFloat64, DType::kFloat64},
+        std::pair{DType::kBFloat16, DType::kFloat32}})
+    for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy, AgGemmMode::kAuto}) {
+      const Problem p{in, out, 24, 40, false};
+      const int64_t m = rows * W;
+      const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(in);
+      const std::size_t out_bytes = static_cast<std::size_t>(m * p.n) * dtype_size(out);
+      const std::string tag = describe(p) + " mode=" + mode_name(mode);
+      AgGemm op(ctx, options_for(p, m, mode));
+
+      // comm-only: gathered_input bit-exact, twice with different data, then once without it.
+      for (int rep = 0; rep < 2; ++rep) {
+        Bytes input =
+            random_tensor(in, static_cast<std::size_t>(rows * p.k), seed_of(r, call++, 1));
+        Bytes ref = mpi_allgather(input, rows, in_row);
+        Bytes gathered(ref.size(), kGatherPoison);
+        try {
+          op.forward_comm_only(input.data(), m, gathered.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
+        }
+        expect_same_bytes(ref, gathered, in_row, tag + " comm-only rep " + std::to_string(rep));
+      }
+      try {
+        Bytes input =
+            random_tensor(in, static_cast<std::size_t>(rows * p.k), seed_of(r, call++, 1));
+        op.forward_comm_only(input.data(), m, nullptr);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only(null) threw: " << e.what();
+      }
+
+      // A normal forward after comm-only is correct; gemm-only right after it (same input,
+      // weight, bias) gives the same output within tolerance, twice.
+      Data d = make_data(p, rows, call++);
+      check_forward(op, p, rows, d, true, true, tag + " forward after comm-only");
+      Reference ref = reference(p, m, mpi_allgather(d.input, rows, in_row), d.weight, &d.bias);
+      for (int rep = 0; rep < 2; ++rep) {
+        Bytes got(out_bytes, kPoison);
+        try {
+          op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
+        }
+        expect_close(ref, got, out, m, p.n, tag + " gemm-only rep " + std::to_string(rep));
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
+
+      // And the op is still fully usable afterwards, with new data.
+      Data d2 = make_data(p, rows, call++);
+      check_forward(op, p, rows, d2, false, true, tag + " forward after gemm-only");
+      if (any_rank(HasFailure())) return;  // uniform
+    }
+}
+
+// ---- 4. bad inputs ----------------------------------------------------------------------------
+
+class AgGemmBadInput : public MpiTest {};
+
+TEST_F(AgGemmBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 8;
+  const Problem p{DType::kFloat32, DType::kFloat32, 24, 16, false};
+  for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
+    AgGemm op(ctx, options_for(p, rows * W, mode));
+    const std::string tag = std::string("mode=") + mode_name(mode);
+    Data d = make_data(p, rows + 1, 0);  // room for one extra row per rank
+    Bytes out(static_cast<std::size_t>((rows + 1) * W * p.n) * 4),
+        gathered(static_cast<std::size_t>((rows + 1) * W * p.k) * 4);
+    const void* in = d.input.data();
+    const void* w = d.weight.data();
+    const void* b = d.bias.data();
+    void* o = out.data();
+    if (W > 1)
+      expect_error([&] { op.forward(in, W + 1, w, b, o); }, Errc::kInvalidArgument, {"ag_gemm"},
+                   tag + " m % W != 0");
+    expect_error([&] { op.forward(in, (rows + 1) * W, w, b, o); }, Errc::kInvalidArgument,
+                 {"ag_gemm"}, tag + " m > max_m");
+    expect_error([&] { op.forward(r == W - 1 ? nullptr : in, W, w, b, o); }, Errc::kInvalidArgument,
+                 {"ag_gemm"}, tag + " NULL input on the last rank");
+    expect_error([&] { op.forward(in, W, r == 0 ? nullptr : w, b, o); }, Errc::kInvalidArgument,
+                 {"ag_gemm"}, tag + " NULL weight on rank 0");
+    expect_error([&] { op.forward(in, W, w, b, r == 0 ? nullptr : o); }, Errc::kInvalidArgument,
+                 {"ag_gemm"}, tag + " NULL output on rank 0");
+    expect_error([&] { op.forward(in, W, w, b, nullptr, gathered.data()); }, Errc::kInvalidArgument,
+                 {"ag_gemm"}, tag + " NULL output everywhere");
+    if (W > 1)
+      expect_error([&] { op.forward(in, r == W - 1 ? 2 * W : W, w, b, o, gathered.data()); },
+                   Errc::kInvalidArgument, {"ag_gemm"}, tag + " ranks pass different m");
+    // m == 0 with null pointers is a no-op.
+    try {
+      op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << tag << ": rank " << r << ": m == 0 threw: " << e.what();
+    }
+    // Still usable after all of that, twice.
+    for (int call = 1; call <= 2; ++call) {
+      Data good = make_data(p, rows, call);
+      check_forward(op, p, rows, good, true, true, tag + " good forward after errors");
+    }
+    if (any_rank(HasFailure())) return;  // uniform
+  }
+}
+
+TEST_F(AgGemmBadInput, CreateErrorsReachEveryRank) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const Problem base{DType::kFloat32, DType::kFloat32, 24, 16, false};
+  auto create = [&](AgGemmOptions o) { AgGemm op(ctx, o); };
+  const AgGemmOptions good = options_for(base, 4 * W, AgGemmMode::kAuto);
+  if (W > 1) {
+    AgGemmOptions o = good;
+    if (r == W - 1) o.k = 17;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "k differs");
+    o = good;
+    if (r == 0) o.n = 25;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "n differs");
+    o = good;
+    if (r == W - 1) o.transpose_weight = true;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"},
+                 "transpose_weight differs");
+    o = good;
+    if (r == 0) o.max_m = 8 * W;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "max_m differs");
+    o = good;
+    if (r == W - 1) {
+      o.input_dtype = DType::kFloat64;
+      o.output_dtype = DType::kFloat64;
+    }
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "dtypes differ");
+  }
+  {
+    AgGemmOptions o = good;
+    o.input_dtype = DType::kBFloat16;
+    o.output_dtype = DType::kFloat64;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "pair bf16 -> f64");
+    o.input_dtype = DType::kFloat32;
+    o.output_dtype = DType::kBFloat16;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"}, "pair f32 -> bf16");
+    o = good;
+    if (r == 0) o.output_dtype = DType::kBFloat16;  // invalid pair on one rank only
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {"ag_gemm"},
+                 "invalid pair on rank 0 only");
+  }
+  // A good op on the same context still works.
+  if (!any_rank(HasFailure())) {
+    AgGemm op(ctx, good);
+    Data d = make_data(base, 4, 3);
+    check_forward(op, base, 4, d, true, false, "good op after create errors");
+  }
+}
+
+// ---- 5. every rank uses its own weight ------------------------------------------------------
+
+class AgGemmShards : public MpiTest {};
+
+// Rank r's weight is (r + 1) times a common base, so output_r ≈ (r + 1) · output_0: each rank's
+// output must match its own weight and, on ranks other than 0, must not match rank 0's.
+TEST_F(AgGemmShards, EachRankUsesItsOwnWeight) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 5;
+  for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
+    const Problem p{DType::kFloat32, DType::kFloat32, 12, 20, false};
+    AgGemm op(ctx, options_for(p, rows * W, mode));
+    const std::string tag = std::string("mode=") + mode_name(mode);
+    Data d = make_data(p, rows, 7);
+    Bytes base = random_tensor(p.in, static_cast<std::size_t>(p.n * p.k), seed_of(0, 99, 2));
+    std::vector<float> w = widen_f32(base, p.in, static_cast<std::size_t>(p.n * p.k));
+    for (float& x : w) x *= static_cast<float>(r + 1);
+    std::memcpy(d.weight.data(), w.data(), d.weight.size());
+    check_forward(op, p, rows, d, false, false, tag + " own weight");
+
+    // Run again and compare against rank 0's weight: on other ranks it must not match.
+    const int64_t m = rows * W;
+    Bytes gathered_ref = mpi_allgather(d.input, rows, static_cast<std::size_t>(p.k) * 4);
+    Bytes out(static_cast<std::size_t>(m * p.n) * 4, kPoison);
+    try {
+      op.forward(d.input.data(), m, d.weight.data(), nullptr, out.data());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << tag << ": rank " << r << ": forward threw: " << e.what();
+    }
+    if (r != 0) {
+      Reference other = reference(p, m, gathered_ref, base, nullptr);
+      int64_t same = 0;
+      for (std::size_t i = 0; i < other.value.size(); ++i)
+        if (std::fabs(load(out.data(), p.out, i) - other.value[i]) <= other.tol[i]) ++same;
+      EXPECT_LT(same, static_cast<int64_t>(other.value.size()) / 2)
+          << tag << ": rank " << r << ": the output matches rank 0's weight, not this rank's";
+    }
+    if (any_rank(HasFailure())) return;  // uniform
+  }
+}
+
+}  // namespace
+}  // namespace fluxcpp::test

@@ -26,6 +26,7 @@ struct Settings {
   int samples = 15;
   double min_batch_ms = 2.0;  // iterations per sample grow until a batch takes this long
   bool quick = false;         // fewer shapes and samples
+  bool full = false;          // also the heaviest shapes
 };
 
 class Env {
@@ -66,5 +67,6 @@ const std::vector<std::pair<std::string, Entry>>& entries();
 
 void bench_all_gather(Env& env);
 void bench_gemm(Env& env);
+void bench_ag_gemm(Env& env);
 
 }  // namespace fluxcpp::bench

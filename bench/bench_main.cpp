@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
   static const std::vector<std::pair<std::string, Entry>> e = {
       {"gemm", bench_gemm},
       {"all_gather", bench_all_gather},
+      {"ag_gemm", bench_ag_gemm},
   };
   return e;
 }
@@ -127,13 +128,14 @@ namespace {
 
 void usage() {
   std::printf(
-      "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick]\n"
+      "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick] [--full]\n"
       "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
       "  --op      entries to run (default: all):");
   for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
   std::printf(
       "\n  --json    also write one JSON line per row to FILE\n"
       "  --quick   fewer shapes and samples\n"
+      "  --full    also the heaviest shapes (minutes on a small machine)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");

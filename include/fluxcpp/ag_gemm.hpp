@@ -11,18 +11,19 @@ namespace fluxcpp {
 
 // How a rank's GEMM reads the rows of other ranks of its host.
 enum class AgGemmMode : int {
-  kAuto = 0,      // FLUXCPP_AG_GEMM_MODE, else the measured default (zero_copy)
-  kZeroCopy = 1,  // the GEMM reads peers' rows straight from their shared-memory segments
-  kCopy = 2,      // a comm thread first copies peers' rows into local memory; the GEMM reads those
+  kAuto = 0,      // FLUXCPP_AG_GEMM_MODE, else per call: copy when n >= m/W, else zero_copy
+  kZeroCopy = 1,  // own rows first, then each peer's rows straight from its segment, as they land
+  kCopy = 2,      // gather the host's rows into one local buffer first, then one GEMM over them
 };
 
 struct AgGemmOptions {
-  int64_t max_m = 0;  // largest total row count a forward may pass
-  int64_t n = 0;      // output columns (this rank's shard of the weight)
-  int64_t k = 0;      // reduction dimension
-  DType input_dtype = DType::kFloat32;   // input, weight (and gathered_input)
-  DType output_dtype = DType::kFloat32;  // output and bias; pairs: f32/f32, f64/f64, bf16/bf16, bf16/f32
-  bool transpose_weight = false;         // weight is [k, n] instead of [n, k]
+  int64_t max_m = 0;                    // largest total row count a forward may pass
+  int64_t n = 0;                        // output columns (this rank's shard of the weight)
+  int64_t k = 0;                        // reduction dimension
+  DType input_dtype = DType::kFloat32;  // input, weight (and gathered_input)
+  DType output_dtype =
+      DType::kFloat32;            // output and bias; pairs: f32/f32, f64/f64, bf16/bf16, bf16/f32
+  bool transpose_weight = false;  // weight is [k, n] instead of [n, k]
   AgGemmMode mode = AgGemmMode::kAuto;
 };
 

@@ -27,8 +27,8 @@ const std::vector<EnvVar>& env_vars() {
        "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
       {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
       {"FLUXCPP_AG_GEMM_MODE", "auto",
-       "ag_gemm: zero_copy (GEMM reads host peers' rows in their segments), copy (a comm thread "
-       "copies them to local memory first) or auto (zero_copy, the faster one measured)"},
+       "ag_gemm: zero_copy (GEMM blocks read host peers' rows in their segments as they land), "
+       "copy (gather the host's rows locally, then one GEMM) or auto (copy when n >= m/W)"},
   };
   return vars;
 }
@@ -115,10 +115,15 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
           engine);
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
   std::string agm = env_value("FLUXCPP_AG_GEMM_MODE");
-  if (agm == "auto") c.ag_gemm_mode = 0;
-  else if (agm == "zero_copy") c.ag_gemm_mode = 1;
-  else if (agm == "copy") c.ag_gemm_mode = 2;
-  else raise(Errc::kInvalidArgument, "config: FLUXCPP_AG_GEMM_MODE='{}' must be auto, zero_copy or copy", agm);
+  if (agm == "auto")
+    c.ag_gemm_mode = 0;
+  else if (agm == "zero_copy")
+    c.ag_gemm_mode = 1;
+  else if (agm == "copy")
+    c.ag_gemm_mode = 2;
+  else
+    raise(Errc::kInvalidArgument,
+          "config: FLUXCPP_AG_GEMM_MODE='{}' must be auto, zero_copy or copy", agm);
   return c;
 }
 

@@ -51,9 +51,7 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   comm::agree_value(comm, kOp, "input_dtype", static_cast<int>(o.input_dtype));
   comm::agree_value(comm, kOp, "output_dtype", static_cast<int>(o.output_dtype));
   comm::agree_value(comm, kOp, "transpose_weight", o.transpose_weight ? 1 : 0);
-  mode_ = o.mode != AgGemmMode::kAuto ? o.mode
-          : c.config().ag_gemm_mode != 0 ? static_cast<AgGemmMode>(c.config().ag_gemm_mode)
-                                         : AgGemmMode::kZeroCopy;
+  mode_ = o.mode != AgGemmMode::kAuto ? o.mode : static_cast<AgGemmMode>(c.config().ag_gemm_mode);
   comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
@@ -61,7 +59,6 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   ex_.emplace(c, kOp, max_block, 0, std::array<const char*, 4>{"m", "", "", ""},
               /*probe_cma=*/false);
-  landed_ = std::make_unique<shm::Signal[]>(c.node_size());
   // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
   kernels::blas_set_threads(1);
 }
@@ -73,7 +70,8 @@ std::string AgGemmImpl::validate(const void* input, int64_t m, const void* weigh
     return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m, r);
   if (m % W != 0)
     return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W, r);
-  if (m > 0 && input == nullptr) return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, r);
+  if (m > 0 && input == nullptr)
+    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, r);
   if (m > 0 && path != Path::kCommOnly && weight == nullptr)
     return fmt::format("{}: weight is NULL with m={} (rank {})", kOp, m, r);
   if (m > 0 && path != Path::kCommOnly && output == nullptr)
@@ -137,12 +135,14 @@ void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) 
   const int64_t slab = (opts_.n / T + 15) / 16 * 16;
   std::vector<uint64_t> tickets;
   for (int t = 1; t < T; ++t) {
-    const int64_t n0 = std::min<int64_t>(opts_.n, t * slab), n1 = std::min<int64_t>(opts_.n, n0 + slab);
+    const int64_t n0 = std::min<int64_t>(opts_.n, t * slab),
+                  n1 = std::min<int64_t>(opts_.n, n0 + slab);
     if (n0 >= n1) break;
     kernels::GemmOut ot = o;
     ot.c = out + n0 * dtype_size(opts_.output_dtype);
-    tickets.push_back(c.compute_worker(t).enqueue(
-        [this, a, rows, n0, n1, ot] { kernels::gemm_tile(weight_, a, opts_.k, rows, n0, n1, ot); }));
+    tickets.push_back(c.compute_worker(t).enqueue([this, a, rows, n0, n1, ot] {
+      kernels::gemm_tile(weight_, a, opts_.k, rows, n0, n1, ot);
+    }));
   }
   o.c = out;
   std::exception_ptr failed;
@@ -162,28 +162,13 @@ void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) 
   if (failed) std::rethrow_exception(failed);
 }
 
-uint64_t AgGemmImpl::start_copies(std::size_t block_bytes, char* dst) {
-  ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const uint64_t e = ex.epoch();
-  const ops::Deadline deadline = c.deadline();
-  copy_abort_.store(false);
-  comm::Stream& stream = c.comm_stream(c.num_comm_streams() > 1 ? 1 : 0);
-  return stream.enqueue([this, &c, &ex, e, deadline, block_bytes, dst] {
-    const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
-    const std::size_t chunk = ex.chunk_bytes();
-    const uint64_t nchunks = ex.num_chunks(block_bytes);
-    for (int i = 1; i < L && !copy_abort_.load(); ++i) {
-      const int q = (me + i) % L;
-      char* to = dst + block_bytes * c.world_rank_of(nid, q);
-      for (uint64_t ch = 0; ch < nchunks && !copy_abort_.load(); ++ch) {
-        ex.wait(q, nid, ch + 1, deadline, "block");
-        const std::size_t off = ch * chunk, len = std::min(chunk, block_bytes - off);
-        std::memcpy(to + off, ex.block(q, nid) + off, len);
-        shm::signal_set(landed_[q], ops::BlockExchange::progress_value(e, ch + 1));
-      }
-    }
-  });
+bool AgGemmImpl::gathers(int64_t rows) const {
+  // Each BLAS call repacks the whole weight (n x k), so computing block by block costs one
+  // repack per rank; gathering first costs a copy of the rows (rows x k per peer) and allows a
+  // single call. Gather when the weight is at least as wide as a rank's block is tall.
+  if (mode_ == AgGemmMode::kCopy) return true;
+  if (mode_ == AgGemmMode::kZeroCopy) return false;
+  return opts_.n >= rows;
 }
 
 void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
@@ -191,110 +176,112 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
   ContextImpl& c = *ctx_;
   ops::BlockExchange& ex = *ex_;
   const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
-  const int me = c.node_rank(), nid = c.node_id();
+  const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
   const int64_t rows = m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
-  const bool fused = path == Path::kFused, gemm_only = path == Path::kGemmOnly;
-  const bool comm = !gemm_only;
-  const bool compute = path != Path::kCommOnly;
-  const bool copy_mode = mode_ == AgGemmMode::kCopy && L > 1;
-  // Where copy mode (and comm-only) lands host peers' rows: the caller's gathered_input or ours.
-  char* local = gathered;
-  if (((copy_mode && !gemm_only) || path == Path::kCommOnly) && local == nullptr) {
-    local_.resize(static_cast<std::size_t>(opts_.max_m) * in_row_);
-    local = local_.data();
-  }
+  const bool comm = path != Path::kGemmOnly, compute = path != Path::kCommOnly;
+  const bool gemm_only = path == Path::kGemmOnly;
+  // Gather mode: the host's rows are first copied, in global order, into one private buffer.
+  const bool gather = gathers(rows) || path == Path::kCommOnly;
+  // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
+  // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
+  const bool direct = path == Path::kCommOnly && gathered != nullptr;
+  if (gather && !direct) local_.resize(static_cast<std::size_t>(opts_.max_m) * in_row_);
+  char* local = direct ? gathered : local_.data();
   if (compute) weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
   auto out_block = [&](int g) { return output + static_cast<std::size_t>(g) * rows * out_row_; };
+  const ops::Deadline deadline = c.deadline();
 
   // 1. Publish our rows: host peers read them from our segment, MPI sends them from there.
   if (comm && (L > 1 || N > 1)) ex.stage(input, blk);
   if (comm && N > 1) ex.start_rail(blk);
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
-  uint64_t copy_ticket = 0;
-  if (comm && (copy_mode || (path == Path::kCommOnly && L > 1))) copy_ticket = start_copies(blk, local);
-  struct CopyScope {  // never leave the copy task running past this call
-    AgGemmImpl* self;
-    uint64_t ticket;
-    comm::Stream* stream;
-    void finish(bool rethrow) {
-      if (ticket == 0) return;
-      uint64_t t = std::exchange(ticket, 0);
-      if (!stream->wait(t, std::chrono::steady_clock::time_point::max()) && rethrow)
-        raise(Errc::kInternal, "{}: copy stream did not finish", kOp);
-    }
-    ~CopyScope() {
-      if (ticket == 0) return;
-      self->copy_abort_.store(true);
-      try {
-        finish(false);
-      } catch (...) {
-      }
-    }
-  } copies{this, copy_ticket, &c.comm_stream(c.num_comm_streams() > 1 ? 1 : 0)};
 
-  const ops::Deadline deadline = c.deadline();
-  // 2. Our own rows first: they need nothing from anyone.
-  if (compute) gemm(input, rows, bias, out_block(c.world_rank()));
-
-  // 3. Host peers in ring order; each GEMM covers every row that has landed so far.
-  const std::size_t chunk = ex.chunk_bytes();
-  for (int i = 1; i < L && compute; ++i) {
-    const int q = (me + i) % L, g = c.world_rank_of(nid, q);
-    // gemm-only reads the rows staged in the segments (the latest ones) in every mode.
-    const char* src = copy_mode && !gemm_only ? local + blk * g : ex.block(q, nid);
-    int64_t done = 0;
-    while (done < rows) {
-      int64_t avail = rows;
-      if (!gemm_only) {
-        // Chunks needed to complete row `done`, then every row those chunks complete.
-        const uint64_t need = ((done + 1) * in_row_ + chunk - 1) / chunk;
-        uint64_t have;
-        if (copy_mode) {
-          uint64_t observed = 0;
-          const uint64_t want = ops::BlockExchange::progress_value(ex.epoch(), need);
-          if (!shm::signal_wait(landed_[q], want, deadline, c.wait_policy(), &observed)) {
-            copies.finish(true);  // the copy task's own error names the peer
-            ops::raise_timeout(c, kOp, g, "copy landed", want, observed);
-          }
-          have = shm::signal_load(landed_[q]) & 0xffffffffu;
-        } else {
-          have = ex.wait(q, nid, need, deadline, "block");
+  if (gather) {
+    // 2g. Copy the host's rows into `local` (own first, then peers in ring order, chunk by chunk
+    // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
+    if (comm) {
+      std::memcpy(local + blk * r, input, blk);
+      const std::size_t chunk = ex.chunk_bytes();
+      const uint64_t nchunks = ex.num_chunks(blk);
+      for (int i = 1; i < L; ++i) {
+        const int q = (me + i) % L;
+        char* to = local + blk * c.world_rank_of(nid, q);
+        for (uint64_t ch = 0; ch < nchunks;) {
+          const uint64_t have = std::min(nchunks, ex.wait(q, nid, ch + 1, deadline, "block"));
+          const std::size_t off = ch * chunk, end = std::min(blk, have * chunk);
+          std::memcpy(to + off, ex.block(q, nid) + off, end - off);
+          ch = have;
         }
-        avail = std::min<int64_t>(rows, static_cast<int64_t>(std::min(blk, have * chunk) / in_row_));
       }
-      gemm(src + done * in_row_, avail - done, bias, out_block(g) + done * out_row_);
-      done = avail;
+    }
+    if (compute) {
+      std::vector<int> host(L);
+      for (int q = 0; q < L; ++q) host[q] = c.world_rank_of(nid, q);
+      std::sort(host.begin(), host.end());
+      for (std::size_t a = 0; a < host.size();) {
+        std::size_t b = a + 1;
+        while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
+        gemm(local + blk * host[a], rows * static_cast<int64_t>(b - a), bias, out_block(host[a]));
+        a = b;
+      }
+    }
+  } else {
+    // 2z. Zero copy: our own rows first (they need nothing from anyone), then host peers in ring
+    // order read straight from their segments; each GEMM covers every row landed so far.
+    gemm(input, rows, bias, out_block(r));
+    const std::size_t chunk = ex.chunk_bytes();
+    for (int i = 1; i < L; ++i) {
+      const int q = (me + i) % L, g = c.world_rank_of(nid, q);
+      int64_t done = 0;
+      while (done < rows) {
+        int64_t avail = rows;
+        if (!gemm_only) {
+          // Chunks needed to complete row `done`, then every row those chunks complete.
+          const uint64_t need = ((done + 1) * in_row_ + chunk - 1) / chunk;
+          const uint64_t have = ex.wait(q, nid, need, deadline, "block");
+          avail =
+              std::min<int64_t>(rows, static_cast<int64_t>(std::min(blk, have * chunk) / in_row_));
+        }
+        gemm(ex.block(q, nid) + done * in_row_, avail - done, bias, out_block(g) + done * out_row_);
+        done = avail;
+      }
     }
   }
 
-  // 4. Rows of other hosts, received by MPI into the segments of this host's ranks.
+  // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
+  // (and gathered) block by block as they land, while later ones are still in flight.
   const uint64_t whole = ex.num_chunks(blk);
-  for (int i = 1; i < N && compute; ++i) {
+  for (int i = 1; i < N; ++i) {
     const int n = (nid + i) % N;
     for (int j = 0; j < L; ++j) {
       const int q = (me + j) % L, g = c.world_rank_of(n, q);
-      if (!gemm_only) ex.wait(q, n, whole, deadline, "rail");
-      gemm(ex.block(q, n), rows, bias, out_block(g));
+      if (comm) ex.wait(q, n, whole, deadline, "rail");
+      if (compute) gemm(ex.block(q, n), rows, bias, out_block(g));
+      if (path == Path::kCommOnly) std::memcpy(local + blk * g, ex.block(q, n), blk);
     }
   }
 
-  // 5. The gathered input, when asked for (comm-only gathers into `local`).
-  char* gout = path == Path::kCommOnly ? local : gathered;
-  if (gout != nullptr && comm) {
-    copies.finish(true);  // host peers' rows are in place when copies ran
-    std::memcpy(gout + blk * c.world_rank(), input, blk);
-    for (int n = 0; n < N; ++n)
-      for (int j = 0; j < L; ++j) {
-        const int q = (me + j) % L, g = c.world_rank_of(n, q);
-        if (g == c.world_rank() || (n == nid && copy_ticket != 0)) continue;
-        ex.wait(q, n, n == nid ? ex.num_chunks(blk) : whole, deadline, n == nid ? "block" : "rail");
-        std::memcpy(gout + blk * g, ex.block(q, n), blk);
-      }
+  // 4. The gathered input, when asked for.
+  char* gout = direct || !comm ? nullptr : gathered;
+  if (gout != nullptr) {
+    if (gather) {
+      // The host's rows are in `local`; other hosts' rows were copied there only by comm-only.
+      std::memcpy(gout, local, static_cast<std::size_t>(m) * in_row_);
+      if (path != Path::kCommOnly)
+        for (int n = 0; n < N; ++n)
+          for (int q = 0; q < L && n != nid; ++q)
+            std::memcpy(gout + blk * c.world_rank_of(n, q), ex.block(q, n), blk);
+    } else {
+      std::memcpy(gout + blk * r, input, blk);
+      for (int n = 0; n < N; ++n)
+        for (int q = 0; q < L; ++q) {
+          const int g = c.world_rank_of(n, q);
+          if (g != r) std::memcpy(gout + blk * g, ex.block(q, n), blk);
+        }
+    }
   }
-  copies.finish(true);
   if (comm && N > 1) rail.finish();
-  (void)fused;
 }
 
 }  // namespace detail
@@ -323,6 +310,8 @@ void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight,
 void AgGemm::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
   checked(impl_).forward_comm_only(input, m, gathered_input);
 }
-const AgGemmOptions& AgGemm::options() const { return checked(impl_).options(); }
+const AgGemmOptions& AgGemm::options() const {
+  return checked(impl_).options();
+}
 
 }  // namespace fluxcpp

@@ -37,17 +37,15 @@ class AgGemmImpl {
   // C rows [0, rows) of the output block at `out` from A rows at `a`, split over the compute
   // workers by column slabs.
   void gemm(const char* a, int64_t rows, const void* bias, char* out);
-  // Copy mode: the comm thread pulls host peers' rows into `dst` ([m, k] layout).
-  uint64_t start_copies(std::size_t block_bytes, char* dst);
+  // Whether a call with `rows` rows per rank gathers the host's rows before one GEMM.
+  bool gathers(int64_t rows) const;
 
   std::shared_ptr<ContextImpl> ctx_;
   AgGemmOptions opts_;
-  AgGemmMode mode_ = AgGemmMode::kZeroCopy;
+  AgGemmMode mode_ = AgGemmMode::kAuto;
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
   kernels::GemmWeight weight_;
-  std::vector<char> local_;              // copy mode without gathered_input: [max_m, k]
-  std::unique_ptr<shm::Signal[]> landed_;  // copy mode: chunks of node rank q copied locally
-  std::atomic<bool> copy_abort_{false};
+  std::vector<char> local_;  // copy mode and comm-only: the gathered rows, [max_m, k]
   std::optional<ops::BlockExchange> ex_;
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -385,6 +386,10 @@ std::string shape_name(const Shape& s) {
          std::to_string(s.rows_per_rank) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
 }
 
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << shape_name(s);
+}
+
 const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
                                           {DType::kFloat64, DType::kFloat64},
                                           {DType::kBFloat16, DType::kBFloat16},
@@ -442,6 +447,11 @@ struct BigCase {
   AgGemmMode mode;
   bool transpose_weight;
 };
+
+void PrintTo(const BigCase& c, std::ostream* os) {
+  *os << dtype_name(c.in) << "->" << dtype_name(c.out) << " mode=" << mode_name(c.mode)
+      << (c.transpose_weight ? " weight[k,n]" : " weight[n,k]");
+}
 
 class AgGemmBig : public MpiTest, public ::testing::WithParamInterface<BigCase> {};
 

@@ -194,7 +194,7 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
 
   // 1. Publish our rows: host peers read them from our segment, MPI sends them from there.
   if (comm && (L > 1 || N > 1)) ex.stage(input, blk);
-  if (comm && N > 1) ex.start_rail(blk);
+  if (comm && N > 1) ex.start_rail(blk, /*polite=*/compute);
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
 
   if (gather) {

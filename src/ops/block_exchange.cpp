@@ -1,7 +1,9 @@
 #include "ops/block_exchange.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/mpi_util.hpp"
@@ -138,12 +140,12 @@ uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline
 // MPI only ever touches our segment — it sends the staged copy of our block and receives into
 // the block slots — so a transfer abandoned on a timeout can never write into or read from the
 // caller's memory.
-void BlockExchange::start_rail(std::size_t bytes) {
+void BlockExchange::start_rail(std::size_t bytes, bool polite) {
   detail::ContextImpl& c = *ctx_;
   abort_.store(false);
   const uint64_t e = epoch_;
   const Deadline deadline = c.deadline();
-  auto task = [this, bytes, e, deadline] {
+  auto task = [this, bytes, e, deadline, polite] {
     detail::ContextImpl& c = *ctx_;
     const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
     std::vector<MPI_Request> reqs;
@@ -169,6 +171,11 @@ void BlockExchange::start_rail(std::size_t bytes) {
       std::size_t pending = reqs.size();
       const std::size_t nrecv = recv_node.size();
       const uint64_t whole = std::max<uint64_t>(num_chunks(bytes), 1);
+      // MPI progresses only inside MPI calls, but polling flat out would steal the core from a
+      // GEMM this transfer is meant to overlap. Polite polling yields for 100 us, then backs off
+      // to sleeps of up to 256 us, and starts over after every completion.
+      int idle = 0;
+      auto idle_since = std::chrono::steady_clock::now();
       while (pending > 0) {
         int idx = MPI_UNDEFINED, flag = 0;
         comm::check_mpi(
@@ -176,6 +183,8 @@ void BlockExchange::start_rail(std::size_t bytes) {
             "MPI_Testany");
         if (flag && idx != MPI_UNDEFINED) {
           --pending;
+          idle = 0;
+          idle_since = std::chrono::steady_clock::now();
           if (static_cast<std::size_t>(idx) < nrecv)
             shm::signal_set(progress(l, recv_node[idx]), progress_value(e, whole));
           continue;
@@ -189,7 +198,14 @@ void BlockExchange::start_rail(std::size_t bytes) {
           raise(Errc::kTimeout, "{}: timed out after {} s sending blocks to other hosts (rank {})",
                 op_, c.config().timeout_s, c.world_rank());
         }
-        sched_yield();
+        if (!polite ||
+            std::chrono::steady_clock::now() - idle_since < std::chrono::microseconds(100)) {
+          sched_yield();
+        } else {
+          const long us = 1L << std::min(8, idle++ / 8);
+          timespec ts{0, us * 1000};
+          nanosleep(&ts, nullptr);
+        }
       }
     } catch (...) {
       abort_.store(true);

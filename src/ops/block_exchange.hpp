@@ -73,9 +73,10 @@ class BlockExchange {
   uint64_t wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what);
 
   // Across hosts: swap the staged own block (`bytes`) with the rail peers over MPI, on the comm
-  // stream (or inline when alone on the host). Received blocks raise progress(me, n) to 1 chunk
-  // ... all of them at once: MPI delivers whole blocks. Call stage() first.
-  void start_rail(std::size_t bytes);
+  // stream (or inline when alone on the host). A received block raises progress(me, n) to all
+  // its chunks at once: MPI delivers whole blocks. Call stage() first. polite: the caller computes
+  // meanwhile, so poll MPI with back-off sleeps instead of flat out.
+  void start_rail(std::size_t bytes, bool polite = false);
   // Waits for the rail transfers of this call; rethrows their error.
   void finish_rail();
   // Scope guard: abandons the rail transfers if the call leaves early.

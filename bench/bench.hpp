@@ -68,5 +68,6 @@ const std::vector<std::pair<std::string, Entry>>& entries();
 void bench_all_gather(Env& env);
 void bench_gemm(Env& env);
 void bench_ag_gemm(Env& env);
+void bench_reduce_scatter(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -22,6 +22,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"gemm", bench_gemm},
       {"all_gather", bench_all_gather},
       {"ag_gemm", bench_ag_gemm},
+      {"reduce_scatter", bench_reduce_scatter},
   };
   return e;
 }

@@ -48,10 +48,11 @@ class AgGemm {
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output,
                void* gathered_input = nullptr);
 
-  // Benchmark paths. gemm-only (local, not collective): the same GEMMs over the rows already in
-  // the shared segments — no handshake, waits or copies; other ranks' rows are whatever the last
-  // call staged there. comm-only (collective): the all-gather alone, into gathered_input (or an
-  // internal buffer when null).
+  // Benchmark paths. gemm-only (local, not collective): the same GEMMs as a forward over the rows
+  // already in place — no handshake, waits or copies. In zero-copy mode the own rows come from
+  // `input` and other ranks' rows from the segments; in copy mode all rows (own included) come
+  // from the gather buffer of the last forward, and `input` is only checked. comm-only
+  // (collective): the all-gather alone, into gathered_input (or an internal buffer when null).
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* gathered_input = nullptr);

@@ -70,6 +70,19 @@ fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void*
 /* NULL is a no-op. */
 fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
 
+/* ---- reduce_scatter ---------------------------------------------------------------------- */
+typedef struct fluxcpp_reduce_scatter_s* fluxcpp_reduce_scatter_t;
+/* Collective. */
+fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                               fluxcpp_dtype_t dtype, fluxcpp_reduce_scatter_t* op);
+/* Collective, blocking. input [m, n]; output [m/W, n] = rows [r*m/W, (r+1)*m/W) of the sum over
+ * ranks of input. m % W == 0. The sum is taken in a fixed order (bf16 accumulated in f32 and
+ * rounded once): results are bitwise identical from call to call and run to run. */
+fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, const void* input,
+                                                int64_t m, void* output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op);
+
 /* ---- ag_gemm (FLUX AGKernel: all-gather + GEMM, column-parallel linear) ------------------ */
 typedef struct fluxcpp_ag_gemm_s* fluxcpp_ag_gemm_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */

@@ -9,6 +9,7 @@
 #include "fluxcpp/fluxcpp.hpp"
 #include "ops/ag_gemm.hpp"
 #include "ops/all_gather.hpp"
+#include "ops/reduce_scatter.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
 // error into the collective constructors (every rank then fails alike instead of hanging).
@@ -17,6 +18,9 @@ struct fluxcpp_context_s {
 };
 struct fluxcpp_all_gather_s {
   std::unique_ptr<fluxcpp::detail::AllGatherImpl> impl;
+};
+struct fluxcpp_reduce_scatter_s {
+  std::unique_ptr<fluxcpp::detail::ReduceScatterImpl> impl;
 };
 struct fluxcpp_ag_gemm_s {
   std::unique_ptr<fluxcpp::detail::AgGemmImpl> impl;
@@ -185,6 +189,30 @@ fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                               fluxcpp_dtype_t dtype,
+                                               fluxcpp_reduce_scatter_t* op) {
+  if (op != nullptr) *op = nullptr;
+  if (ctx == nullptr) return null_arg("fluxcpp_reduce_scatter_create", "ctx");
+  return guarded([&] {
+    auto impl = std::make_unique<fluxcpp::detail::ReduceScatterImpl>(
+        ctx->impl, fluxcpp::ReduceScatterOptions{max_m, n, to_dtype(dtype)},
+        op == nullptr ? "the op out-pointer is NULL" : "");
+    *op = new fluxcpp_reduce_scatter_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, const void* input,
+                                                int64_t m, void* output) {
+  if (op == nullptr) return null_arg("fluxcpp_reduce_scatter_forward", "op");
+  return guarded([&] { op->impl->forward(input, m, output); });
+}
+
+fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
 }

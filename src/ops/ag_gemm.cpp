@@ -59,6 +59,9 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   ex_.emplace(c, kOp, max_block, 0, std::array<const char*, 4>{"m", "", "", ""},
               /*probe_cma=*/false);
+  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+  // of a forward.
+  comm::agree(comm, [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
   // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
   kernels::blas_set_threads(1);
 }
@@ -132,11 +135,11 @@ void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) 
   }
   // Column slabs, one per worker, multiples of 16 columns: each worker packs only its part of
   // the weight and writes only its part of the output.
-  const int64_t slab = (opts_.n / T + 15) / 16 * 16;
+  const int64_t slab = ((opts_.n + T - 1) / T + 15) / 16 * 16;  // T slabs cover all n columns
   std::vector<uint64_t> tickets;
   for (int t = 1; t < T; ++t) {
     const int64_t n0 = std::min<int64_t>(opts_.n, t * slab),
-                  n1 = std::min<int64_t>(opts_.n, n0 + slab);
+                  n1 = t == T - 1 ? opts_.n : std::min<int64_t>(opts_.n, n0 + slab);
     if (n0 >= n1) break;
     kernels::GemmOut ot = o;
     ot.c = out + n0 * dtype_size(opts_.output_dtype);
@@ -186,7 +189,6 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
   const bool direct = path == Path::kCommOnly && gathered != nullptr;
-  if (gather && !direct) local_.resize(static_cast<std::size_t>(opts_.max_m) * in_row_);
   char* local = direct ? gathered : local_.data();
   if (compute) weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
   auto out_block = [&](int g) { return output + static_cast<std::size_t>(g) * rows * out_row_; };

@@ -35,7 +35,8 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
   comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
   const std::size_t max_shard =
       static_cast<std::size_t>(o.max_m / c.world_size()) * o.k * dtype_size(o.dtype);
-  ex_.emplace(c, kOp, max_shard, c.node_size(), std::array<const char*, 4>{"m", "", "", ""},
+  // Extra signals: done[q] for each host rank q, then one "withdrawn" epoch.
+  ex_.emplace(c, kOp, max_shard, c.node_size() + 1, std::array<const char*, 4>{"m", "", "", ""},
               /*probe_cma=*/true);
 }
 
@@ -154,8 +155,14 @@ void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* outpu
   for (int i = 1; i < L; ++i) {
     int q = (me + i) % L;
     try {
-      if (!failed)
+      if (!failed) {
         shm::cma_read(ex.pid(q), ex.extra(q), output + shard * c.world_rank_of(nid, q), shard);
+        // An owner that gave up waiting for us (timeout) may have let its caller reuse the input
+        // before our read: it withdraws the epoch first, so a read checked after it is valid.
+        if (shm::signal_load(ex.extra_signal(q, L)) >= e)
+          raise(Errc::kTimeout, "{}: rank {} withdrew its input before this rank read it (rank {})",
+                kOp, c.world_rank_of(nid, q), c.world_rank());
+      }
     } catch (...) {
       failed = std::current_exception();
     }
@@ -168,9 +175,11 @@ void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* outpu
   for (int i = 1; i < L; ++i) {
     int q = (me + L - i) % L;
     uint64_t observed = 0;
-    if (!shm::signal_wait(ex.extra_signal(me, q), 2 * e, deadline, c.wait_policy(), &observed))
+    if (!shm::signal_wait(ex.extra_signal(me, q), 2 * e, deadline, c.wait_policy(), &observed)) {
+      shm::signal_set(ex.extra_signal(me, L), e);  // withdraw: see the reader's check
       ops::raise_timeout(c, kOp, c.world_rank_of(nid, q), fmt::format("done[{}]", q), 2 * e,
                          observed);
+    }
     if (shm::signal_load(ex.extra_signal(me, q)) & 1) failed_reader = c.world_rank_of(nid, q);
   }
   if (failed) std::rethrow_exception(failed);

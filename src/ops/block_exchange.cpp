@@ -24,8 +24,8 @@ std::size_t align_up(std::size_t v, std::size_t a) {
 
 BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t max_block_bytes,
                              int extra_signals, std::array<const char*, kSyncFields> field_names,
-                             bool probe_cma)
-    : ctx_(&c), op_(op) {
+                             bool probe_cma, int slots)
+    : ctx_(&c), op_(op), slots_(slots > 0 ? slots : c.num_nodes()) {
   MPI_Comm comm = c.comm();
   // Settings the protocol depends on: every rank must use the same.
   comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
@@ -45,9 +45,9 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
   });
 
   slot_ = align_up(max_block_bytes, kAlign);
-  data_off_ = align_up(sizeof(SyncBlock) + sizeof(shm::Signal) * (N + extra_signals), kAlign);
+  data_off_ = align_up(sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals), kAlign);
   // The blocks are needed when host peers read them or MPI moves them.
-  const std::size_t bytes = data_off_ + (L > 1 || N > 1 ? slot_ * N : 0);
+  const std::size_t bytes = data_off_ + (L > 1 || N > 1 ? slot_ * slots_ : 0);
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
   comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, bytes, op); });
   std::vector<SyncBlock*> blocks;
@@ -87,6 +87,21 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
 }
 
 BlockExchange::~BlockExchange() {
+  // A rail task that outlived its call (its finish timed out) still uses this object: give it a
+  // bounded wait; if it is still running, leak everything it can touch rather than free it.
+  if (rail_ticket_ != 0 && ctx_ != nullptr && ctx_->num_comm_streams() > 0) {
+    abort_.store(true);
+    comm::Stream& s = ctx_->comm_stream(0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    try {
+      if (!s.wait(rail_ticket_, until)) {
+        poisoned_ = true;
+        new comm::UniqueComm(std::move(rail_));
+        new std::atomic<bool>(true);
+      }
+    } catch (...) {
+    }
+  }
   if (poisoned_) new shm::SymmetricBuffer(std::move(buf_));  // deliberately never unmapped
 }
 
@@ -119,8 +134,8 @@ void BlockExchange::stage(const char* input, std::size_t bytes) {
   publish(num_chunks(bytes));
 }
 
-uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline,
-                             const char* what) {
+uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what,
+                             int owner) {
   detail::ContextImpl& c = *ctx_;
   shm::Signal& s = progress(q, node);
   const uint64_t want = progress_value(epoch_, chunks);
@@ -129,7 +144,9 @@ uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline
     if (abort_.load()) finish_rail();  // rethrows the comm stream's error
     const int me = c.node_rank(), nid = c.node_id();
     // Our own slot for another host is filled by that host's rail peer.
-    int peer = q == me && node != nid ? c.world_rank_of(node, me) : c.world_rank_of(node, q);
+    int peer = owner >= 0               ? owner
+               : q == me && node != nid ? c.world_rank_of(node, me)
+                                        : c.world_rank_of(node, q);
     raise_timeout(c, op_, peer, fmt::format("{}-progress[{}] of local rank {}", what, node, q),
                   want, observed);
   }
@@ -141,11 +158,20 @@ uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline
 // the block slots — so a transfer abandoned on a timeout can never write into or read from the
 // caller's memory.
 void BlockExchange::start_rail(std::size_t bytes, bool polite) {
+  const int N = ctx_->num_nodes();
+  std::vector<int> send(N, ctx_->node_id()), recv(N);
+  for (int n = 0; n < N; ++n) recv[n] = n;
+  start_rail(bytes, std::move(send), std::move(recv), polite);
+}
+
+void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
+                               std::vector<int> recv_slot, bool polite) {
   detail::ContextImpl& c = *ctx_;
   abort_.store(false);
   const uint64_t e = epoch_;
   const Deadline deadline = c.deadline();
-  auto task = [this, bytes, e, deadline, polite] {
+  auto task = [this, bytes, e, deadline, polite, send_slot = std::move(send_slot),
+               recv_slot = std::move(recv_slot)] {
     detail::ContextImpl& c = *ctx_;
     const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
     std::vector<MPI_Request> reqs;
@@ -154,18 +180,18 @@ void BlockExchange::start_rail(std::size_t bytes, bool polite) {
       for (int i = 1; i < N; ++i) {
         int n = (me + i) % N;
         MPI_Request r;
-        comm::check_mpi(
-            MPI_Irecv(block(l, n), static_cast<int>(bytes), MPI_BYTE, n, 1, rail_.get(), &r),
-            "MPI_Irecv");
+        comm::check_mpi(MPI_Irecv(block(l, recv_slot[n]), static_cast<int>(bytes), MPI_BYTE, n, 1,
+                                  rail_.get(), &r),
+                        "MPI_Irecv");
         reqs.push_back(r);
         recv_node.push_back(n);
       }
       for (int i = 1; i < N; ++i) {
         int n = (me + N - i) % N;
         MPI_Request r;
-        comm::check_mpi(
-            MPI_Isend(block(l, me), static_cast<int>(bytes), MPI_BYTE, n, 1, rail_.get(), &r),
-            "MPI_Isend");
+        comm::check_mpi(MPI_Isend(block(l, send_slot[n]), static_cast<int>(bytes), MPI_BYTE, n, 1,
+                                  rail_.get(), &r),
+                        "MPI_Isend");
         reqs.push_back(r);
       }
       std::size_t pending = reqs.size();
@@ -186,7 +212,7 @@ void BlockExchange::start_rail(std::size_t bytes, bool polite) {
           idle = 0;
           idle_since = std::chrono::steady_clock::now();
           if (static_cast<std::size_t>(idx) < nrecv)
-            shm::signal_set(progress(l, recv_node[idx]), progress_value(e, whole));
+            shm::signal_set(progress(l, recv_slot[recv_node[idx]]), progress_value(e, whole));
           continue;
         }
         if (abort_.load()) raise(Errc::kInternal, "{}: rail transfer abandoned", op_);

@@ -3,10 +3,11 @@
 // the MPI rail between hosts, the single-copy probe). See docs/design.md.
 //
 // Segment layout (every rank, same size):
-//   SyncBlock | Signal progress[num_nodes] | Signal extra[extra_signals] | blocks[num_nodes]
-// blocks[n] holds the block of this rank's rail peer on host n; blocks[node_id] is the rank's own
-// staged block, which host peers read. progress[n] counts chunks landed in blocks[n] as
-// (epoch << 32) | chunks.
+//   SyncBlock | Signal progress[slots] | Signal extra[extra_signals] | block slots[slots]
+// progress[i] counts chunks landed in slot i as (epoch << 32) | chunks. By default there is one
+// slot per host (the all-gather layout): slot n holds the block of this rank's rail peer on host
+// n, and slot node_id the rank's own staged block, which host peers read. Ops with other layouts
+// pass their own slot count and name the slots MPI sends from and receives into.
 #pragma once
 
 #include <sys/types.h>
@@ -32,9 +33,10 @@ class BlockExchange {
   BlockExchange() = default;
   // Collective over the context's world. max_block_bytes: one rank's block at max_m.
   // probe_cma: also check whether process_vm_readv works between the ranks of each host.
+  // slots: 0 means one per host (the all-gather layout).
   BlockExchange(detail::ContextImpl& ctx, const char* op, std::size_t max_block_bytes,
-                int extra_signals, std::array<const char*, kSyncFields> field_names,
-                bool probe_cma);
+                int extra_signals, std::array<const char*, kSyncFields> field_names, bool probe_cma,
+                int slots = 0);
   BlockExchange(BlockExchange&&) = delete;
   ~BlockExchange();
 
@@ -50,9 +52,7 @@ class BlockExchange {
     return static_cast<char*>(buf_.peer(local)) + data_off_ + slot_ * node;
   }
   shm::Signal& progress(int local, int node) const { return signals(local)[node]; }
-  shm::Signal& extra_signal(int owner, int i) const {
-    return signals(owner)[ctx_->num_nodes() + i];
-  }
+  shm::Signal& extra_signal(int owner, int i) const { return signals(owner)[slots_ + i]; }
   // The handshake's per-rank word of node rank q for the current call.
   uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
 
@@ -70,13 +70,19 @@ class BlockExchange {
   }
   // Waits until block (q, node) has at least `chunks` chunks of this call; returns how many it
   // has (possibly more). Raises kTimeout naming the rank that owns the block.
-  uint64_t wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what);
+  // `owner`: the world rank to name on a timeout (default: derived from the all-gather layout).
+  uint64_t wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what,
+                int owner = -1);
 
   // Across hosts: swap the staged own block (`bytes`) with the rail peers over MPI, on the comm
   // stream (or inline when alone on the host). A received block raises progress(me, n) to all
   // its chunks at once: MPI delivers whole blocks. Call stage() first. polite: the caller computes
   // meanwhile, so poll MPI with back-off sleeps instead of flat out.
   void start_rail(std::size_t bytes, bool polite = false);
+  // The general form: to the rail peer on host n send slot send_slot[n], from it receive into
+  // slot recv_slot[n] (entries for our own host are ignored).
+  void start_rail(std::size_t bytes, std::vector<int> send_slot, std::vector<int> recv_slot,
+                  bool polite);
   // Waits for the rail transfers of this call; rethrows their error.
   void finish_rail();
   // Scope guard: abandons the rail transfers if the call leaves early.
@@ -107,6 +113,7 @@ class BlockExchange {
   detail::ContextImpl* ctx_ = nullptr;
   const char* op_ = "";
   std::size_t slot_ = 0, data_off_ = 0;
+  int slots_ = 0;
   shm::SymmetricBuffer buf_;
   CallSync sync_;
   comm::UniqueComm rail_;

@@ -754,3 +754,32 @@ TEST_F(AgGemmShards, EachRankUsesItsOwnWeight) {
 
 }  // namespace
 }  // namespace fluxcpp::test
+
+namespace fluxcpp::test {
+namespace {
+
+class AgGemmWorkers : public MpiTest {};
+
+// GEMMs split over several compute workers by column slabs: every column must be computed,
+// whatever n % workers is (n = 129 with 2 workers once left the last column unwritten).
+TEST_F(AgGemmWorkers, ColumnSlabsCoverEveryColumn) {
+  for (int threads : {2, 3}) {
+    ContextOptions o = test_options();
+    o.compute_threads = threads;
+    Context ctx(MPI_COMM_WORLD, o);
+    for (int64_t n : {129, 193, 1025}) {
+      for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
+        const Problem p{DType::kFloat32, DType::kFloat32, n, 8, false};
+        const int64_t rows = 4;
+        AgGemm op(ctx, options_for(p, rows * ctx.world_size(), mode));
+        Data d = make_data(p, rows, static_cast<int>(n) + threads);
+        check_forward(op, p, rows, d, true, false,
+                      "threads=" + std::to_string(threads) + " n=" + std::to_string(n) +
+                          " mode=" + mode_name(mode));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fluxcpp::test

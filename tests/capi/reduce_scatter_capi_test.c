@@ -1,0 +1,178 @@
+/* The reduce_scatter C ABI driven from C99: f32 and f64 forwards of small-integer patterns (exact
+ * in any summation order) checked bit for bit against the closed-form sums, and invalid
+ * arguments. Prints "reduce_scatter_capi: N passed, M failed" on rank 0; exits non-zero on
+ * failure. */
+#include <fluxcpp/fluxcpp.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed = 0, failed = 0, rank = 0, world = 1;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++passed;                                                       \
+    } else {                                                          \
+      ++failed;                                                       \
+      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+    }                                                                 \
+  } while (0)
+
+/* Small integers in [-8, 8]: exact in f32 and f64, and so are their sums. */
+static int64_t pattern(int s, int64_t row, int64_t col, int call) {
+  return ((int64_t)s * 7 + row * 3 + col + (int64_t)call * 5) % 17 - 8;
+}
+
+static void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
+  if (dt == FLUXCPP_FLOAT32)
+    ((float*)buf)[i] = (float)v;
+  else
+    ((double*)buf)[i] = v;
+}
+
+static int has(const char* text, const char* needle) {
+  return text != NULL && strstr(text, needle) != NULL;
+}
+
+/* One forward of the pattern with rows per rank `rows`: the block must equal the closed-form sum
+ * bit for bit, and nothing past it may be written. */
+static void check_forward(fluxcpp_reduce_scatter_t op, fluxcpp_dtype_t dt, int64_t rows, int64_t n,
+                          int call) {
+  const char* name = dt == FLUXCPP_FLOAT32 ? "f32" : "f64";
+  const size_t esz = dt == FLUXCPP_FLOAT32 ? 4 : 8;
+  const int64_t m = rows * world, guard = 8;
+  void* in = malloc(esz * (size_t)(m * n + 1));
+  unsigned char* out = malloc(esz * (size_t)(rows * n + guard));
+  void* want = malloc(esz * (size_t)(rows * n + 1));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) store(in, dt, i * n + j, (double)pattern(rank, i, j, call));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int s = 0; s < world; ++s) sum += pattern(s, rank * rows + i, j, call);
+      store(want, dt, i * n + j, (double)sum);
+    }
+  memset(out, 0xFF, esz * (size_t)(rows * n + guard)); /* NaN: unwritten elements fail */
+  fluxcpp_status_t s = fluxcpp_reduce_scatter_forward(op, in, m, out);
+  CHECK(s == FLUXCPP_SUCCESS, "%s forward m=%lld call %d: %s", name, (long long)m, call,
+        fluxcpp_last_error());
+  if (s == FLUXCPP_SUCCESS) {
+    int64_t bad = -1;
+    for (int64_t i = 0; i < rows * n && bad < 0; ++i)
+      if (memcmp(out + esz * (size_t)i, (unsigned char*)want + esz * (size_t)i, esz) != 0) bad = i;
+    CHECK(bad < 0, "%s m=%lld call %d: element (%lld, %lld) differs: expected %g, got %g", name,
+          (long long)m, call, (long long)(bad / n), (long long)(bad % n),
+          bad < 0 ? 0.0
+                  : (dt == FLUXCPP_FLOAT32 ? (double)((float*)want)[bad] : ((double*)want)[bad]),
+          bad < 0 ? 0.0
+                  : (dt == FLUXCPP_FLOAT32 ? (double)((float*)(void*)out)[bad]
+                                           : ((double*)(void*)out)[bad]));
+    int touched = 0;
+    for (size_t b = esz * (size_t)(rows * n); b < esz * (size_t)(rows * n + guard); ++b)
+      if (out[b] != 0xFF) touched = 1;
+    CHECK(!touched, "%s m=%lld call %d: output written past this rank's block", name, (long long)m,
+          call);
+  }
+  free(in);
+  free(out);
+  free(want);
+}
+
+static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t max_rows, int64_t n) {
+  const char* name = dt == FLUXCPP_FLOAT32 ? "f32" : "f64";
+  const size_t esz = dt == FLUXCPP_FLOAT32 ? 4 : 8;
+  fluxcpp_reduce_scatter_t op = NULL;
+  fluxcpp_status_t s = fluxcpp_reduce_scatter_create(ctx, max_rows * world, n, dt, &op);
+  CHECK(s == FLUXCPP_SUCCESS && op != NULL, "%s reduce_scatter_create: %s", name,
+        fluxcpp_last_error());
+  if (op == NULL) return; /* same on every rank: create failed everywhere */
+
+  const int64_t rows_cycle[] = {max_rows, 1, 0, 3, max_rows};
+  for (int call = 0; call < 5; ++call) check_forward(op, dt, rows_cycle[call], n, call);
+
+  /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming reduce_scatter. */
+  void* in = calloc((size_t)((max_rows + 1) * world * n), esz);
+  void* out = calloc((size_t)((max_rows + 1) * n), esz);
+  s = fluxcpp_reduce_scatter_forward(op, in, (max_rows + 1) * world, out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
+  CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "%s last_error: %s", name,
+        fluxcpp_last_error());
+  if (world > 1) {
+    s = fluxcpp_reduce_scatter_forward(op, in, world + 1, out);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m %% W != 0 gave %d", name, (int)s);
+    CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "%s last_error: %s", name,
+          fluxcpp_last_error());
+    s = fluxcpp_reduce_scatter_forward(op, in, rank == 0 ? 2 * world : world, out);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s different m across ranks gave %d", name, (int)s);
+    CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "%s last_error: %s", name,
+          fluxcpp_last_error());
+  }
+  s = fluxcpp_reduce_scatter_forward(op, rank == world - 1 ? NULL : in, world, out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL input on the last rank gave %d", name,
+        (int)s);
+  CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "%s last_error: %s", name,
+        fluxcpp_last_error());
+  s = fluxcpp_reduce_scatter_forward(op, in, world, rank == 0 ? NULL : out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL output on rank 0 gave %d", name, (int)s);
+  CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "%s last_error: %s", name,
+        fluxcpp_last_error());
+  s = fluxcpp_reduce_scatter_forward(op, NULL, 0, NULL);
+  CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
+  free(in);
+  free(out);
+
+  /* Still usable after the errors. */
+  check_forward(op, dt, max_rows, n, 7);
+  check_forward(op, dt, 2, n, 8);
+
+  CHECK(fluxcpp_reduce_scatter_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
+        fluxcpp_last_error());
+}
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  cfg.timeout_s = 20.0;
+  fluxcpp_context_t ctx = NULL;
+  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
+  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+
+  run_case(ctx, FLUXCPP_FLOAT32, 7, 13);
+  run_case(ctx, FLUXCPP_FLOAT64, 5, 300);
+
+  /* Invalid create arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT. */
+  fluxcpp_reduce_scatter_t bad = NULL;
+  s = fluxcpp_reduce_scatter_create(ctx, 4 * world, 0, FLUXCPP_FLOAT32, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "n = 0 gave %d", (int)s);
+  CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "last_error: %s", fluxcpp_last_error());
+  s = fluxcpp_reduce_scatter_create(ctx, 4 * world, 8, (fluxcpp_dtype_t)9, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bad dtype gave %d", (int)s);
+  CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "last_error: %s", fluxcpp_last_error());
+  if (world > 1) {
+    s = fluxcpp_reduce_scatter_create(ctx, 4 * world, rank == world - 1 ? 9 : 8, FLUXCPP_FLOAT32,
+                                      &bad);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "n differing gave %d", (int)s);
+    CHECK(has(fluxcpp_last_error(), "reduce_scatter"), "last_error: %s", fluxcpp_last_error());
+  }
+  s = fluxcpp_reduce_scatter_forward(NULL, NULL, 0, NULL);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
+  CHECK(fluxcpp_reduce_scatter_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
+
+  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
+        fluxcpp_last_error());
+
+  int totals[2] = {passed, failed};
+  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("reduce_scatter_capi: %d passed, %d failed\n", totals[0], totals[1]);
+  MPI_Finalize();
+  return totals[1] == 0 ? 0 : 1;
+}

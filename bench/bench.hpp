@@ -69,5 +69,6 @@ void bench_all_gather(Env& env);
 void bench_gemm(Env& env);
 void bench_ag_gemm(Env& env);
 void bench_reduce_scatter(Env& env);
+void bench_gemm_rs(Env& env);
 
 }  // namespace fluxcpp::bench

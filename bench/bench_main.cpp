@@ -19,10 +19,9 @@ namespace fluxcpp::bench {
 
 const std::vector<std::pair<std::string, Entry>>& entries() {
   static const std::vector<std::pair<std::string, Entry>> e = {
-      {"gemm", bench_gemm},
-      {"all_gather", bench_all_gather},
-      {"ag_gemm", bench_ag_gemm},
-      {"reduce_scatter", bench_reduce_scatter},
+      {"gemm", bench_gemm},       {"all_gather", bench_all_gather},
+      {"ag_gemm", bench_ag_gemm}, {"reduce_scatter", bench_reduce_scatter},
+      {"gemm_rs", bench_gemm_rs},
   };
   return e;
 }

@@ -83,6 +83,22 @@ fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, con
 /* NULL is a no-op. */
 fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op);
 
+/* ---- gemm_rs (FLUX GemmRS: GEMM + reduce-scatter, row-parallel linear) ----------------------- */
+typedef struct fluxcpp_gemm_rs_s* fluxcpp_gemm_rs_t;
+/* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
+fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                        int transpose_weight, fluxcpp_gemm_rs_t* op);
+/* Collective, blocking. input [m, k] (this rank's K slice); weight [n, k] ([k, n] when
+ * transposed); bias [n] in the output dtype or NULL (same on every rank, added once);
+ * output [m/W, n] = rows [r*m/W, (r+1)*m/W) of the sum over ranks of input · weightᵀ, + bias.
+ * Partials stay in f32 (f64 for f64) until the final fixed-order sum, rounded once: results are
+ * bitwise identical from call to call and run to run. m % W == 0. */
+fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
+                                         const void* weight, const void* bias, void* output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op);
+
 /* ---- ag_gemm (FLUX AGKernel: all-gather + GEMM, column-parallel linear) ------------------ */
 typedef struct fluxcpp_ag_gemm_s* fluxcpp_ag_gemm_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */

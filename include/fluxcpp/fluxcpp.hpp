@@ -5,6 +5,7 @@
 #include "fluxcpp/all_gather.hpp"
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/error.hpp"
+#include "fluxcpp/gemm_rs.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
 #include "fluxcpp/types.hpp"
 #include "fluxcpp/version.hpp"

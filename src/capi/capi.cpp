@@ -9,6 +9,7 @@
 #include "fluxcpp/fluxcpp.hpp"
 #include "ops/ag_gemm.hpp"
 #include "ops/all_gather.hpp"
+#include "ops/gemm_rs.hpp"
 #include "ops/reduce_scatter.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
@@ -21,6 +22,9 @@ struct fluxcpp_all_gather_s {
 };
 struct fluxcpp_reduce_scatter_s {
   std::unique_ptr<fluxcpp::detail::ReduceScatterImpl> impl;
+};
+struct fluxcpp_gemm_rs_s {
+  std::unique_ptr<fluxcpp::detail::GemmRsImpl> impl;
 };
 struct fluxcpp_ag_gemm_s {
   std::unique_ptr<fluxcpp::detail::AgGemmImpl> impl;
@@ -213,6 +217,36 @@ fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, con
 }
 
 fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                        int transpose_weight, fluxcpp_gemm_rs_t* op) {
+  if (op != nullptr) *op = nullptr;
+  if (ctx == nullptr) return null_arg("fluxcpp_gemm_rs_create", "ctx");
+  return guarded([&] {
+    fluxcpp::GemmRsOptions o;
+    o.max_m = max_m;
+    o.n = n;
+    o.k = k;
+    o.input_dtype = to_dtype(input_dtype);
+    o.output_dtype = to_dtype(output_dtype);
+    o.transpose_weight = transpose_weight != 0;
+    auto impl = std::make_unique<fluxcpp::detail::GemmRsImpl>(
+        ctx->impl, o, op == nullptr ? "the op out-pointer is NULL" : "");
+    *op = new fluxcpp_gemm_rs_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
+                                         const void* weight, const void* bias, void* output) {
+  if (op == nullptr) return null_arg("fluxcpp_gemm_rs_forward", "op");
+  return guarded([&] { op->impl->forward(input, m, weight, bias, output); });
+}
+
+fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
 }

@@ -24,7 +24,7 @@ std::size_t align_up(std::size_t v, std::size_t a) {
 
 BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t max_block_bytes,
                              int extra_signals, std::array<const char*, kSyncFields> field_names,
-                             bool probe_cma, int slots)
+                             bool probe_cma, int slots, bool always_slots)
     : ctx_(&c), op_(op), slots_(slots > 0 ? slots : c.num_nodes()) {
   MPI_Comm comm = c.comm();
   // Settings the protocol depends on: every rank must use the same.
@@ -47,7 +47,7 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
   slot_ = align_up(max_block_bytes, kAlign);
   data_off_ = align_up(sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals), kAlign);
   // The blocks are needed when host peers read them or MPI moves them.
-  const std::size_t bytes = data_off_ + (L > 1 || N > 1 ? slot_ * slots_ : 0);
+  const std::size_t bytes = data_off_ + (L > 1 || N > 1 || always_slots ? slot_ * slots_ : 0);
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
   comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, bytes, op); });
   std::vector<SyncBlock*> blocks;

@@ -33,10 +33,11 @@ class BlockExchange {
   BlockExchange() = default;
   // Collective over the context's world. max_block_bytes: one rank's block at max_m.
   // probe_cma: also check whether process_vm_readv works between the ranks of each host.
-  // slots: 0 means one per host (the all-gather layout).
+  // slots: 0 means one per host (the all-gather layout). The slots exist only when peers or MPI
+  // use them, unless always_slots (the op computes into them even when alone).
   BlockExchange(detail::ContextImpl& ctx, const char* op, std::size_t max_block_bytes,
                 int extra_signals, std::array<const char*, kSyncFields> field_names, bool probe_cma,
-                int slots = 0);
+                int slots = 0, bool always_slots = false);
   BlockExchange(BlockExchange&&) = delete;
   ~BlockExchange();
 

@@ -69,11 +69,10 @@ void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {
 void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
   ContextImpl& c = *ctx_;
   ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
+  const int W = c.world_size();
   const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
   const int64_t rows = m / W, count = rows * opts_.n;
   const std::size_t blk = static_cast<std::size_t>(count) * dtype_size(opts_.dtype);
-  const std::size_t acc_blk = static_cast<std::size_t>(count) * dtype_size(acc_);
   const uint64_t e = ex.epoch();
   const ops::Deadline deadline = c.deadline();
   auto in_block = [&](int t) { return input + blk * t; };
@@ -87,21 +86,30 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
     shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(e, 1));
   }
 
-  // Fixed order within the host: by local rank. Our own share is read from input directly.
-  auto host_sources = [&](int t) {
+  // Our own share is read from input directly.
+  auto share = [&](int q, int t) -> const void* {
+    if (q == me) return in_block(t);
+    ex.wait(q, t, 1, deadline, "block", c.world_rank_of(nid, q));
+    return ex.block(q, t);
+  };
+  reduce_row_blocks(c, ex, opts_.dtype, acc_, opts_.dtype, count, share, host_sum_.data(), output);
+}
+
+void reduce_row_blocks(ContextImpl& c, ops::BlockExchange& ex, DType share_dtype, DType acc,
+                       DType out_dtype, int64_t count,
+                       const std::function<const void*(int q, int t)>& share, void* host_sum,
+                       void* output) {
+  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
+  const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
+  const std::size_t acc_blk = static_cast<std::size_t>(count) * dtype_size(acc);
+  const ops::Deadline deadline = c.deadline();
+  auto host_shares = [&](int t) {
     std::vector<const void*> srcs(L);
-    for (int q = 0; q < L; ++q) {
-      if (q == me) {
-        srcs[q] = in_block(t);
-      } else {
-        ex.wait(q, t, 1, deadline, "block", c.world_rank_of(nid, q));
-        srcs[q] = ex.block(q, t);
-      }
-    }
+    for (int q = 0; q < L; ++q) srcs[q] = share(q, t);  // fixed order: local rank
     return srcs;
   };
 
-  // 2. Across hosts: this host's sum for each rank with our local rank elsewhere, kept in the
+  // Across hosts: this host's sum for each rank with our local rank elsewhere, kept in the
   // accumulation dtype, then swapped with those ranks over MPI.
   if (N > 1) {
     std::vector<int> send(N), recv(N);
@@ -109,32 +117,31 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
       send[n] = W + n;
       recv[n] = W + N + n;
       if (n == nid) continue;
-      const int t = c.world_rank_of(n, me);
-      std::vector<const void*> srcs = host_sources(t);
-      kernels::reduce_sum(opts_.dtype, srcs.data(), L, acc_, ex.block(me, W + n), count);
+      std::vector<const void*> srcs = host_shares(c.world_rank_of(n, me));
+      kernels::reduce_sum(share_dtype, srcs.data(), L, acc, ex.block(me, W + n), count);
     }
     ex.start_rail(acc_blk, std::move(send), std::move(recv), /*polite=*/false);
   }
   ops::BlockExchange::RailScope rail(ex, N > 1);
 
-  // 3. Our own block: the host's sum, then (across hosts) the hosts' sums in host order.
-  std::vector<const void*> srcs = host_sources(r);
+  // Our own block: the host's sum, then (across hosts) the hosts' sums in host order.
+  std::vector<const void*> srcs = host_shares(r);
   if (N == 1) {
-    kernels::reduce_sum(opts_.dtype, srcs.data(), L, opts_.dtype, output, count);
+    kernels::reduce_sum(share_dtype, srcs.data(), L, out_dtype, output, count);
     return;
   }
-  kernels::reduce_sum(opts_.dtype, srcs.data(), L, acc_, host_sum_.data(), count);
+  kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum, count);
   std::vector<const void*> hosts(N);
   const uint64_t whole = ex.num_chunks(acc_blk);
   for (int n = 0; n < N; ++n) {
     if (n == nid) {
-      hosts[n] = host_sum_.data();
+      hosts[n] = host_sum;
     } else {
       ex.wait(me, W + N + n, whole, deadline, "host-sum", c.world_rank_of(n, me));
       hosts[n] = ex.block(me, W + N + n);
     }
   }
-  kernels::reduce_sum(acc_, hosts.data(), N, opts_.dtype, output, count);
+  kernels::reduce_sum(acc, hosts.data(), N, out_dtype, output, count);
   rail.finish();
 }
 

@@ -2,6 +2,7 @@
 // docs/ops/reduce_scatter.md for the algorithm.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,17 @@
 #include "ops/block_exchange.hpp"
 
 namespace fluxcpp::detail {
+
+// The reduction shared by ReduceScatter and GemmRS, over a BlockExchange with W + 2N slots
+// (slots [W, W+N): this host's sums to send to host n; [W+N, W+2N): sums received from host n).
+// share(q, t) returns host rank q's share of row block t (waiting for it if needed). Sums in a
+// fixed order — host ranks by local rank, then hosts by index — accumulating in `acc` and
+// rounding once into `output` (count elements of out_dtype). host_sum: count elements of acc
+// scratch (multi-host only).
+void reduce_row_blocks(ContextImpl& c, ops::BlockExchange& ex, DType share_dtype, DType acc,
+                       DType out_dtype, int64_t count,
+                       const std::function<const void*(int q, int t)>& share, void* host_sum,
+                       void* output);
 
 class ReduceScatterImpl {
  public:

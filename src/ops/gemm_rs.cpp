@@ -1,0 +1,229 @@
+#include "ops/gemm_rs.hpp"
+
+#include <cstring>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "kernels/cast.hpp"
+#include "ops/reduce_scatter.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+
+constexpr const char* kOp = "gemm_rs";
+
+bool valid_pair(DType in, DType out) {
+  return (in == DType::kFloat32 && out == DType::kFloat32) ||
+         (in == DType::kFloat64 && out == DType::kFloat64) ||
+         (in == DType::kBFloat16 && (out == DType::kBFloat16 || out == DType::kFloat32));
+}
+
+}  // namespace
+
+GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
+                       const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ContextImpl& c = *ctx_;
+  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
+  MPI_Comm comm = c.comm();
+  comm::agree(comm, [&] {
+    if (!local_error.empty())
+      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
+    FLUXCPP_CHECK_ARG(dtype_valid(o.input_dtype) && dtype_valid(o.output_dtype) &&
+                          valid_pair(o.input_dtype, o.output_dtype),
+                      "{}: (input, output) dtypes ({}, {}) are not one of (f32, f32), (f64, f64), "
+                      "(bf16, bf16), (bf16, f32) (rank {})",
+                      kOp, dtype_name(o.input_dtype), dtype_name(o.output_dtype), c.world_rank());
+    FLUXCPP_CHECK_ARG(o.n >= 1 && o.k >= 1, "{}: n={} and k={} must be >= 1 (rank {})", kOp, o.n,
+                      o.k, c.world_rank());
+    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
+    FLUXCPP_CHECK_ARG(o.n <= INT32_MAX && o.k <= INT32_MAX && o.max_m <= INT32_MAX &&
+                          o.max_m <= (int64_t{1} << 40) / std::max(o.k, o.n),
+                      "{}: max_m={}, n={}, k={} are too large", kOp, o.max_m, o.n, o.k);
+  });
+  comm::agree_value(comm, kOp, "max_m", o.max_m);
+  comm::agree_value(comm, kOp, "n", o.n);
+  comm::agree_value(comm, kOp, "k", o.k);
+  comm::agree_value(comm, kOp, "input_dtype", static_cast<int>(o.input_dtype));
+  comm::agree_value(comm, kOp, "output_dtype", static_cast<int>(o.output_dtype));
+  comm::agree_value(comm, kOp, "transpose_weight", o.transpose_weight ? 1 : 0);
+  acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  const int W = c.world_size(), N = c.num_nodes();
+  const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
+  ex_.emplace(c, kOp, block, 0, std::array<const char*, 4>{"m", "", "", ""}, /*probe_cma=*/false,
+              W + 2 * N, /*always_slots=*/true);
+  comm::agree(comm, [&] {
+    bias_acc_.resize(static_cast<std::size_t>(o.n) * dtype_size(acc_));
+    if (N > 1) host_sum_.resize(block);
+  });
+  kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
+}
+
+std::string GemmRsImpl::validate(const void* input, int64_t m, const void* weight,
+                                 const void* output, bool gemm, bool reduce) const {
+  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  if (m < 0 || m > opts_.max_m)
+    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m, r);
+  if (m % W != 0)
+    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W, r);
+  if (m > 0 && gemm && input == nullptr)
+    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, r);
+  if (m > 0 && gemm && weight == nullptr)
+    return fmt::format("{}: weight is NULL with m={} (rank {})", kOp, m, r);
+  if (m > 0 && reduce && output == nullptr)
+    return fmt::format("{}: output is NULL with m={} (rank {})", kOp, m, r);
+  return {};
+}
+
+char* GemmRsImpl::partial(int q, int t, int64_t m) const {
+  const std::size_t blk =
+      static_cast<std::size_t>(m / ctx_->world_size()) * opts_.n * dtype_size(acc_);
+  return ex_->block(q, 0) + blk * t;
+}
+
+void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool publish) {
+  ContextImpl& c = *ctx_;
+  ops::BlockExchange& ex = *ex_;
+  const int W = c.world_size(), r = c.world_rank(), me = c.node_rank();
+  const int64_t rows = m / W;
+  const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
+  weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+  kernels::GemmOut o;
+  o.ldc = opts_.n;
+  o.dtype = acc_;
+  auto needed_by_peer = [&](int t) { return t != r && c.local_of(t) != me; };
+  const uint64_t e = ex.epoch();
+  if (opts_.n >= rows || W == 1) {
+    // One call over all m rows: each BLAS call repacks the whole weight, which costs more than
+    // the overlap per block would win when the weight is wider than a block is tall.
+    o.c = partial(me, 0, m);
+    kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
+    if (publish)
+      for (int t = 0; t < W; ++t)
+        if (needed_by_peer(t))
+          shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(e, 1));
+    return;
+  }
+  // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
+  // same rank; each is published as soon as it is done; our own block last.
+  for (int i = 1; i <= W; ++i) {
+    const int t = (r + i) % W;
+    o.c = partial(me, t, m);
+    kernels::gemm_tile(weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o);
+    if (publish && needed_by_peer(t))
+      shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(e, 1));
+  }
+}
+
+void GemmRsImpl::add_bias(int64_t m, const void* bias) {
+  // The bias joins rank r's own partial of block r only, so it is added exactly once, in the
+  // accumulation dtype, before the fixed-order sum.
+  if (bias == nullptr) return;
+  ContextImpl& c = *ctx_;
+  const int64_t rows = m / c.world_size();
+  char* own = partial(c.node_rank(), c.world_rank(), m);
+  if (acc_ == DType::kFloat64) {
+    auto* p = reinterpret_cast<double*>(own);
+    const auto* b = static_cast<const double*>(bias);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < opts_.n; ++j) p[i * opts_.n + j] += b[j];
+    return;
+  }
+  const float* b = static_cast<const float*>(bias);
+  if (opts_.output_dtype != acc_) {
+    kernels::bf16_to_f32(static_cast<const uint16_t*>(bias),
+                         reinterpret_cast<float*>(bias_acc_.data()), opts_.n);
+    b = reinterpret_cast<const float*>(bias_acc_.data());
+  }
+  auto* p = reinterpret_cast<float*>(own);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < opts_.n; ++j) p[i * opts_.n + j] += b[j];
+}
+
+void GemmRsImpl::reduce(int64_t m, void* output) {
+  ContextImpl& c = *ctx_;
+  ops::BlockExchange& ex = *ex_;
+  const int me = c.node_rank(), nid = c.node_id();
+  const int64_t count = m / c.world_size() * opts_.n;
+  const ops::Deadline deadline = c.deadline();
+  auto share = [&](int q, int t) -> const void* {
+    if (q != me) ex.wait(q, t, 1, deadline, "partial", c.world_rank_of(nid, q));
+    return partial(q, t, m);
+  };
+  reduce_row_blocks(c, ex, acc_, acc_, opts_.output_dtype, count, share, host_sum_.data(), output);
+}
+
+void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                         void* output) {
+  ops::BlockExchange& ex = *ex_;
+  ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, true, true));
+  if (m == 0) return;
+  try {
+    compute(static_cast<const char*>(input), m, weight, /*publish=*/true);
+    add_bias(m, bias);
+    reduce(m, output);
+  } catch (...) {
+    ex.mark_broken();
+    throw;
+  }
+}
+
+void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {
+  ex_->check_usable();
+  std::string err = validate(input, m, weight, nullptr, true, false);
+  if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
+  if (m == 0) return;
+  compute(static_cast<const char*>(input), m, weight, /*publish=*/false);
+}
+
+void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
+  ops::BlockExchange& ex = *ex_;
+  ex.begin({m, 0, 0, 0}, validate(nullptr, m, nullptr, output, false, true));
+  if (m == 0) return;
+  try {
+    // The partials are whatever the last gemm-only left: publish them for this call.
+    ContextImpl& c = *ctx_;
+    const int W = c.world_size(), r = c.world_rank(), me = c.node_rank();
+    add_bias(m, bias);
+    for (int t = 0; t < W; ++t)
+      if (t != r && c.local_of(t) != me)
+        shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(ex.epoch(), 1));
+    reduce(m, output);
+  } catch (...) {
+    ex.mark_broken();
+    throw;
+  }
+}
+
+}  // namespace detail
+
+GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
+    : impl_(std::make_unique<detail::GemmRsImpl>(ctx.impl(), options)) {}
+GemmRs::GemmRs(GemmRs&&) noexcept = default;
+GemmRs& GemmRs::operator=(GemmRs&&) noexcept = default;
+GemmRs::~GemmRs() = default;
+
+namespace {
+detail::GemmRsImpl& checked(const std::unique_ptr<detail::GemmRsImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "gemm_rs: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                     void* output) {
+  checked(impl_).forward(input, m, weight, bias, output);
+}
+void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
+  checked(impl_).forward_gemm_only(input, m, weight);
+}
+void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
+  checked(impl_).forward_comm_only(m, bias, output);
+}
+const GemmRsOptions& GemmRs::options() const {
+  return checked(impl_).options();
+}
+
+}  // namespace fluxcpp

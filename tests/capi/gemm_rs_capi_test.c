@@ -1,0 +1,254 @@
+/* The gemm_rs C ABI driven from C99: f32 and f64 forwards (with and without bias, both weight
+ * layouts) against MPI_Allgather of every rank's input and weight plus a naive loop, bitwise
+ * repeatability, and invalid arguments.
+ * Prints "gemm_rs_capi: N passed, M failed" on rank 0; exits non-zero on failure. */
+#include <fluxcpp/fluxcpp.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed = 0, failed = 0, rank = 0, world = 1;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++passed;                                                       \
+    } else {                                                          \
+      ++failed;                                                       \
+      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+    }                                                                 \
+  } while (0)
+
+static uint64_t rng_state = 0;
+
+/* No libm: the target may not link it. */
+static double absd(double x) {
+  return x < 0 ? -x : x;
+}
+
+/* A value in [-1, 1) with 24 significant bits: exact in f32 and f64 alike. */
+static double next_value(void) {
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return ((double)(int64_t)(z >> 40) - 8388608.0) / 8388608.0;
+}
+
+/* Seeds differ by rank (owner), call and tensor (salt). */
+static void seed(int owner, int call, int salt) {
+  rng_state = 0xD1B54A32D192ED03ull * (uint64_t)(owner + 1) +
+              0x2545F4914F6CDD1Dull * (uint64_t)call + (uint64_t)salt;
+}
+
+/* Stores v into element i of buf (f32 or f64). */
+static void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
+  if (dt == FLUXCPP_FLOAT32)
+    ((float*)buf)[i] = (float)v;
+  else
+    ((double*)buf)[i] = v;
+}
+
+static double load(const void* buf, fluxcpp_dtype_t dt, int64_t i) {
+  return dt == FLUXCPP_FLOAT32 ? (double)((const float*)buf)[i] : ((const double*)buf)[i];
+}
+
+static int has_gemm_rs(void) {
+  return strstr(fluxcpp_last_error(), "gemm_rs") != NULL;
+}
+
+/* One op of dtype dt (input = output), rows per rank `rows`; forwards with and without bias
+ * against the naive reference, a repeated forward bit for bit, then the invalid-argument checks
+ * and a good forward after them. */
+static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_weight, int64_t rows,
+                     int64_t n, int64_t k) {
+  const char* name = dt == FLUXCPP_FLOAT32 ? "f32" : "f64";
+  const size_t esz = dt == FLUXCPP_FLOAT32 ? 4 : 8;
+  const int64_t m = rows * world;
+  const double eps = dt == FLUXCPP_FLOAT32 ? 1.0 / 1048576.0 /* 2^-20 */
+                                           : 1.0 / 281474976710656.0 /* 2^-48 */;
+  const size_t in_bytes = esz * (size_t)(m * k), w_bytes = esz * (size_t)(n * k);
+  const size_t out_bytes = esz * (size_t)(rows * n);
+  fluxcpp_gemm_rs_t op = NULL;
+  fluxcpp_status_t s = fluxcpp_gemm_rs_create(ctx, m, n, k, dt, dt, transpose_weight, &op);
+  CHECK(s == FLUXCPP_SUCCESS && op != NULL, "%s gemm_rs_create: %s", name, fluxcpp_last_error());
+  if (s != FLUXCPP_SUCCESS || op == NULL) return; /* uniform: create fails on every rank */
+
+  void* in = malloc(in_bytes);
+  void* w = malloc(w_bytes);
+  void* bias = malloc(esz * (size_t)n);
+  void* out = malloc(out_bytes + esz); /* one guard element */
+  void* out2 = malloc(out_bytes + esz);
+  void* all_in = malloc(in_bytes * (size_t)world);
+  void* all_w = malloc(w_bytes * (size_t)world);
+
+  for (int call = 0; call < 2; ++call) {
+    const int with_bias = call == 0;
+    seed(rank, call, 1); /* this rank's K slice of the input: [m, k] */
+    for (int64_t i = 0; i < m * k; ++i) store(in, dt, i, next_value());
+    seed(rank, call, 2); /* this rank's own weight */
+    for (int64_t i = 0; i < n * k; ++i) store(w, dt, i, next_value());
+    seed(0, call, 3); /* the bias is the same on every rank */
+    for (int64_t j = 0; j < n; ++j) store(bias, dt, j, next_value());
+    memset(out, 0xFF, out_bytes + esz); /* NaN: unwritten elements fail */
+
+    s = fluxcpp_gemm_rs_forward(op, in, m, w, with_bias ? bias : NULL, out);
+    CHECK(s == FLUXCPP_SUCCESS, "%s forward call %d: %s", name, call, fluxcpp_last_error());
+    MPI_Allgather(in, (int)in_bytes, MPI_BYTE, all_in, (int)in_bytes, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Allgather(w, (int)w_bytes, MPI_BYTE, all_w, (int)w_bytes, MPI_BYTE, MPI_COMM_WORLD);
+
+    /* Naive reference in double over every rank's partial; tolerance
+     * eps * (k*W + 2) * (sum |a||b| + |bias|). */
+    int bad = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t row = rank * rows + i; /* global row of this rank's block */
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0, mag = 0.0;
+        for (int src = 0; src < world; ++src) {
+          const char* a_s = (const char*)all_in + (size_t)src * in_bytes;
+          const char* w_s = (const char*)all_w + (size_t)src * w_bytes;
+          for (int64_t l = 0; l < k; ++l) {
+            double a = load(a_s, dt, row * k + l);
+            double b = load(w_s, dt, transpose_weight ? l * n + j : j * k + l);
+            acc += a * b;
+            mag += absd(a * b);
+          }
+        }
+        if (with_bias) {
+          acc += load(bias, dt, j);
+          mag += absd(load(bias, dt, j));
+        }
+        double got = load(out, dt, i * n + j);
+        double tol = eps * (double)(k * world + 2) * mag + 1e-30;
+        if (!(absd(got - acc) <= tol)) {
+          if (bad < 4)
+            fprintf(stderr, "[rank %d] %s call %d: row %lld col %lld: expected %.10g, got %.10g\n",
+                    rank, name, call, (long long)row, (long long)j, acc, got);
+          ++bad;
+        }
+      }
+    }
+    CHECK(bad == 0, "%s call %d (transpose_weight=%d): %d of %lld elements out of tolerance", name,
+          call, transpose_weight, bad, (long long)(rows * n));
+    {
+      const unsigned char* guard = (const unsigned char*)out + out_bytes;
+      size_t g = 0;
+      while (g < esz && guard[g] == 0xFF) ++g;
+      CHECK(g == esz, "%s call %d: output written beyond this rank's block", name, call);
+    }
+
+    /* The same forward again: the same bits. */
+    memset(out2, 0xFF, out_bytes + esz);
+    s = fluxcpp_gemm_rs_forward(op, in, m, w, with_bias ? bias : NULL, out2);
+    CHECK(s == FLUXCPP_SUCCESS, "%s repeated forward call %d: %s", name, call,
+          fluxcpp_last_error());
+    CHECK(memcmp(out, out2, out_bytes) == 0, "%s call %d: repeated forward differs bitwise", name,
+          call);
+  }
+
+  /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_rs. */
+  s = fluxcpp_gemm_rs_forward(op, in, m + world, w, bias, out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
+  CHECK(has_gemm_rs(), "%s m > max_m last_error: %s", name, fluxcpp_last_error());
+  if (world > 1) {
+    s = fluxcpp_gemm_rs_forward(op, in, world + 1 <= m ? world + 1 : 1, w, bias, out);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m %% W != 0 gave %d", name, (int)s);
+    CHECK(has_gemm_rs(), "%s m %% W != 0 last_error: %s", name, fluxcpp_last_error());
+    s = fluxcpp_gemm_rs_forward(op, in, rank == world - 1 ? m : world, w, bias, out);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s different m across ranks gave %d", name, (int)s);
+    CHECK(has_gemm_rs(), "%s different m last_error: %s", name, fluxcpp_last_error());
+  }
+  s = fluxcpp_gemm_rs_forward(op, in, m, rank == world - 1 ? NULL : w, bias, out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL weight on the last rank gave %d", name,
+        (int)s);
+  CHECK(has_gemm_rs(), "%s NULL weight last_error: %s", name, fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_forward(op, rank == 0 ? NULL : in, m, w, bias, out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL input on rank 0 gave %d", name, (int)s);
+  CHECK(has_gemm_rs(), "%s NULL input last_error: %s", name, fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_forward(op, in, m, w, bias, rank == 0 ? NULL : out);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL output on rank 0 gave %d", name, (int)s);
+  CHECK(has_gemm_rs(), "%s NULL output last_error: %s", name, fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_forward(op, NULL, 0, NULL, NULL, NULL);
+  CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
+
+  /* Still usable: a good forward gives the bits of the last good one (same data, with bias
+   * off as in the last call). */
+  memset(out2, 0xFF, out_bytes + esz);
+  s = fluxcpp_gemm_rs_forward(op, in, m, w, NULL, out2);
+  CHECK(s == FLUXCPP_SUCCESS, "%s forward after errors: %s", name, fluxcpp_last_error());
+  CHECK(memcmp(out, out2, out_bytes) == 0, "%s forward after errors differs bitwise", name);
+
+  CHECK(fluxcpp_gemm_rs_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
+        fluxcpp_last_error());
+  free(in);
+  free(w);
+  free(bias);
+  free(out);
+  free(out2);
+  free(all_in);
+  free(all_w);
+}
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  cfg.timeout_s = 20.0;
+  {
+    const char* rpn = getenv("FLUXCPP_TEST_RANKS_PER_NODE");
+    if (rpn != NULL) cfg.ranks_per_node = atoi(rpn);
+  }
+  fluxcpp_context_t ctx = NULL;
+  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
+  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+
+  run_case(ctx, FLUXCPP_FLOAT32, 0, 7, 13, 37);
+  run_case(ctx, FLUXCPP_FLOAT32, 1, 3, 17, 5);
+  run_case(ctx, FLUXCPP_FLOAT64, 1, 5, 11, 29);
+  run_case(ctx, FLUXCPP_FLOAT64, 0, 2, 9, 64);
+
+  /* Invalid create arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_rs. */
+  fluxcpp_gemm_rs_t bad = NULL;
+  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bf16 -> f64 gave %d", (int)s);
+  CHECK(has_gemm_rs(), "bf16 -> f64 last_error: %s", fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "f32 -> bf16 gave %d", (int)s);
+  CHECK(has_gemm_rs(), "f32 -> bf16 last_error: %s", fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 0, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "n = 0 gave %d", (int)s);
+  CHECK(has_gemm_rs(), "n = 0 last_error: %s", fluxcpp_last_error());
+  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 0, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k = 0 gave %d", (int)s);
+  CHECK(has_gemm_rs(), "k = 0 last_error: %s", fluxcpp_last_error());
+  if (world > 1) {
+    s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32,
+                               FLUXCPP_FLOAT32, 0, &bad);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k differing gave %d", (int)s);
+    CHECK(has_gemm_rs(), "k differing last_error: %s", fluxcpp_last_error());
+    s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32,
+                               rank == world - 1, &bad);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "transpose differing gave %d",
+          (int)s);
+    CHECK(has_gemm_rs(), "transpose differing last_error: %s", fluxcpp_last_error());
+  }
+  s = fluxcpp_gemm_rs_forward(NULL, NULL, 0, NULL, NULL, NULL);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
+  CHECK(fluxcpp_gemm_rs_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
+
+  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
+        fluxcpp_last_error());
+
+  int totals[2] = {passed, failed};
+  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("gemm_rs_capi: %d passed, %d failed\n", totals[0], totals[1]);
+  MPI_Finalize();
+  return totals[1] == 0 ? 0 : 1;
+}

@@ -1,0 +1,835 @@
+// GemmRs (GEMM fused with a deterministic reduce-scatter, row-parallel linear) against the
+// unfused reference computed here: every rank forms its full partial input_s · weight_sᵀ in
+// double (cblas, one BLAS thread), the row blocks are exchanged with MPI_Alltoall and summed, and
+// the bias is added once. Where the bias enters the fixed-order sum is not assumed: results must
+// lie within a tolerance of the reference, and be bitwise identical across repeated calls, fresh
+// ops, contexts with other thread counts, and the gemm-only + comm-only benchmark paths.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fluxcpp/fluxcpp.hpp"
+#include "mpi_test.hpp"
+
+namespace fluxcpp::test {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+
+// ---- deterministic data --------------------------------------------------------------------
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Seeds that differ by rank, call and tensor (salt).
+uint64_t seed_of(int rank, int call, int salt) {
+  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
+         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
+         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
+}
+
+// bf16 bits of a value in (-1, 1): random sign, exponent 2^-12..2^-1, 7 random mantissa bits.
+uint16_t random_bf16(uint64_t r) {
+  const uint16_t sign = static_cast<uint16_t>(r & 1u);
+  const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % 12);
+  const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
+  return static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
+}
+
+// `count` elements of `t`, values in [-1, 1], exactly representable in `t` (bf16 made as bits).
+Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
+  Bytes b(count * dtype_size(t));
+  uint64_t s = seed;
+  for (std::size_t i = 0; i < count; ++i) {
+    const uint64_t r = splitmix(s);
+    switch (t) {
+      case DType::kFloat32: {
+        float v = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) /
+                  static_cast<float>(1 << 23);
+        std::memcpy(b.data() + 4 * i, &v, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double v = static_cast<double>(static_cast<int64_t>(r >> 10) - (int64_t{1} << 53)) /
+                   std::ldexp(1.0, 53);
+        std::memcpy(b.data() + 8 * i, &v, 8);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t v = random_bf16(r);
+        std::memcpy(b.data() + 2 * i, &v, 2);
+        break;
+      }
+    }
+  }
+  return b;
+}
+
+// Overwrites the first `count` elements of b with fresh random values.
+void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
+  Bytes fresh = random_tensor(t, count, seed);
+  std::memcpy(b.data(), fresh.data(), fresh.size());
+}
+
+float bf16_to_float(uint16_t v) {
+  uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to nearest even (inputs here are never NaN).
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Element i of a tensor of dtype t, as a double (bf16 widened exactly).
+double load(const unsigned char* p, DType t, std::size_t i) {
+  switch (t) {
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+  }
+  return 0.0;
+}
+
+std::string hex_of(const unsigned char* p, DType t, std::size_t i) {
+  const std::size_t esz = dtype_size(t);
+  uint64_t u = 0;
+  std::memcpy(&u, p + esz * i, esz);  // little endian
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(2 * esz),
+                static_cast<unsigned long long>(u));
+  return buf;
+}
+
+std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count) {
+  std::vector<double> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = load(b.data(), t, i);
+  return v;
+}
+
+// ---- the unfused reference -----------------------------------------------------------------
+
+// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
+// previous setting is restored afterwards.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThread() { openblas_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct Problem {
+  DType in = DType::kFloat32;
+  DType out = DType::kFloat32;
+  int64_t n = 0, k = 0;  // k: this rank's slice of the reduction dimension
+  bool transpose_weight = false;
+};
+
+std::string describe(const Problem& p) {
+  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]") +
+         " W=" + std::to_string(world_size());
+}
+
+GemmRsOptions options_for(const Problem& p, int64_t max_m) {
+  GemmRsOptions o;
+  o.max_m = max_m;
+  o.n = p.n;
+  o.k = p.k;
+  o.input_dtype = p.in;
+  o.output_dtype = p.out;
+  o.transpose_weight = p.transpose_weight;
+  return o;
+}
+
+// Expected output block of this rank and a per-element tolerance.
+struct Reference {
+  std::vector<double> value;  // exact-ish sum + bias, before any bf16 rounding
+  std::vector<double> tol;
+};
+
+// This rank's rows [r*rows, (r+1)*rows) of Σ_s input_s · op(weight_s) (+ bias once). Every rank
+// forms its full partial [m, n] and |input_s| · |op(weight_s)| in double, MPI_Alltoall hands
+// block r to rank r, and the W blocks are summed. Collective (every rank, same rows).
+//
+// Tolerance of element (i, j): eps * (k*W + 2) * S + tiny, S = Σ_s Σ_l |a_il||b_jl| + |bias_j|;
+// eps = 2^-20 for f32 accumulation (f32 and bf16 inputs), 2^-48 for f64. A bf16 output adds its
+// one rounding: 2^-8 * (|ref| + tol).
+Reference reference(const Problem& p, int64_t rows, const Bytes& input, const Bytes& weight,
+                    const Bytes* bias) {
+  const int W = world_size();
+  const int64_t n = p.n, k = p.k, m = rows * W;
+  const std::size_t count = static_cast<std::size_t>(rows * n);
+  Reference ref;
+  ref.value.assign(count, 0.0);
+  ref.tol.assign(count, 0.0);
+  if (m == 0) return ref;  // uniform: every rank has the same m
+  std::vector<double> a = widen_f64(input, p.in, static_cast<std::size_t>(m * k));
+  std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(n * k));
+  std::vector<double> a_abs(a.size()), w_abs(w.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a_abs[i] = std::fabs(a[i]);
+  for (std::size_t i = 0; i < w.size(); ++i) w_abs[i] = std::fabs(w[i]);
+  const std::size_t mn = static_cast<std::size_t>(m * n);
+  std::vector<double> c(mn), c_abs(mn);
+  {
+    OneBlasThread one;
+    const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
+    const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb, 0.0,
+                c.data(), static_cast<blasint>(n));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0, a_abs.data(), static_cast<blasint>(k), w_abs.data(),
+                ldb, 0.0, c_abs.data(), static_cast<blasint>(n));
+  }
+  // Send block d: [values of rows d*rows.., |values| of the same rows].
+  std::vector<double> send(2 * mn), recv(2 * mn);
+  for (int d = 0; d < W; ++d) {
+    const std::size_t src = static_cast<std::size_t>(d) * count;
+    std::copy(c.begin() + static_cast<std::ptrdiff_t>(src),
+              c.begin() + static_cast<std::ptrdiff_t>(src + count),
+              send.begin() + static_cast<std::ptrdiff_t>(2 * src));
+    std::copy(c_abs.begin() + static_cast<std::ptrdiff_t>(src),
+              c_abs.begin() + static_cast<std::ptrdiff_t>(src + count),
+              send.begin() + static_cast<std::ptrdiff_t>(2 * src + count));
+  }
+  MPI_Alltoall(send.data(), static_cast<int>(2 * count), MPI_DOUBLE, recv.data(),
+               static_cast<int>(2 * count), MPI_DOUBLE, MPI_COMM_WORLD);
+  std::vector<double> mag(count, 0.0);
+  for (int s = 0; s < W; ++s) {
+    const double* blk = recv.data() + 2 * static_cast<std::size_t>(s) * count;
+    for (std::size_t i = 0; i < count; ++i) {
+      ref.value[i] += blk[i];
+      mag[i] += blk[count + i];
+    }
+  }
+  if (bias != nullptr)
+    for (std::size_t i = 0; i < count; ++i) {
+      const double b = load(bias->data(), p.out, i % static_cast<std::size_t>(n));
+      ref.value[i] += b;
+      mag[i] += std::fabs(b);
+    }
+  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
+  const double tiny = std::ldexp(1.0, -100);
+  for (std::size_t i = 0; i < count; ++i) {
+    double t = eps * static_cast<double>(k * W + 2) * mag[i] + tiny;
+    if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[i]) + t, -8);
+    ref.tol[i] = t;
+  }
+  return ref;
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
+constexpr unsigned char kPoison = 0xFF;
+// Elements after the output block that must stay untouched.
+constexpr std::size_t kGuardElems = 17;
+
+Bytes poisoned_output(DType t, std::size_t count) {
+  return Bytes((count + kGuardElems) * dtype_size(t), kPoison);
+}
+
+// Number of elements of got's first rows*n (dtype out) outside the reference's tolerance; the
+// first few are reported with rank, row (global), column, expected and got.
+int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t rows, int64_t n,
+                     const std::string& what, int max_reports = 4) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i * n + j);
+      const double g = load(got.data(), out, idx), e = ref.value[idx];
+      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
+      if (bad < max_reports) {
+        std::ostringstream os;
+        os << std::setprecision(10) << what << ": rank " << world_rank() << " row "
+           << world_rank() * rows + i << " col " << j << ": expected " << e;
+        if (out == DType::kBFloat16)
+          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
+        os << " ± " << ref.tol[idx] << ", got " << g;
+        ADD_FAILURE() << os.str();
+      }
+      ++bad;
+    }
+  if (bad > max_reports)
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << rows * n
+                  << " elements out of tolerance";
+  return bad;
+}
+
+// Bitwise comparison of the first want.size() bytes of got; reports the first few differing
+// elements. Returns true if equal.
+bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
+                      const std::string& what) {
+  const std::size_t esz = dtype_size(t);
+  if (got.size() < want.size()) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": output too small";
+    return false;
+  }
+  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
+  const std::size_t count = want.size() / esz;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
+    if (bad < 4) {
+      std::ostringstream os;
+      os << std::setprecision(17) << what << ": rank " << world_rank() << " local row "
+         << i / static_cast<std::size_t>(n) << " col " << i % static_cast<std::size_t>(n)
+         << ": expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
+         << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
+      ADD_FAILURE() << os.str();
+    }
+    ++bad;
+  }
+  if (bad > 4)
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
+                  << " elements differ";
+  return false;
+}
+
+// Bytes from `from` on are still the poison.
+bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what) {
+  for (std::size_t i = from; i < out.size(); ++i)
+    if (out[i] != kPoison) {
+      ADD_FAILURE() << what << ": rank " << world_rank() << ": output written at byte " << i
+                    << " (beyond the " << from << " bytes of this rank's block)";
+      return false;
+    }
+  return true;
+}
+
+// Runs fn, reporting (not throwing) an exception. Returns true if fn returned normally.
+template <typename F>
+bool no_throw(F&& fn, const std::string& what) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": threw: " << e.what();
+    return false;
+  }
+}
+
+// Runs fn, expecting Error(code) whose message contains every string of `needles`.
+template <typename F>
+void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
+  try {
+    fn();
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
+  } catch (const Error& e) {
+    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
+        << what << ": rank " << world_rank() << ": " << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
+  }
+}
+
+// The tensors of one forward on this rank: input [m, k] (own K slice), own weight, and the bias
+// (the same on every rank).
+struct Data {
+  Bytes input, weight, bias;
+};
+
+Data make_data(const Problem& p, int64_t m, int call) {
+  const int r = world_rank();
+  Data d;
+  d.input = random_tensor(p.in, static_cast<std::size_t>(m * p.k), seed_of(r, call, 1));
+  d.weight = random_tensor(p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+  d.bias = random_tensor(p.out, static_cast<std::size_t>(p.n), seed_of(0, call, 3));
+  return d;
+}
+
+const void* ptr_or_null(const Bytes& b) {
+  return b.empty() ? nullptr : b.data();
+}
+
+// One forward of `op` on `d` (rows per rank `rows`), checked against the reference and for
+// writes beyond the block (m == 0 writes nothing). Collective. Returns this rank's output block
+// (rows*n elements).
+Bytes check_forward(GemmRs& op, const Problem& p, int64_t rows, const Data& d, bool with_bias,
+                    const std::string& what) {
+  const int64_t m = rows * world_size();
+  const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(p.out);
+  Reference ref = reference(p, rows, d.input, d.weight, with_bias ? &d.bias : nullptr);
+  Bytes out = poisoned_output(p.out, count);
+  const bool ok = no_throw(
+      [&] {
+        op.forward(ptr_or_null(d.input), m, d.weight.data(), with_bias ? d.bias.data() : nullptr,
+                   out.data());
+      },
+      what + " forward");
+  if (ok) {
+    expect_close(ref, out, p.out, rows, p.n, what);
+    expect_untouched(out, count * esz, what);
+  }
+  out.resize(count * esz);
+  return out;
+}
+
+// ---- 1. correctness over shapes, dtype pairs, layouts, bias ----------------------------------
+
+struct Shape {
+  DType in, out;
+  int64_t rows_per_rank, n, k;
+};
+
+std::string shape_name(const Shape& s) {
+  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
+         std::to_string(s.rows_per_rank) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
+}
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << shape_name(s);
+}
+
+const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
+                                          {DType::kFloat64, DType::kFloat64},
+                                          {DType::kBFloat16, DType::kBFloat16},
+                                          {DType::kBFloat16, DType::kFloat32}};
+
+class GemmRsTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+
+// For both weight layouts one op each (the transposed one with max_m above m); two forwards on
+// it, with and without bias, fresh data every call.
+TEST_P(GemmRsTest, MatchesPartialGemmsThenReduceScatter) {
+  const Shape s = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size();
+  int call = 0;
+  for (bool trans : {false, true}) {
+    const Problem p{s.in, s.out, s.n, s.k, trans};
+    const int64_t max_m = (std::max<int64_t>(s.rows_per_rank, 1) + (trans ? 2 : 0)) * W;
+    GemmRs op(ctx, options_for(p, max_m));
+    EXPECT_EQ(op.options().max_m, max_m);
+    EXPECT_EQ(op.options().n, s.n);
+    EXPECT_EQ(op.options().k, s.k);
+    EXPECT_EQ(op.options().transpose_weight, trans);
+    for (bool with_bias : {true, false}) {
+      const std::string what = describe(p) + (with_bias ? " bias" : " no bias") +
+                               " m=" + std::to_string(s.rows_per_rank * W) + " call " +
+                               std::to_string(call);
+      Data d = make_data(p, s.rows_per_rank * W, call++);
+      check_forward(op, p, s.rows_per_rank, d, with_bias, what);
+    }
+    if (any_rank(HasFailure())) return;  // uniform: every rank stops together
+  }
+}
+
+std::vector<Shape> small_shapes() {
+  std::vector<Shape> v;
+  for (auto [in, out] : kPairs) {
+    for (int64_t rows : {0, 1, 3})
+      for (int64_t n : {1, 3, 127})
+        for (int64_t k : {1, 3, 127}) v.push_back({in, out, rows, n, k});
+    v.push_back({in, out, 64, 200, 300});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmRsTest, ::testing::ValuesIn(small_shapes()),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return shape_name(i.param);
+                         });
+
+// FLUX's default test shape (M 4096, N 49152, K 12288) divided by 8 and scaled for a CPU: M = 512
+// rows in total (rounded down to a multiple of W), n = 768, K = 1536 split over the ranks; bias
+// on, one call per case.
+struct BigCase {
+  DType in, out;
+  bool transpose_weight;
+};
+
+void PrintTo(const BigCase& c, std::ostream* os) {
+  *os << dtype_name(c.in) << "->" << dtype_name(c.out)
+      << (c.transpose_weight ? " weight[k,n]" : " weight[n,k]");
+}
+
+class GemmRsBig : public MpiTest, public ::testing::WithParamInterface<BigCase> {};
+
+TEST_P(GemmRsBig, FluxDefaultShapeOverEight) {
+  const BigCase c = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options(60.0));
+  const int W = ctx.world_size();
+  const int64_t rows = 512 / W, n = 768, k = 1536 / W;
+  const Problem p{c.in, c.out, n, k, c.transpose_weight};
+  GemmRs op(ctx, options_for(p, rows * W));
+  Data d = make_data(p, rows * W, 0);
+  check_forward(op, p, rows, d, true, "big " + describe(p) + " m=" + std::to_string(rows * W));
+}
+
+INSTANTIATE_TEST_SUITE_P(Flux, GemmRsBig,
+                         ::testing::Values(BigCase{DType::kFloat32, DType::kFloat32, false},
+                                           BigCase{DType::kBFloat16, DType::kBFloat16, true}),
+                         [](const ::testing::TestParamInfo<BigCase>& i) {
+                           return std::string(dtype_name(i.param.in)) + "_" +
+                                  dtype_name(i.param.out) + (i.param.transpose_weight ? "_wT" : "");
+                         });
+
+// ---- 2. many consecutive calls --------------------------------------------------------------
+
+class GemmRsCalls : public MpiTest, public ::testing::WithParamInterface<Problem> {};
+
+void PrintTo(const Problem& p, std::ostream* os) {
+  *os << describe(p);
+}
+
+// 200 forwards on one op, reusing the same buffers with new contents every call: inputs, weights
+// and bias all change, m changes (including 0, sometimes with null pointers), bias comes and
+// goes. A stale partial, a cached weight or an early read shows up as a mismatch.
+TEST_P(GemmRsCalls, TwoHundredCallsWithChangingDataAndWeights) {
+  const Problem p = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t max_rows = 8;
+  GemmRs op(ctx, options_for(p, max_rows * W));
+  const int64_t rows_cycle[] = {8, 1, 0, 3, 8, 5, 7, 2};
+  const std::size_t ein = dtype_size(p.in), eout = dtype_size(p.out);
+  Bytes input(static_cast<std::size_t>(max_rows * W * p.k) * ein),
+      weight(static_cast<std::size_t>(p.n * p.k) * ein), bias(static_cast<std::size_t>(p.n) * eout);
+  Bytes out = poisoned_output(p.out, static_cast<std::size_t>(max_rows * p.n));
+  for (int call = 0; call < 200; ++call) {
+    const int64_t rows = rows_cycle[call % 8], m = rows * W;
+    const bool with_bias = call % 3 != 1;
+    refill(input, p.in, static_cast<std::size_t>(m * p.k), seed_of(r, call, 1));
+    refill(weight, p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+    refill(bias, p.out, static_cast<std::size_t>(p.n), seed_of(0, call, 3));
+    std::fill(out.begin(), out.end(), kPoison);
+    const std::string what =
+        describe(p) + " call " + std::to_string(call) + " m=" + std::to_string(m);
+    Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(m * p.k * ein));
+    Reference ref = reference(p, rows, mine, weight, with_bias ? &bias : nullptr);
+    const bool nulls = m == 0 && call % 2 == 0;  // m == 0 with null pointers is a no-op too
+    const bool ok = no_throw(
+        [&] {
+          op.forward(nulls ? nullptr : input.data(), m, nulls ? nullptr : weight.data(),
+                     with_bias && !nulls ? bias.data() : nullptr, nulls ? nullptr : out.data());
+        },
+        what + " forward");
+    if (ok) {
+      expect_close(ref, out, p.out, rows, p.n, what);
+      expect_untouched(out, static_cast<std::size_t>(rows * p.n) * eout, what);
+    }
+    if (any_rank(HasFailure())) break;  // uniform
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Problems, GemmRsCalls,
+                         ::testing::Values(Problem{DType::kFloat32, DType::kFloat32, 40, 24, false},
+                                           Problem{DType::kBFloat16, DType::kBFloat16, 33, 20,
+                                                   true}),
+                         [](const ::testing::TestParamInfo<Problem>& i) {
+                           return std::string(dtype_name(i.param.in)) + "_" +
+                                  dtype_name(i.param.out) + (i.param.transpose_weight ? "_wT" : "");
+                         });
+
+// ---- 3. determinism ----------------------------------------------------------------------------
+
+class GemmRsDeterminism : public MpiTest {};
+
+// The same forward gives the same bits: twice on one op, again after a forward with other data,
+// on a fresh op, and on contexts with other compute/comm thread counts (GEMM workers split the
+// columns: n = 129 and 1025 cover uneven slabs). Each result is also checked against the
+// reference.
+TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
+  const int W = world_size(), r = world_rank();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  ContextOptions o2 = test_options();
+  o2.compute_threads = 2;
+  o2.comm_threads = 2;
+  Context ctx2(MPI_COMM_WORLD, o2);
+  ContextOptions o3 = test_options();
+  o3.compute_threads = 3;
+  o3.comm_threads = 1;
+  Context ctx3(MPI_COMM_WORLD, o3);
+  const int L = test_ranks_per_node();
+  if (L > 0)
+    for (const Context* c : {&ctx, &ctx2, &ctx3}) {
+      EXPECT_EQ(c->node_id(), r / L) << "forced layout: rank " << r;
+      EXPECT_EQ(c->node_rank(), r % L) << "forced layout: rank " << r;
+    }
+
+  std::vector<Problem> problems;
+  for (auto [in, out] : kPairs)
+    for (bool trans : {false, true}) problems.push_back({in, out, 129, 257, trans});
+  problems.push_back({DType::kFloat32, DType::kFloat32, 1025, 8, false});
+  const int64_t rows = 6, m = rows * W;
+  int call = 500;
+  for (const Problem& p : problems)
+    for (bool with_bias : {true, false}) {
+      const std::string tag = describe(p) + (with_bias ? " bias" : " no bias");
+      Data d = make_data(p, m, call++), other = make_data(p, m, call++);
+      GemmRs op(ctx, options_for(p, m));
+      Bytes first = check_forward(op, p, rows, d, with_bias, tag + " first");
+      Bytes again = check_forward(op, p, rows, d, with_bias, tag + " again");
+      expect_same_bits(first, again, p.out, p.n, tag + " repeated call");
+      check_forward(op, p, rows, other, with_bias, tag + " other data");
+      Bytes after = check_forward(op, p, rows, d, with_bias, tag + " after other data");
+      expect_same_bits(first, after, p.out, p.n, tag + " same data after other data");
+      {
+        GemmRs fresh(ctx, options_for(p, 2 * m));
+        Bytes b = check_forward(fresh, p, rows, d, with_bias, tag + " fresh op");
+        expect_same_bits(first, b, p.out, p.n, tag + " fresh op");
+      }
+      {
+        GemmRs op2(ctx2, options_for(p, m));
+        Bytes b = check_forward(op2, p, rows, d, with_bias, tag + " compute 2 comm 2");
+        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=2 comm_threads=2");
+      }
+      {
+        GemmRs op3(ctx3, options_for(p, m));
+        Bytes b = check_forward(op3, p, rows, d, with_bias, tag + " compute 3 comm 1");
+        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=3 comm_threads=1");
+      }
+      if (any_rank(HasFailure())) return;  // uniform
+    }
+}
+
+// ---- 4. benchmark paths: gemm-only and comm-only --------------------------------------------
+
+class GemmRsPaths : public MpiTest {};
+
+// gemm-only (local) followed by comm-only (collective) reduce-scatters the partials of that
+// gemm-only: the output equals forward's on the same data bit for bit, with and without bias,
+// at m == max_m and below, after a forward with other data, and after repeated gemm-only calls.
+TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size();
+  const int64_t max_rows = 5;
+  int call = 900;
+  bool trans = false;
+  for (auto [in, out] : kPairs) {
+    const Problem p{in, out, 37, 45, trans};
+    trans = !trans;
+    GemmRs op(ctx, options_for(p, max_rows * W));
+    for (int64_t rows : {max_rows, int64_t{2}})
+      for (bool with_bias : {true, false}) {
+        const int64_t m = rows * W;
+        const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(out);
+        const std::string tag =
+            describe(p) + " m=" + std::to_string(m) + (with_bias ? " bias" : " no bias");
+        Data d = make_data(p, m, call++), d2 = make_data(p, m, call++);
+        const void* b = with_bias ? d.bias.data() : nullptr;
+
+        // forward(d) first, then gemm-only(d) + comm-only: the same bits.
+        Bytes want = check_forward(op, p, rows, d, with_bias, tag + " forward");
+        // gemm-only is local: peers may still be reading this rank's partials of the forward.
+        MPI_Barrier(MPI_COMM_WORLD);
+        no_throw([&] { op.forward_gemm_only(d.input.data(), m, d.weight.data()); },
+                 tag + " gemm-only");
+        Bytes got = poisoned_output(out, count);
+        no_throw([&] { op.forward_comm_only(m, b, got.data()); }, tag + " comm-only");
+        expect_same_bits(want, got, out, p.n, tag + " gemm-only + comm-only vs forward");
+        expect_untouched(got, count * esz, tag + " comm-only");
+
+        // forward(d), then gemm-only(d2) + comm-only must reduce d2's partials, not the
+        // forward's; twice gemm-only (the benchmark loop) changes nothing.
+        check_forward(op, p, rows, d, with_bias, tag + " forward before gemm-only(d2)");
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int rep = 0; rep < 2; ++rep)
+          no_throw([&] { op.forward_gemm_only(d2.input.data(), m, d2.weight.data()); },
+                   tag + " gemm-only(d2) rep " + std::to_string(rep));
+        Bytes got2 = poisoned_output(out, count);
+        no_throw(
+            [&] { op.forward_comm_only(m, with_bias ? d2.bias.data() : nullptr, got2.data()); },
+            tag + " comm-only(d2)");
+        Reference ref2 = reference(p, rows, d2.input, d2.weight, with_bias ? &d2.bias : nullptr);
+        expect_close(ref2, got2, out, rows, p.n, tag + " gemm-only(d2) + comm-only");
+        expect_untouched(got2, count * esz, tag + " comm-only(d2)");
+        Bytes want2 = check_forward(op, p, rows, d2, with_bias, tag + " forward(d2)");
+        expect_same_bits(want2, got2, out, p.n, tag + " gemm-only(d2) + comm-only vs forward(d2)");
+        if (any_rank(HasFailure())) return;  // uniform
+      }
+    // m == 0 on both paths is a no-op, with null pointers too.
+    MPI_Barrier(MPI_COMM_WORLD);
+    no_throw([&] { op.forward_gemm_only(nullptr, 0, nullptr); }, describe(p) + " gemm-only m=0");
+    no_throw([&] { op.forward_comm_only(0, nullptr, nullptr); }, describe(p) + " comm-only m=0");
+    Data d = make_data(p, max_rows * W, call++);
+    check_forward(op, p, max_rows, d, true, describe(p) + " forward after m=0 paths");
+    if (any_rank(HasFailure())) return;  // uniform
+  }
+}
+
+// ---- 5. bad inputs ----------------------------------------------------------------------------
+
+class GemmRsBadInput : public MpiTest {};
+
+TEST_F(GemmRsBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 4;
+  for (bool trans : {false, true}) {
+    const Problem p{DType::kFloat32, DType::kFloat32, 24, 16, trans};
+    const std::string tag = describe(p);
+    GemmRs op(ctx, options_for(p, rows * W));
+    Data d = make_data(p, (rows + 1) * W, 0);  // room for one extra row per rank
+    Bytes out(static_cast<std::size_t>((rows + 1) * p.n) * 4);
+    const void* in = d.input.data();
+    const void* w = d.weight.data();
+    const void* b = d.bias.data();
+    void* o = out.data();
+    const std::vector<std::string> needle{"gemm_rs"};
+    if (W > 1)
+      expect_error([&] { op.forward(in, W + 1, w, b, o); }, Errc::kInvalidArgument, needle,
+                   tag + " m % W != 0");
+    expect_error([&] { op.forward(in, (rows + 1) * W, w, b, o); }, Errc::kInvalidArgument, needle,
+                 tag + " m > max_m");
+    expect_error([&] { op.forward(in, -W, w, b, o); }, Errc::kInvalidArgument, needle,
+                 tag + " m < 0");
+    expect_error([&] { op.forward(r == W - 1 ? nullptr : in, W, w, b, o); }, Errc::kInvalidArgument,
+                 needle, tag + " NULL input on the last rank");
+    expect_error([&] { op.forward(in, W, r == 0 ? nullptr : w, b, o); }, Errc::kInvalidArgument,
+                 needle, tag + " NULL weight on rank 0");
+    expect_error([&] { op.forward(in, W, w, b, r == 0 ? nullptr : o); }, Errc::kInvalidArgument,
+                 needle, tag + " NULL output on rank 0");
+    expect_error([&] { op.forward(nullptr, W, nullptr, b, nullptr); }, Errc::kInvalidArgument,
+                 needle, tag + " NULL everything everywhere");
+    if (W > 1)
+      expect_error([&] { op.forward(in, r == W - 1 ? 2 * W : W, w, b, o); }, Errc::kInvalidArgument,
+                   needle, tag + " ranks pass different m");
+    // The benchmark paths reject an m beyond max_m as well (on every rank: same m everywhere).
+    expect_error([&] { op.forward_gemm_only(in, (rows + 1) * W, w); }, Errc::kInvalidArgument,
+                 needle, tag + " gemm-only m > max_m");
+    expect_error([&] { op.forward_comm_only((rows + 1) * W, b, o); }, Errc::kInvalidArgument,
+                 needle, tag + " comm-only m > max_m");
+    // m == 0 with null pointers is a no-op.
+    no_throw([&] { op.forward(nullptr, 0, nullptr, nullptr, nullptr); }, tag + " m == 0");
+    // Still usable after all of that, twice, at full and partial m.
+    for (int call = 1; call <= 2; ++call) {
+      const int64_t good_rows = call == 1 ? rows : 1;
+      Data good = make_data(p, good_rows * W, call);
+      check_forward(op, p, good_rows, good, true, tag + " good forward after errors");
+    }
+    if (any_rank(HasFailure())) return;  // uniform
+  }
+}
+
+TEST_F(GemmRsBadInput, CreateErrorsReachEveryRank) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const Problem base{DType::kFloat32, DType::kFloat32, 24, 16, false};
+  auto create = [&](GemmRsOptions o) { GemmRs op(ctx, o); };
+  const GemmRsOptions good = options_for(base, 4 * W);
+  const std::vector<std::string> needle{"gemm_rs"};
+  if (W > 1) {
+    GemmRsOptions o = good;
+    if (r == W - 1) o.k = 17;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "k differs");
+    o = good;
+    if (r == 0) o.n = 25;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "n differs");
+    o = good;
+    if (r == W - 1) o.transpose_weight = true;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "transpose_weight differs");
+    o = good;
+    if (r == 0) o.max_m = 8 * W;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "max_m differs");
+    o = good;
+    if (r == W - 1) {
+      o.input_dtype = DType::kFloat64;
+      o.output_dtype = DType::kFloat64;
+    }
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "dtypes differ");
+    o = good;
+    if (r == 0) o.input_dtype = DType::kBFloat16;  // bf16 -> f32 (valid) vs f32 -> f32
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "input dtype differs");
+    o = good;
+    if (r == W - 1) o.k = 0;  // invalid on one rank only
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "k = 0 on the last rank");
+  }
+  const std::pair<DType, DType> bad_pairs[] = {{DType::kBFloat16, DType::kFloat64},
+                                               {DType::kFloat32, DType::kBFloat16},
+                                               {DType::kFloat32, DType::kFloat64},
+                                               {DType::kFloat64, DType::kFloat32},
+                                               {DType::kFloat64, DType::kBFloat16}};
+  for (auto [in, out] : bad_pairs) {
+    GemmRsOptions o = good;
+    o.input_dtype = in;
+    o.output_dtype = out;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle,
+                 std::string("pair ") + dtype_name(in) + " -> " + dtype_name(out));
+  }
+  {
+    GemmRsOptions o = good;
+    if (r == 0) o.output_dtype = DType::kBFloat16;  // invalid pair on rank 0 only
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "invalid pair on rank 0 only");
+    o = good;
+    o.n = 0;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "n = 0");
+    o = good;
+    o.n = -5;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "n < 0");
+    o = good;
+    o.k = 0;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "k = 0");
+    o = good;
+    o.k = -3;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, needle, "k < 0");
+  }
+  // A good op on the same context still works.
+  if (!any_rank(HasFailure())) {
+    GemmRs op(ctx, good);
+    Data d = make_data(base, 4 * W, 3);
+    check_forward(op, base, 4, d, true, "good op after create errors");
+  }
+}
+
+// ---- 6. lifetime --------------------------------------------------------------------------------
+
+class GemmRsLifetime : public MpiTest {};
+
+// A moved op works; an op outlives the Context it was planned on.
+TEST_F(GemmRsLifetime, MovedOpAndOpOutlivingItsContext) {
+  const int W = world_size();
+  const int64_t rows = 3;
+  const Problem p{DType::kBFloat16, DType::kFloat32, 19, 23, true};
+  auto ctx = std::make_unique<Context>(MPI_COMM_WORLD, test_options());
+  GemmRs a(*ctx, options_for(p, rows * W));
+  GemmRs b(std::move(a));
+  check_forward(b, p, rows, make_data(p, rows * W, 1), true, "move-constructed op");
+  GemmRs c(*ctx, options_for(Problem{DType::kFloat64, DType::kFloat64, 5, 7, false}, W));
+  c = std::move(b);
+  EXPECT_EQ(c.options().n, p.n);
+  check_forward(c, p, rows, make_data(p, rows * W, 2), false, "move-assigned op");
+  ctx.reset();
+  check_forward(c, p, rows, make_data(p, rows * W, 3), true, "op after its Context is gone");
+}
+
+}  // namespace
+}  // namespace fluxcpp::test

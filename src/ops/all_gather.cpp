@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/op_checks.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -41,18 +42,7 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
 }
 
 std::string AllGatherImpl::validate(const void* input, int64_t m, const void* output) const {
-  const int W = ctx_->world_size();
-  if (m < 0 || m > opts_.max_m)
-    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m,
-                       ctx_->world_rank());
-  if (m % W != 0)
-    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W,
-                       ctx_->world_rank());
-  if (m > 0 && input == nullptr)
-    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, ctx_->world_rank());
-  if (m > 0 && output == nullptr)
-    return fmt::format("{}: output is NULL with m={} (rank {})", kOp, m, ctx_->world_rank());
-  return {};
+  return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
 }
 
 void AllGatherImpl::forward(const void* input, int64_t m, void* output) {

@@ -5,50 +5,23 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
+#include "ops/op_checks.hpp"
 #include "ops/reduce_scatter.hpp"
 
 namespace fluxcpp {
 namespace detail {
 
 namespace {
-
 constexpr const char* kOp = "gemm_rs";
-
-bool valid_pair(DType in, DType out) {
-  return (in == DType::kFloat32 && out == DType::kFloat32) ||
-         (in == DType::kFloat64 && out == DType::kFloat64) ||
-         (in == DType::kBFloat16 && (out == DType::kBFloat16 || out == DType::kFloat32));
-}
-
 }  // namespace
 
 GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
                        const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
   ContextImpl& c = *ctx_;
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
   MPI_Comm comm = c.comm();
-  comm::agree(comm, [&] {
-    if (!local_error.empty())
-      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-    FLUXCPP_CHECK_ARG(dtype_valid(o.input_dtype) && dtype_valid(o.output_dtype) &&
-                          valid_pair(o.input_dtype, o.output_dtype),
-                      "{}: (input, output) dtypes ({}, {}) are not one of (f32, f32), (f64, f64), "
-                      "(bf16, bf16), (bf16, f32) (rank {})",
-                      kOp, dtype_name(o.input_dtype), dtype_name(o.output_dtype), c.world_rank());
-    FLUXCPP_CHECK_ARG(o.n >= 1 && o.k >= 1, "{}: n={} and k={} must be >= 1 (rank {})", kOp, o.n,
-                      o.k, c.world_rank());
-    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
-    FLUXCPP_CHECK_ARG(o.n <= INT32_MAX && o.k <= INT32_MAX && o.max_m <= INT32_MAX &&
-                          o.max_m <= (int64_t{1} << 40) / std::max(o.k, o.n),
-                      "{}: max_m={}, n={}, k={} are too large", kOp, o.max_m, o.n, o.k);
-  });
-  comm::agree_value(comm, kOp, "max_m", o.max_m);
-  comm::agree_value(comm, kOp, "n", o.n);
-  comm::agree_value(comm, kOp, "k", o.k);
-  comm::agree_value(comm, kOp, "input_dtype", static_cast<int>(o.input_dtype));
-  comm::agree_value(comm, kOp, "output_dtype", static_cast<int>(o.output_dtype));
-  comm::agree_value(comm, kOp, "transpose_weight", o.transpose_weight ? 1 : 0);
+  ops::check_gemm_create(
+      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const int W = c.world_size(), N = c.num_nodes();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
@@ -63,18 +36,12 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
 
 std::string GemmRsImpl::validate(const void* input, int64_t m, const void* weight,
                                  const void* output, bool gemm, bool reduce) const {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
-  if (m < 0 || m > opts_.max_m)
-    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m, r);
-  if (m % W != 0)
-    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W, r);
-  if (m > 0 && gemm && input == nullptr)
-    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, r);
-  if (m > 0 && gemm && weight == nullptr)
-    return fmt::format("{}: weight is NULL with m={} (rank {})", kOp, m, r);
-  if (m > 0 && reduce && output == nullptr)
-    return fmt::format("{}: output is NULL with m={} (rank {})", kOp, m, r);
-  return {};
+  if (gemm && reduce)
+    return ops::check_forward(*ctx_, kOp, m, opts_.max_m,
+                              {{"input", input}, {"weight", weight}, {"output", output}});
+  if (gemm)
+    return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"weight", weight}});
+  return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"output", output}});
 }
 
 char* GemmRsImpl::partial(int q, int t, int64_t m) const {

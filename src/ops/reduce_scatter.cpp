@@ -5,6 +5,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/reduce.hpp"
+#include "ops/op_checks.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -42,16 +43,7 @@ ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
 }
 
 std::string ReduceScatterImpl::validate(const void* input, int64_t m, const void* output) const {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
-  if (m < 0 || m > opts_.max_m)
-    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", kOp, m, opts_.max_m, r);
-  if (m % W != 0)
-    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", kOp, m, W, r);
-  if (m > 0 && input == nullptr)
-    return fmt::format("{}: input is NULL with m={} (rank {})", kOp, m, r);
-  if (m > 0 && output == nullptr)
-    return fmt::format("{}: output is NULL with m={} (rank {})", kOp, m, r);
-  return {};
+  return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
 }
 
 void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {

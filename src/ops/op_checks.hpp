@@ -1,0 +1,33 @@
+// Argument checks shared by the operators, so that every op reports the same mistakes with the
+// same words (op, argument, values, rank).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/types.hpp"
+
+namespace fluxcpp::ops {
+
+// Forward-time checks of the row count and required pointers, local to this rank: returns ""
+// or the message (the per-call handshake then fails the call on every rank with it).
+// `required`: (name, pointer) pairs that must be non-null when m > 0.
+std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
+                          std::initializer_list<std::pair<const char*, const void*>> required);
+
+// Create-time checks of the fused GEMM ops (collective): a closed context, a rank-local error,
+// the (input, output) dtype pair, the sizes, `extra` op-specific local checks; then every rank
+// must have passed the same shape. Raises the same Error on every rank.
+struct GemmShape {
+  int64_t max_m, n, k;
+  DType input_dtype, output_dtype;
+  bool transpose_weight;
+};
+void check_gemm_create(detail::ContextImpl& c, const char* op, const GemmShape& s,
+                       const std::string& local_error, const std::function<void()>& extra = {});
+
+}  // namespace fluxcpp::ops

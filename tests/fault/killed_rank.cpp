@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::printf("killed_rank: pid %ld\n", static_cast<long>(getpid()));
+  std::fflush(stdout);
   const double timeout = 2.0;
   const int victim = world - 1;
   fluxcpp::ContextOptions o;

@@ -5,6 +5,7 @@
 
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
@@ -51,12 +52,11 @@ TEST_P(AllGatherTest, MatchesMpiAllgather) {
   const std::size_t esz = dtype_size(s.dtype);
   AllGather op(ctx, {m, s.k, s.dtype});
   const std::size_t shard = static_cast<std::size_t>(s.rows_per_rank * s.k) * esz;
-  std::vector<unsigned char> in(shard), out(shard * W, 0xEE), ref(shard * W);
+  std::vector<unsigned char> in(shard), out(shard * W, 0xEE);
   for (int call = 0; call < 3; ++call) {
     fill(in, ctx.rank(), call);
     op.forward(in.data(), m, out.data());
-    MPI_Allgather(in.data(), static_cast<int>(shard), MPI_BYTE, ref.data(), static_cast<int>(shard),
-                  MPI_BYTE, MPI_COMM_WORLD);
+    const Bytes ref = mpi_allgather(in, s.rows_per_rank, s.k * esz);
     expect_equal_bytes(ref, out, s.k * esz, "call " + std::to_string(call));
   }
 }
@@ -89,11 +89,10 @@ TEST_F(AllGatherCalls, HundredsOfCallsWithChangingData) {
   for (int call = 0; call < 120; ++call) {
     int64_t rows = rows_cycle[call % 6];
     std::size_t shard = static_cast<std::size_t>(rows * k) * 4;
-    std::vector<unsigned char> in(shard), out(shard * W), ref(shard * W);
+    std::vector<unsigned char> in(shard), out(shard * W);
     fill(in, ctx.rank(), call);
     op.forward(in.data(), rows * W, out.data());
-    MPI_Allgather(in.data(), static_cast<int>(shard), MPI_BYTE, ref.data(), static_cast<int>(shard),
-                  MPI_BYTE, MPI_COMM_WORLD);
+    const Bytes ref = mpi_allgather(in, rows, k * 4);
     expect_equal_bytes(ref, out, k * 4, "call " + std::to_string(call));
     if (HasFailure()) break;
   }
@@ -105,16 +104,17 @@ TEST_F(AllGatherCalls, InPlace) {
   const int64_t rows = 100, k = 64;
   AllGather op(ctx, {rows * W, k, DType::kFloat64});
   const std::size_t shard = rows * k * 8;
-  std::vector<unsigned char> in(shard), out(shard * W), ref(shard * W);
+  std::vector<unsigned char> in(shard), out(shard * W);
   fill(in, ctx.rank(), 5);
   std::memcpy(out.data() + shard * ctx.rank(), in.data(), shard);
   op.forward(out.data() + shard * ctx.rank(), rows * W, out.data());
-  MPI_Allgather(in.data(), static_cast<int>(shard), MPI_BYTE, ref.data(), static_cast<int>(shard),
-                MPI_BYTE, MPI_COMM_WORLD);
+  const Bytes ref = mpi_allgather(in, rows, k * 8);
   expect_equal_bytes(ref, out, k * 8, "in place");
 }
 
-// Runs fn, expecting Error(code) whose message contains every string of `needles`.
+// Runs fn, expecting Error(code) whose message contains every string of `needles`. Unlike
+// test_data.hpp's expect_error (which takes a `what`), messages start with the rank, and an
+// exception other than fluxcpp::Error propagates.
 template <typename F>
 void expect_error(F&& fn, Errc code, std::vector<std::string> needles) {
   try {
@@ -233,7 +233,7 @@ TEST_F(AllGatherFault, SkippedCallTimesOut) {
     expect_error([&] { op.forward(in.data(), 4 * W, out.data()); }, Errc::kInvalidUsage,
                  {"destroyed"});
   }
-  EXPECT_TRUE(fluxcpp_shm_entries().empty());
+  EXPECT_TRUE(fluxcpp_shm_entries(/*own_only=*/true).empty());
 }
 
 }  // namespace

@@ -33,7 +33,9 @@ class MpiTest : public ::testing::Test {
 // True if any rank passes true.
 bool any_rank(bool v);
 
-// Segments whose name contains "fluxcpp" currently in /dev/shm (for leak checks).
-std::vector<std::string> fluxcpp_shm_entries();
+// Segments whose name contains "fluxcpp" currently in /dev/shm (for leak checks). own_only:
+// only those this process created (names carry the creator's pid), so that other jobs running
+// at the same time cannot make a check fail.
+std::vector<std::string> fluxcpp_shm_entries(bool own_only = false);
 
 }  // namespace fluxcpp::test

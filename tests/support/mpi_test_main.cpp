@@ -146,11 +146,13 @@ void MpiTest::TearDown() {
   }
 }
 
-std::vector<std::string> fluxcpp_shm_entries() {
+std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
   std::vector<std::string> out;
+  const std::string mine = "fluxcpp-" + std::to_string(static_cast<long>(getpid())) + "-";
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* e = readdir(d))
-      if (std::string(e->d_name).find("fluxcpp") != std::string::npos) out.push_back(e->d_name);
+      if (std::string(e->d_name).find(own_only ? mine : "fluxcpp") != std::string::npos)
+        out.push_back(e->d_name);
     closedir(d);
   }
   return out;

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <iomanip>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -15,118 +13,10 @@
 
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
-
-using Bytes = std::vector<unsigned char>;
-
-// ---- deterministic data --------------------------------------------------------------------
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Seeds that differ by rank, call and tensor (salt).
-uint64_t seed_of(int rank, int call, int salt) {
-  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
-         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
-         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
-}
-
-// bf16 bits of a value in (-1, 1): random sign, exponent 2^-12..2^-1, 7 random mantissa bits.
-uint16_t random_bf16(uint64_t r) {
-  const uint16_t sign = static_cast<uint16_t>(r & 1u);
-  const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % 12);
-  const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
-  return static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
-}
-
-// `count` elements of `t`, values in [-1, 1], exactly representable in `t` (bf16 made as bits).
-Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
-  Bytes b(count * dtype_size(t));
-  uint64_t s = seed;
-  for (std::size_t i = 0; i < count; ++i) {
-    const uint64_t r = splitmix(s);
-    switch (t) {
-      case DType::kFloat32: {
-        float v = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) /
-                  static_cast<float>(1 << 23);
-        std::memcpy(b.data() + 4 * i, &v, 4);
-        break;
-      }
-      case DType::kFloat64: {
-        double v = static_cast<double>(static_cast<int64_t>(r >> 10) - (int64_t{1} << 53)) /
-                   std::ldexp(1.0, 53);
-        std::memcpy(b.data() + 8 * i, &v, 8);
-        break;
-      }
-      case DType::kBFloat16: {
-        uint16_t v = random_bf16(r);
-        std::memcpy(b.data() + 2 * i, &v, 2);
-        break;
-      }
-    }
-  }
-  return b;
-}
-
-void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
-  Bytes fresh = random_tensor(t, count, seed);
-  std::memcpy(b.data(), fresh.data(), fresh.size());
-}
-
-float bf16_to_float(uint16_t v) {
-  uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Round to nearest even (inputs here are never NaN).
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// Element i of a tensor of dtype t, as a double (bf16 widened exactly).
-double load(const unsigned char* p, DType t, std::size_t i) {
-  switch (t) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::kFloat64: {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-    case DType::kBFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return bf16_to_float(v);
-    }
-  }
-  return 0.0;
-}
-
-std::vector<float> widen_f32(const Bytes& b, DType t, std::size_t count) {
-  std::vector<float> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(load(b.data(), t, i));
-  return v;
-}
-
-std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count) {
-  std::vector<double> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = load(b.data(), t, i);
-  return v;
-}
 
 // ---- the unfused reference -----------------------------------------------------------------
 
@@ -161,12 +51,6 @@ const char* mode_name(AgGemmMode m) {
   }
   return "?";
 }
-
-// Expected output and a per-element tolerance.
-struct Reference {
-  std::vector<double> value;  // f32 (or f64) result + bias, before any bf16 rounding
-  std::vector<double> tol;
-};
 
 // gathered: [m, k] in p.in (from MPI_Allgather); weight [n, k] or [k, n] in p.in; bias [n] in
 // p.out or null.
@@ -239,33 +123,6 @@ Reference reference(const Problem& p, int64_t m, const Bytes& gathered, const By
   return ref;
 }
 
-// Number of elements of `got` ([m, n] in `out`) outside the reference's tolerance; the first few
-// are reported with rank, row, column, expected and got.
-int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t m, int64_t n,
-                     const std::string& what, int max_reports = 4) {
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = static_cast<std::size_t>(i * n + j);
-      const double g = load(got.data(), out, idx), e = ref.value[idx];
-      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
-      if (bad < max_reports) {
-        std::ostringstream os;
-        os << std::setprecision(10) << what << ": rank " << world_rank() << " row " << i << " col "
-           << j << ": expected " << e;
-        if (out == DType::kBFloat16)
-          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
-        os << " ± " << ref.tol[idx] << ", got " << g;
-        ADD_FAILURE() << os.str();
-      }
-      ++bad;
-    }
-  if (bad > max_reports)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << m * n
-                  << " elements out of tolerance";
-  return bad;
-}
-
 // Bitwise comparison; reports the first differing byte. Returns true if equal.
 bool expect_same_bytes(const Bytes& want, const Bytes& got, std::size_t row_bytes,
                        const std::string& what) {
@@ -284,16 +141,6 @@ bool expect_same_bytes(const Bytes& want, const Bytes& got, std::size_t row_byte
   return true;
 }
 
-// MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.
-Bytes mpi_allgather(const Bytes& mine, int64_t rows, std::size_t row_bytes) {
-  const int W = world_size();
-  const std::size_t shard = static_cast<std::size_t>(rows) * row_bytes;
-  Bytes all(shard * W);
-  MPI_Allgather(mine.data(), static_cast<int>(shard), MPI_BYTE, all.data(), static_cast<int>(shard),
-                MPI_BYTE, MPI_COMM_WORLD);
-  return all;
-}
-
 // The tensors of one forward on this rank.
 struct Data {
   Bytes input, weight, bias;
@@ -308,8 +155,7 @@ Data make_data(const Problem& p, int64_t rows, int call) {
   return d;
 }
 
-// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
-constexpr unsigned char kPoison = 0xFF;
+// gathered_input buffers start as 0xEE bytes (outputs: kPoison, all-ones).
 constexpr unsigned char kGatherPoison = 0xEE;
 
 // One forward of `op` on `d` (rows per rank `rows`), checked against the reference. Collective.
@@ -343,23 +189,6 @@ bool check_forward(AgGemm& op, const Problem& p, int64_t rows, const Data& d, bo
   Reference ref = reference(p, m, gathered_ref, d.weight, with_bias ? &d.bias : nullptr);
   if (expect_close(ref, out, p.out, m, p.n, what) != 0) ok = false;
   return ok;
-}
-
-// Runs fn, expecting Error(code) whose message contains every string of `needles`.
-template <typename F>
-void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
-  try {
-    fn();
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
-        << what << ": rank " << world_rank() << ": " << e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
-  }
 }
 
 AgGemmOptions options_for(const Problem& p, int64_t max_m, AgGemmMode mode) {

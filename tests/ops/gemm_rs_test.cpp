@@ -8,12 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <iomanip>
 #include <memory>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,123 +17,10 @@
 
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
-
-using Bytes = std::vector<unsigned char>;
-
-// ---- deterministic data --------------------------------------------------------------------
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Seeds that differ by rank, call and tensor (salt).
-uint64_t seed_of(int rank, int call, int salt) {
-  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
-         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
-         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
-}
-
-// bf16 bits of a value in (-1, 1): random sign, exponent 2^-12..2^-1, 7 random mantissa bits.
-uint16_t random_bf16(uint64_t r) {
-  const uint16_t sign = static_cast<uint16_t>(r & 1u);
-  const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % 12);
-  const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
-  return static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
-}
-
-// `count` elements of `t`, values in [-1, 1], exactly representable in `t` (bf16 made as bits).
-Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
-  Bytes b(count * dtype_size(t));
-  uint64_t s = seed;
-  for (std::size_t i = 0; i < count; ++i) {
-    const uint64_t r = splitmix(s);
-    switch (t) {
-      case DType::kFloat32: {
-        float v = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) /
-                  static_cast<float>(1 << 23);
-        std::memcpy(b.data() + 4 * i, &v, 4);
-        break;
-      }
-      case DType::kFloat64: {
-        double v = static_cast<double>(static_cast<int64_t>(r >> 10) - (int64_t{1} << 53)) /
-                   std::ldexp(1.0, 53);
-        std::memcpy(b.data() + 8 * i, &v, 8);
-        break;
-      }
-      case DType::kBFloat16: {
-        uint16_t v = random_bf16(r);
-        std::memcpy(b.data() + 2 * i, &v, 2);
-        break;
-      }
-    }
-  }
-  return b;
-}
-
-// Overwrites the first `count` elements of b with fresh random values.
-void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
-  Bytes fresh = random_tensor(t, count, seed);
-  std::memcpy(b.data(), fresh.data(), fresh.size());
-}
-
-float bf16_to_float(uint16_t v) {
-  uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Round to nearest even (inputs here are never NaN).
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// Element i of a tensor of dtype t, as a double (bf16 widened exactly).
-double load(const unsigned char* p, DType t, std::size_t i) {
-  switch (t) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::kFloat64: {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-    case DType::kBFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return bf16_to_float(v);
-    }
-  }
-  return 0.0;
-}
-
-std::string hex_of(const unsigned char* p, DType t, std::size_t i) {
-  const std::size_t esz = dtype_size(t);
-  uint64_t u = 0;
-  std::memcpy(&u, p + esz * i, esz);  // little endian
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(2 * esz),
-                static_cast<unsigned long long>(u));
-  return buf;
-}
-
-std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count) {
-  std::vector<double> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = load(b.data(), t, i);
-  return v;
-}
 
 // ---- the unfused reference -----------------------------------------------------------------
 
@@ -175,12 +58,6 @@ GemmRsOptions options_for(const Problem& p, int64_t max_m) {
   o.transpose_weight = p.transpose_weight;
   return o;
 }
-
-// Expected output block of this rank and a per-element tolerance.
-struct Reference {
-  std::vector<double> value;  // exact-ish sum + bias, before any bf16 rounding
-  std::vector<double> tol;
-};
 
 // This rank's rows [r*rows, (r+1)*rows) of Σ_s input_s · op(weight_s) (+ bias once). Every rank
 // forms its full partial [m, n] and |input_s| · |op(weight_s)| in double, MPI_Alltoall hands
@@ -255,83 +132,6 @@ Reference reference(const Problem& p, int64_t rows, const Bytes& input, const By
 
 // ---- checks ----------------------------------------------------------------------------------
 
-// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
-constexpr unsigned char kPoison = 0xFF;
-// Elements after the output block that must stay untouched.
-constexpr std::size_t kGuardElems = 17;
-
-Bytes poisoned_output(DType t, std::size_t count) {
-  return Bytes((count + kGuardElems) * dtype_size(t), kPoison);
-}
-
-// Number of elements of got's first rows*n (dtype out) outside the reference's tolerance; the
-// first few are reported with rank, row (global), column, expected and got.
-int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t rows, int64_t n,
-                     const std::string& what, int max_reports = 4) {
-  int64_t bad = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = static_cast<std::size_t>(i * n + j);
-      const double g = load(got.data(), out, idx), e = ref.value[idx];
-      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
-      if (bad < max_reports) {
-        std::ostringstream os;
-        os << std::setprecision(10) << what << ": rank " << world_rank() << " row "
-           << world_rank() * rows + i << " col " << j << ": expected " << e;
-        if (out == DType::kBFloat16)
-          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
-        os << " ± " << ref.tol[idx] << ", got " << g;
-        ADD_FAILURE() << os.str();
-      }
-      ++bad;
-    }
-  if (bad > max_reports)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << rows * n
-                  << " elements out of tolerance";
-  return bad;
-}
-
-// Bitwise comparison of the first want.size() bytes of got; reports the first few differing
-// elements. Returns true if equal.
-bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
-                      const std::string& what) {
-  const std::size_t esz = dtype_size(t);
-  if (got.size() < want.size()) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": output too small";
-    return false;
-  }
-  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
-  const std::size_t count = want.size() / esz;
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
-    if (bad < 4) {
-      std::ostringstream os;
-      os << std::setprecision(17) << what << ": rank " << world_rank() << " local row "
-         << i / static_cast<std::size_t>(n) << " col " << i % static_cast<std::size_t>(n)
-         << ": expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
-         << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
-      ADD_FAILURE() << os.str();
-    }
-    ++bad;
-  }
-  if (bad > 4)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
-                  << " elements differ";
-  return false;
-}
-
-// Bytes from `from` on are still the poison.
-bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what) {
-  for (std::size_t i = from; i < out.size(); ++i)
-    if (out[i] != kPoison) {
-      ADD_FAILURE() << what << ": rank " << world_rank() << ": output written at byte " << i
-                    << " (beyond the " << from << " bytes of this rank's block)";
-      return false;
-    }
-  return true;
-}
-
 // Runs fn, reporting (not throwing) an exception. Returns true if fn returned normally.
 template <typename F>
 bool no_throw(F&& fn, const std::string& what) {
@@ -341,23 +141,6 @@ bool no_throw(F&& fn, const std::string& what) {
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": rank " << world_rank() << ": threw: " << e.what();
     return false;
-  }
-}
-
-// Runs fn, expecting Error(code) whose message contains every string of `needles`.
-template <typename F>
-void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
-  try {
-    fn();
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
-        << what << ": rank " << world_rank() << ": " << e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
   }
 }
 
@@ -396,7 +179,7 @@ Bytes check_forward(GemmRs& op, const Problem& p, int64_t rows, const Data& d, b
       },
       what + " forward");
   if (ok) {
-    expect_close(ref, out, p.out, rows, p.n, what);
+    expect_close(ref, out, p.out, rows, p.n, what, world_rank() * rows);
     expect_untouched(out, count * esz, what);
   }
   out.resize(count * esz);
@@ -543,7 +326,7 @@ TEST_P(GemmRsCalls, TwoHundredCallsWithChangingDataAndWeights) {
         },
         what + " forward");
     if (ok) {
-      expect_close(ref, out, p.out, rows, p.n, what);
+      expect_close(ref, out, p.out, rows, p.n, what, world_rank() * rows);
       expect_untouched(out, static_cast<std::size_t>(rows * p.n) * eout, what);
     }
     if (any_rank(HasFailure())) break;  // uniform
@@ -598,24 +381,26 @@ TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
       GemmRs op(ctx, options_for(p, m));
       Bytes first = check_forward(op, p, rows, d, with_bias, tag + " first");
       Bytes again = check_forward(op, p, rows, d, with_bias, tag + " again");
-      expect_same_bits(first, again, p.out, p.n, tag + " repeated call");
+      expect_same_bits(first, again, p.out, p.n, tag + " repeated call", "local row");
       check_forward(op, p, rows, other, with_bias, tag + " other data");
       Bytes after = check_forward(op, p, rows, d, with_bias, tag + " after other data");
-      expect_same_bits(first, after, p.out, p.n, tag + " same data after other data");
+      expect_same_bits(first, after, p.out, p.n, tag + " same data after other data", "local row");
       {
         GemmRs fresh(ctx, options_for(p, 2 * m));
         Bytes b = check_forward(fresh, p, rows, d, with_bias, tag + " fresh op");
-        expect_same_bits(first, b, p.out, p.n, tag + " fresh op");
+        expect_same_bits(first, b, p.out, p.n, tag + " fresh op", "local row");
       }
       {
         GemmRs op2(ctx2, options_for(p, m));
         Bytes b = check_forward(op2, p, rows, d, with_bias, tag + " compute 2 comm 2");
-        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=2 comm_threads=2");
+        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=2 comm_threads=2",
+                         "local row");
       }
       {
         GemmRs op3(ctx3, options_for(p, m));
         Bytes b = check_forward(op3, p, rows, d, with_bias, tag + " compute 3 comm 1");
-        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=3 comm_threads=1");
+        expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=3 comm_threads=1",
+                         "local row");
       }
       if (any_rank(HasFailure())) return;  // uniform
     }
@@ -655,7 +440,8 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
                  tag + " gemm-only");
         Bytes got = poisoned_output(out, count);
         no_throw([&] { op.forward_comm_only(m, b, got.data()); }, tag + " comm-only");
-        expect_same_bits(want, got, out, p.n, tag + " gemm-only + comm-only vs forward");
+        expect_same_bits(want, got, out, p.n, tag + " gemm-only + comm-only vs forward",
+                         "local row");
         expect_untouched(got, count * esz, tag + " comm-only");
 
         // forward(d), then gemm-only(d2) + comm-only must reduce d2's partials, not the
@@ -670,10 +456,12 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
             [&] { op.forward_comm_only(m, with_bias ? d2.bias.data() : nullptr, got2.data()); },
             tag + " comm-only(d2)");
         Reference ref2 = reference(p, rows, d2.input, d2.weight, with_bias ? &d2.bias : nullptr);
-        expect_close(ref2, got2, out, rows, p.n, tag + " gemm-only(d2) + comm-only");
+        expect_close(ref2, got2, out, rows, p.n, tag + " gemm-only(d2) + comm-only",
+                     world_rank() * rows);
         expect_untouched(got2, count * esz, tag + " comm-only(d2)");
         Bytes want2 = check_forward(op, p, rows, d2, with_bias, tag + " forward(d2)");
-        expect_same_bits(want2, got2, out, p.n, tag + " gemm-only(d2) + comm-only vs forward(d2)");
+        expect_same_bits(want2, got2, out, p.n, tag + " gemm-only(d2) + comm-only vs forward(d2)",
+                         "local row");
         if (any_rank(HasFailure())) return;  // uniform
       }
     // m == 0 on both paths is a no-op, with null pointers too.

@@ -4,65 +4,20 @@
 // MPI_Reduce_scatter_block (order unspecified) only as a sanity check within a tolerance.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <iomanip>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
 
-using Bytes = std::vector<unsigned char>;
-
-// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
-constexpr unsigned char kPoison = 0xFF;
-// Elements after the output block that must stay untouched.
-constexpr std::size_t kGuardElems = 17;
-
 // ---- element access --------------------------------------------------------------------------
-
-float bf16_to_float(uint16_t v) {
-  uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Round to nearest, ties to even (values here are never NaN).
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// Element i of a tensor of dtype t, widened exactly to double.
-double load(const unsigned char* p, DType t, std::size_t i) {
-  switch (t) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::kFloat64: {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      return v;
-    }
-    case DType::kBFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return bf16_to_float(v);
-    }
-  }
-  return 0.0;
-}
 
 // Stores v (exactly representable in t, or rounded once: RNE) as element i.
 void store(unsigned char* p, DType t, std::size_t i, double v) {
@@ -79,16 +34,6 @@ void store(unsigned char* p, DType t, std::size_t i, double v) {
       break;
     }
   }
-}
-
-std::string hex_of(const unsigned char* p, DType t, std::size_t i) {
-  const std::size_t esz = dtype_size(t);
-  uint64_t u = 0;
-  std::memcpy(&u, p + esz * i, esz);  // little endian
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(2 * esz),
-                static_cast<unsigned long long>(u));
-  return buf;
 }
 
 // ---- deterministic data ----------------------------------------------------------------------
@@ -118,19 +63,6 @@ Bytes expected_pattern(DType t, int64_t rows, int64_t n, int r, int W, int call)
   return out;
 }
 
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t seed_of(int rank, int call, int salt) {
-  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
-         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
-         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
-}
-
 // Random values in [-1, 1] with full mantissas and spread exponents, so that the summation order
 // shows in the rounding: f32 24 bits scaled by 2^-(0..15), f64 53 bits scaled by 2^-(0..31),
 // bf16 made as bits (random sign, exponent 2^-1..2^-40, 7 random mantissa bits).
@@ -153,10 +85,7 @@ void fill_random(Bytes& in, DType t, std::size_t count, uint64_t seed) {
         break;
       }
       case DType::kBFloat16: {
-        const uint16_t sign = static_cast<uint16_t>(r & 1u);
-        const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % 40);
-        const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
-        const uint16_t v = static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
+        const uint16_t v = random_bf16(r, 40);
         std::memcpy(in.data() + 2 * i, &v, 2);
         break;
       }
@@ -245,52 +174,6 @@ Bytes exchange_blocks(const Bytes& in, std::size_t block_bytes) {
 
 // ---- checks ------------------------------------------------------------------------------------
 
-// Bitwise comparison of the first want.size() bytes of got; reports the first few differing
-// elements. Returns true if equal.
-bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
-                      const std::string& what) {
-  const std::size_t esz = dtype_size(t);
-  if (got.size() < want.size()) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": output too small";
-    return false;
-  }
-  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
-  const std::size_t count = want.size() / esz;
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
-    if (bad < 4) {
-      std::ostringstream os;
-      os << std::setprecision(17) << what << ": rank " << world_rank() << " row "
-         << i / static_cast<std::size_t>(n) << " col " << i % static_cast<std::size_t>(n)
-         << ": expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
-         << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
-      ADD_FAILURE() << os.str();
-    }
-    ++bad;
-  }
-  if (bad > 4)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
-                  << " elements differ";
-  return false;
-}
-
-// Bytes from `from` on are still the poison.
-bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what) {
-  for (std::size_t i = from; i < out.size(); ++i)
-    if (out[i] != kPoison) {
-      ADD_FAILURE() << what << ": rank " << world_rank() << ": output written at byte " << i
-                    << " (beyond the " << from << " bytes of this rank's block)";
-      return false;
-    }
-  return true;
-}
-
-// A poisoned output buffer for `count` elements plus a guard.
-Bytes poisoned_output(DType t, std::size_t count) {
-  return Bytes((count + kGuardElems) * dtype_size(t), kPoison);
-}
-
 // op.forward, failures reported instead of thrown. Returns true if it returned normally.
 bool forward(ReduceScatter& op, const void* in, int64_t m, void* out, const std::string& what) {
   try {
@@ -341,23 +224,6 @@ void expect_close_to_mpi(DType t, const Bytes& in, std::size_t count, const Byte
   if (bad > 4)
     ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
                   << " elements far from MPI_Reduce_scatter_block";
-}
-
-// Runs fn, expecting Error(code) whose message contains every string of `needles`.
-template <typename F>
-void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
-  try {
-    fn();
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
-        << what << ": rank " << world_rank() << ": " << e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
-  }
 }
 
 ReduceScatterOptions options(int64_t max_m, int64_t n, DType t) {

@@ -1,0 +1,268 @@
+// Test data and checks shared by the op tests (tests/ops): deterministic random tensors, bf16
+// conversions and element access, poisoned output buffers, comparisons against a reference
+// (within a tolerance, or bit for bit), error expectations and MPI reference helpers.
+//
+// Failure messages name the calling rank (world_rank()); every helper is header-only.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fluxcpp/fluxcpp.hpp"
+#include "mpi_test.hpp"
+
+namespace fluxcpp::test {
+
+using Bytes = std::vector<unsigned char>;
+
+// ---- deterministic data --------------------------------------------------------------------
+
+inline uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Seeds that differ by rank, call and tensor (salt).
+inline uint64_t seed_of(int rank, int call, int salt) {
+  return 0xD1B54A32D192ED03ull * (static_cast<uint64_t>(rank) + 1) +
+         0x2545F4914F6CDD1Dull * (static_cast<uint64_t>(call) + 7) +
+         0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(salt) + 3);
+}
+
+// bf16 bits of a value in (-1, 1): random sign, exponent 2^-1 down to 2^-exponents (12: 2^-12),
+// 7 random mantissa bits.
+inline uint16_t random_bf16(uint64_t r, unsigned exponents = 12) {
+  const uint16_t sign = static_cast<uint16_t>(r & 1u);
+  const uint16_t exp = static_cast<uint16_t>(126 - (r >> 1) % exponents);
+  const uint16_t mant = static_cast<uint16_t>((r >> 8) & 0x7fu);
+  return static_cast<uint16_t>((sign << 15) | (exp << 7) | mant);
+}
+
+// `count` elements of `t`, values in [-1, 1], exactly representable in `t` (bf16 made as bits).
+inline Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
+  Bytes b(count * dtype_size(t));
+  uint64_t s = seed;
+  for (std::size_t i = 0; i < count; ++i) {
+    const uint64_t r = splitmix(s);
+    switch (t) {
+      case DType::kFloat32: {
+        float v = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) /
+                  static_cast<float>(1 << 23);
+        std::memcpy(b.data() + 4 * i, &v, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double v = static_cast<double>(static_cast<int64_t>(r >> 10) - (int64_t{1} << 53)) /
+                   std::ldexp(1.0, 53);
+        std::memcpy(b.data() + 8 * i, &v, 8);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t v = random_bf16(r);
+        std::memcpy(b.data() + 2 * i, &v, 2);
+        break;
+      }
+    }
+  }
+  return b;
+}
+
+// Overwrites the first `count` elements of b with fresh random values (random_tensor's).
+inline void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
+  Bytes fresh = random_tensor(t, count, seed);
+  std::memcpy(b.data(), fresh.data(), fresh.size());
+}
+
+// ---- element access ------------------------------------------------------------------------
+
+inline float bf16_to_float(uint16_t v) {
+  uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to nearest, ties to even (values here are never NaN).
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Element i of a tensor of dtype t, widened exactly to double.
+inline double load(const unsigned char* p, DType t, std::size_t i) {
+  switch (t) {
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+  }
+  return 0.0;
+}
+
+// The bits of element i, as "0x" and 2 * dtype_size(t) hex digits.
+inline std::string hex_of(const unsigned char* p, DType t, std::size_t i) {
+  const std::size_t esz = dtype_size(t);
+  uint64_t u = 0;
+  std::memcpy(&u, p + esz * i, esz);  // little endian
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(2 * esz),
+                static_cast<unsigned long long>(u));
+  return buf;
+}
+
+inline std::vector<float> widen_f32(const Bytes& b, DType t, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(load(b.data(), t, i));
+  return v;
+}
+
+inline std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count) {
+  std::vector<double> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = load(b.data(), t, i);
+  return v;
+}
+
+// ---- poisoned outputs ----------------------------------------------------------------------
+
+// Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
+constexpr unsigned char kPoison = 0xFF;
+// Elements after the output block that must stay untouched.
+constexpr std::size_t kGuardElems = 17;
+
+// A poisoned output buffer for `count` elements plus a guard.
+inline Bytes poisoned_output(DType t, std::size_t count) {
+  return Bytes((count + kGuardElems) * dtype_size(t), kPoison);
+}
+
+// Bytes from `from` on are still the poison.
+inline bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what) {
+  for (std::size_t i = from; i < out.size(); ++i)
+    if (out[i] != kPoison) {
+      ADD_FAILURE() << what << ": rank " << world_rank() << ": output written at byte " << i
+                    << " (beyond the " << from << " bytes of this rank's block)";
+      return false;
+    }
+  return true;
+}
+
+// ---- comparisons ---------------------------------------------------------------------------
+
+// Expected output and a per-element tolerance.
+struct Reference {
+  std::vector<double> value;  // before any bf16 rounding of the output
+  std::vector<double> tol;
+};
+
+// Number of elements of got's first rows*n (dtype out) outside the reference's tolerance; the
+// first few are reported with rank, row (first_row + i), column, expected and got.
+inline int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t rows,
+                            int64_t n, const std::string& what, int64_t first_row = 0,
+                            int max_reports = 4) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i * n + j);
+      const double g = load(got.data(), out, idx), e = ref.value[idx];
+      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
+      if (bad < max_reports) {
+        std::ostringstream os;
+        os << std::setprecision(10) << what << ": rank " << world_rank() << " row " << first_row + i
+           << " col " << j << ": expected " << e;
+        if (out == DType::kBFloat16)
+          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
+        os << " ± " << ref.tol[idx] << ", got " << g;
+        ADD_FAILURE() << os.str();
+      }
+      ++bad;
+    }
+  if (bad > max_reports)
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << rows * n
+                  << " elements out of tolerance";
+  return bad;
+}
+
+// Bitwise comparison of the first want.size() bytes of got (rows of n elements of dtype t);
+// reports the first few differing elements, their row named `row_word`. Returns true if equal.
+inline bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
+                             const std::string& what, const char* row_word = "row") {
+  const std::size_t esz = dtype_size(t);
+  if (got.size() < want.size()) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": output too small";
+    return false;
+  }
+  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
+  const std::size_t count = want.size() / esz;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
+    if (bad < 4) {
+      std::ostringstream os;
+      os << std::setprecision(17) << what << ": rank " << world_rank() << " " << row_word << " "
+         << i / static_cast<std::size_t>(n) << " col " << i % static_cast<std::size_t>(n)
+         << ": expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
+         << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
+      ADD_FAILURE() << os.str();
+    }
+    ++bad;
+  }
+  if (bad > 4)
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
+                  << " elements differ";
+  return false;
+}
+
+// Runs fn, expecting Error(code) whose message contains every string of `needles`.
+template <typename F>
+void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std::string& what) {
+  try {
+    fn();
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": no error raised";
+  } catch (const Error& e) {
+    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code))
+        << what << ": rank " << world_rank() << ": " << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << what << ": rank " << world_rank() << ": message lacks '" << n << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": not a fluxcpp::Error: " << e.what();
+  }
+}
+
+// ---- MPI references --------------------------------------------------------------------------
+
+// MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.
+inline Bytes mpi_allgather(const Bytes& mine, int64_t rows, std::size_t row_bytes) {
+  const int W = world_size();
+  const std::size_t shard = static_cast<std::size_t>(rows) * row_bytes;
+  Bytes all(shard * W);
+  MPI_Allgather(mine.data(), static_cast<int>(shard), MPI_BYTE, all.data(), static_cast<int>(shard),
+                MPI_BYTE, MPI_COMM_WORLD);
+  return all;
+}
+
+}  // namespace fluxcpp::test

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake git
+  build-essential cmake git pkg-config
   openmpi-bin libopenmpi-dev
   libhwloc-dev libnuma-dev
   libopenblas-dev

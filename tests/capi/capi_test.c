@@ -1,29 +1,15 @@
 /* The C ABI driven from C99: context, all_gather, errors. Prints "N passed, M failed". */
 #include <fluxcpp/fluxcpp.h>
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed = 0, failed = 0, rank = 0;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
-      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "capi_check.h"
 
 int main(int argc, char** argv) {
-  int provided = 0, world = 1;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  capi_init(&argc, &argv);
 
   CHECK(fluxcpp_version() >= 100, "version %d", fluxcpp_version());
   CHECK(strcmp(fluxcpp_status_string(FLUXCPP_ERROR_TIMEOUT), "timeout") == 0, "status string");
@@ -91,9 +77,5 @@ int main(int argc, char** argv) {
   free(out);
   free(ref);
 
-  int totals[2] = {passed, failed};
-  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("capi: %d passed, %d failed\n", totals[0], totals[1]);
-  MPI_Finalize();
-  return totals[1] == 0 ? 0 : 1;
+  return capi_finish("capi");
 }

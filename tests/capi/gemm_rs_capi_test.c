@@ -3,59 +3,14 @@
  * repeatability, and invalid arguments.
  * Prints "gemm_rs_capi: N passed, M failed" on rank 0; exits non-zero on failure. */
 #include <fluxcpp/fluxcpp.h>
+
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed = 0, failed = 0, rank = 0, world = 1;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
-      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
-
-static uint64_t rng_state = 0;
-
-/* No libm: the target may not link it. */
-static double absd(double x) {
-  return x < 0 ? -x : x;
-}
-
-/* A value in [-1, 1) with 24 significant bits: exact in f32 and f64 alike. */
-static double next_value(void) {
-  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return ((double)(int64_t)(z >> 40) - 8388608.0) / 8388608.0;
-}
-
-/* Seeds differ by rank (owner), call and tensor (salt). */
-static void seed(int owner, int call, int salt) {
-  rng_state = 0xD1B54A32D192ED03ull * (uint64_t)(owner + 1) +
-              0x2545F4914F6CDD1Dull * (uint64_t)call + (uint64_t)salt;
-}
-
-/* Stores v into element i of buf (f32 or f64). */
-static void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
-  if (dt == FLUXCPP_FLOAT32)
-    ((float*)buf)[i] = (float)v;
-  else
-    ((double*)buf)[i] = v;
-}
-
-static double load(const void* buf, fluxcpp_dtype_t dt, int64_t i) {
-  return dt == FLUXCPP_FLOAT32 ? (double)((const float*)buf)[i] : ((const double*)buf)[i];
-}
+#include "capi_check.h"
 
 static int has_gemm_rs(void) {
   return strstr(fluxcpp_last_error(), "gemm_rs") != NULL;
@@ -88,11 +43,11 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   for (int call = 0; call < 2; ++call) {
     const int with_bias = call == 0;
-    seed(rank, call, 1); /* this rank's K slice of the input: [m, k] */
+    seed_for(rank, call, 1); /* this rank's K slice of the input: [m, k] */
     for (int64_t i = 0; i < m * k; ++i) store(in, dt, i, next_value());
-    seed(rank, call, 2); /* this rank's own weight */
+    seed_for(rank, call, 2); /* this rank's own weight */
     for (int64_t i = 0; i < n * k; ++i) store(w, dt, i, next_value());
-    seed(0, call, 3); /* the bias is the same on every rank */
+    seed_for(0, call, 3); /* the bias is the same on every rank */
     for (int64_t j = 0; j < n; ++j) store(bias, dt, j, next_value());
     memset(out, 0xFF, out_bytes + esz); /* NaN: unwritten elements fail */
 
@@ -194,10 +149,7 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 }
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  capi_init(&argc, &argv);
 
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   cfg.timeout_s = 20.0;
@@ -246,9 +198,5 @@ int main(int argc, char** argv) {
   CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
         fluxcpp_last_error());
 
-  int totals[2] = {passed, failed};
-  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("gemm_rs_capi: %d passed, %d failed\n", totals[0], totals[1]);
-  MPI_Finalize();
-  return totals[1] == 0 ? 0 : 1;
+  return capi_finish("gemm_rs_capi");
 }

@@ -3,36 +3,18 @@
  * arguments. Prints "reduce_scatter_capi: N passed, M failed" on rank 0; exits non-zero on
  * failure. */
 #include <fluxcpp/fluxcpp.h>
+
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed = 0, failed = 0, rank = 0, world = 1;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
-      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "capi_check.h"
 
 /* Small integers in [-8, 8]: exact in f32 and f64, and so are their sums. */
 static int64_t pattern(int s, int64_t row, int64_t col, int call) {
   return ((int64_t)s * 7 + row * 3 + col + (int64_t)call * 5) % 17 - 8;
-}
-
-static void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
-  if (dt == FLUXCPP_FLOAT32)
-    ((float*)buf)[i] = (float)v;
-  else
-    ((double*)buf)[i] = v;
 }
 
 static int has(const char* text, const char* needle) {
@@ -135,10 +117,7 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t max_rows
 }
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  capi_init(&argc, &argv);
 
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   cfg.timeout_s = 20.0;
@@ -170,9 +149,5 @@ int main(int argc, char** argv) {
   CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
         fluxcpp_last_error());
 
-  int totals[2] = {passed, failed};
-  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("reduce_scatter_capi: %d passed, %d failed\n", totals[0], totals[1]);
-  MPI_Finalize();
-  return totals[1] == 0 ? 0 : 1;
+  return capi_finish("reduce_scatter_capi");
 }

@@ -1,0 +1,77 @@
+/* Shared by the C ABI tests (C99): pass/fail counting, deterministic values, the closing line.
+ * Each test is one translation unit that includes this once. */
+#ifndef FLUXCPP_TESTS_CAPI_CHECK_H_
+#define FLUXCPP_TESTS_CAPI_CHECK_H_
+
+#include <fluxcpp/fluxcpp.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+static inline int passed = 0, failed = 0, rank = 0, world = 1;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      ++passed;                                                       \
+    } else {                                                          \
+      ++failed;                                                       \
+      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+    }                                                                 \
+  } while (0)
+
+/* MPI_Init_thread with MPI_THREAD_MULTIPLE; sets rank and world. */
+static inline void capi_init(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+}
+
+/* Sums the counts over ranks, prints "<name>: N passed, M failed" on rank 0, finalizes MPI and
+ * returns the exit status. */
+static inline int capi_finish(const char* name) {
+  int totals[2] = {passed, failed};
+  MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("%s: %d passed, %d failed\n", name, totals[0], totals[1]);
+  MPI_Finalize();
+  return totals[1] == 0 ? 0 : 1;
+}
+
+/* No libm: the targets may not link it. */
+static inline double absd(double x) {
+  return x < 0 ? -x : x;
+}
+
+static uint64_t rng_state = 0;
+
+/* Seeds differ by rank (owner), call and tensor (salt). */
+static inline void seed_for(int owner, int call, int salt) {
+  rng_state = 0xD1B54A32D192ED03ull * (uint64_t)(owner + 1) +
+              0x2545F4914F6CDD1Dull * (uint64_t)call + (uint64_t)salt;
+}
+
+/* A value in [-1, 1) with 24 significant bits: exact in f32 and f64 alike. */
+static inline double next_value(void) {
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return ((double)(int64_t)(z >> 40) - 8388608.0) / 8388608.0;
+}
+
+/* Element i of an f32 or f64 buffer. */
+static inline void store(void* buf, fluxcpp_dtype_t dt, int64_t i, double v) {
+  if (dt == FLUXCPP_FLOAT32)
+    ((float*)buf)[i] = (float)v;
+  else
+    ((double*)buf)[i] = v;
+}
+
+static inline double load(const void* buf, fluxcpp_dtype_t dt, int64_t i) {
+  return dt == FLUXCPP_FLOAT32 ? (double)((const float*)buf)[i] : ((const double*)buf)[i];
+}
+
+#endif /* FLUXCPP_TESTS_CAPI_CHECK_H_ */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-static inline int passed = 0, failed = 0, rank = 0, world = 1;
+static int passed = 0, failed = 0, rank = 0, world = 1;
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \

@@ -69,6 +69,34 @@ fluxcpp::DType to_dtype(const fluxcpp_dtype_t& d) {
   return static_cast<fluxcpp::DType>(raw);
 }
 
+// Every op's create: the out-pointer is cleared first; a NULL out-pointer still takes part in the
+// collective construction (which then fails on every rank); a NULL context cannot.
+template <typename Handle, typename Impl, typename Options>
+fluxcpp_status_t create_op(const char* fn, fluxcpp_context_t ctx, const Options& options,
+                           Handle** op) {
+  if (op != nullptr) *op = nullptr;
+  if (ctx == nullptr) return null_arg(fn, "ctx");
+  return guarded([&] {
+    auto impl = std::make_unique<Impl>(ctx->impl, options,
+                                       op == nullptr ? "the op out-pointer is NULL" : "");
+    *op = new Handle{std::move(impl)};
+  });
+}
+
+// The fused GEMM ops share their create arguments.
+template <typename Options>
+Options gemm_options(int64_t max_m, int64_t n, int64_t k, const fluxcpp_dtype_t& input_dtype,
+                     const fluxcpp_dtype_t& output_dtype, int transpose_weight) {
+  Options o;
+  o.max_m = max_m;
+  o.n = n;
+  o.k = k;
+  o.input_dtype = to_dtype(input_dtype);
+  o.output_dtype = to_dtype(output_dtype);
+  o.transpose_weight = transpose_weight != 0;
+  return o;
+}
+
 }  // namespace
 
 extern "C" {
@@ -144,15 +172,8 @@ fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* wor
 
 fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, int64_t max_m, int64_t k,
                                            fluxcpp_dtype_t dtype, fluxcpp_all_gather_t* op) {
-  if (op != nullptr) *op = nullptr;
-  // Without a context this rank cannot take part in the collective at all.
-  if (ctx == nullptr) return null_arg("fluxcpp_all_gather_create", "ctx");
-  return guarded([&] {
-    auto impl = std::make_unique<fluxcpp::detail::AllGatherImpl>(
-        ctx->impl, fluxcpp::AllGatherOptions{max_m, k, to_dtype(dtype)},
-        op == nullptr ? "the op out-pointer is NULL" : "");
-    *op = new fluxcpp_all_gather_s{std::move(impl)};
-  });
+  return create_op<fluxcpp_all_gather_s, fluxcpp::detail::AllGatherImpl>(
+      "fluxcpp_all_gather_create", ctx, fluxcpp::AllGatherOptions{max_m, k, to_dtype(dtype)}, op);
 }
 
 fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input, int64_t m,
@@ -169,20 +190,11 @@ fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op) {
 fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
                                         int transpose_weight, fluxcpp_ag_gemm_t* op) {
-  if (op != nullptr) *op = nullptr;
-  if (ctx == nullptr) return null_arg("fluxcpp_ag_gemm_create", "ctx");
-  return guarded([&] {
-    fluxcpp::AgGemmOptions o;
-    o.max_m = max_m;
-    o.n = n;
-    o.k = k;
-    o.input_dtype = to_dtype(input_dtype);
-    o.output_dtype = to_dtype(output_dtype);
-    o.transpose_weight = transpose_weight != 0;
-    auto impl = std::make_unique<fluxcpp::detail::AgGemmImpl>(
-        ctx->impl, o, op == nullptr ? "the op out-pointer is NULL" : "");
-    *op = new fluxcpp_ag_gemm_s{std::move(impl)};
-  });
+  return create_op<fluxcpp_ag_gemm_s, fluxcpp::detail::AgGemmImpl>(
+      "fluxcpp_ag_gemm_create", ctx,
+      gemm_options<fluxcpp::AgGemmOptions>(max_m, n, k, input_dtype, output_dtype,
+                                           transpose_weight),
+      op);
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
@@ -200,14 +212,9 @@ fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op) {
 fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
                                                fluxcpp_dtype_t dtype,
                                                fluxcpp_reduce_scatter_t* op) {
-  if (op != nullptr) *op = nullptr;
-  if (ctx == nullptr) return null_arg("fluxcpp_reduce_scatter_create", "ctx");
-  return guarded([&] {
-    auto impl = std::make_unique<fluxcpp::detail::ReduceScatterImpl>(
-        ctx->impl, fluxcpp::ReduceScatterOptions{max_m, n, to_dtype(dtype)},
-        op == nullptr ? "the op out-pointer is NULL" : "");
-    *op = new fluxcpp_reduce_scatter_s{std::move(impl)};
-  });
+  return create_op<fluxcpp_reduce_scatter_s, fluxcpp::detail::ReduceScatterImpl>(
+      "fluxcpp_reduce_scatter_create", ctx,
+      fluxcpp::ReduceScatterOptions{max_m, n, to_dtype(dtype)}, op);
 }
 
 fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, const void* input,
@@ -224,20 +231,11 @@ fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op) {
 fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
                                         int transpose_weight, fluxcpp_gemm_rs_t* op) {
-  if (op != nullptr) *op = nullptr;
-  if (ctx == nullptr) return null_arg("fluxcpp_gemm_rs_create", "ctx");
-  return guarded([&] {
-    fluxcpp::GemmRsOptions o;
-    o.max_m = max_m;
-    o.n = n;
-    o.k = k;
-    o.input_dtype = to_dtype(input_dtype);
-    o.output_dtype = to_dtype(output_dtype);
-    o.transpose_weight = transpose_weight != 0;
-    auto impl = std::make_unique<fluxcpp::detail::GemmRsImpl>(
-        ctx->impl, o, op == nullptr ? "the op out-pointer is NULL" : "");
-    *op = new fluxcpp_gemm_rs_s{std::move(impl)};
-  });
+  return create_op<fluxcpp_gemm_rs_s, fluxcpp::detail::GemmRsImpl>(
+      "fluxcpp_gemm_rs_create", ctx,
+      gemm_options<fluxcpp::GemmRsOptions>(max_m, n, k, input_dtype, output_dtype,
+                                           transpose_weight),
+      op);
 }
 
 fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/types.hpp"
 
 namespace fluxcpp::bench {
 
@@ -60,6 +61,24 @@ std::string fmt_ms(double ms);    // adaptive: "3.12us", "1.234ms"
 std::string fmt_bytes(double b);  // "4KiB", "64MiB"
 std::string jstr(const std::string& s);
 std::string jnum(double v);
+
+// `count` values in [-1, 1) of dtype t, deterministic in seed.
+std::vector<unsigned char> random_values(DType t, std::size_t count, uint64_t seed);
+// Element i of a buffer of dtype t.
+double value_at(DType t, const unsigned char* p, std::size_t i);
+
+// A collective against its MPI counterpart at one size (block `bytes` per rank, rows of `row`
+// elements named `row_name` in the JSON): header, then one row and JSON line per size.
+void collective_header(Env& env, const std::string& title);
+void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
+                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong);
+
+// A fused GEMM op: times of {fused, unfused, gemm-only, comm-only, the MPI collective alone},
+// with the derived speedup, overlap efficiency and limit ratio. `mpi` names the collective
+// ("AG", "RS") in the table and JSON.
+void fused_header(Env& env, const std::string& title, const char* mpi);
+void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, int64_t k, DType in,
+               DType out, const std::vector<Stats>& t, long wrong);
 
 using Entry = std::function<void(Env&)>;
 // Every entry, in the order they run: name -> function.

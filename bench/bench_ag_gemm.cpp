@@ -7,7 +7,6 @@
 
 #include "bench.hpp"
 #include "fluxcpp/ag_gemm.hpp"
-#include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 
 namespace fluxcpp::bench {
@@ -18,30 +17,6 @@ struct Shape {
   int64_t m, n, k;  // m: total rows (all ranks); n: this rank's columns
   DType dtype;
 };
-
-std::vector<unsigned char> random_bytes(DType t, std::size_t count, uint64_t seed) {
-  std::vector<unsigned char> v(count * dtype_size(t));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::size_t i = 0; i < count; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    float f = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    if (t == DType::kFloat32)
-      reinterpret_cast<float*>(v.data())[i] = f;
-    else if (t == DType::kFloat64)
-      reinterpret_cast<double*>(v.data())[i] = f;
-    else
-      reinterpret_cast<uint16_t*>(v.data())[i] = kernels::f32_to_bf16(f);
-  }
-  return v;
-}
-
-double as_double(DType t, const unsigned char* p, std::size_t i) {
-  if (t == DType::kFloat32) return reinterpret_cast<const float*>(p)[i];
-  if (t == DType::kFloat64) return reinterpret_cast<const double*>(p)[i];
-  return kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-}
 
 }  // namespace
 
@@ -58,11 +33,11 @@ void bench_ag_gemm(Env& env) {
           shapes.push_back({m, n, k, d});
         }
   }
-  env.section(fmt::format("ag_gemm: AllGather + GEMM, {} ranks on {} host(s); M total rows, N "
-                          "columns per rank",
-                          W, env.ctx().num_nodes()),
-              {"M", "N", "K", "dtype", "fused", "unfused", "gemm-only", "comm-only", "MPI_AG",
-               "AG/GEMM", "speedup", "overlap", "limit", "#bad"});
+  fused_header(env,
+               fmt::format("ag_gemm: AllGather + GEMM, {} ranks on {} host(s); M total rows, N "
+                           "columns per rank",
+                           W, env.ctx().num_nodes()),
+               "AG");
   for (const Shape& s : shapes) {
     const int64_t rows = s.m / W;
     const DType out_t = DType::kFloat32;  // bf16 inputs produce f32, as a Linear layer in training
@@ -74,9 +49,9 @@ void bench_ag_gemm(Env& env) {
     o.input_dtype = s.dtype;
     o.output_dtype = out_t;
     AgGemm op(env.ctx(), o);
-    auto input = random_bytes(s.dtype, rows * s.k, 17 + env.rank());
-    auto weight = random_bytes(s.dtype, s.n * s.k, 91 + env.rank());
-    auto bias = random_bytes(out_t, s.n, 5);
+    auto input = random_values(s.dtype, rows * s.k, 17 + env.rank());
+    auto weight = random_values(s.dtype, s.n * s.k, 91 + env.rank());
+    auto bias = random_values(out_t, s.n, 5);
     std::vector<unsigned char> gathered(s.m * s.k * esz), out(s.m * s.n * 4), ref(s.m * s.n * 4),
         scratch(s.m * s.k * esz);
     kernels::GemmWeight w;
@@ -107,33 +82,10 @@ void bench_ag_gemm(Env& env) {
     long bad = 0;
     const double tol = 1e-5 * s.k;
     for (int64_t i = 0; i < s.m * s.n; ++i)
-      bad += std::fabs(as_double(out_t, out.data(), i) - as_double(out_t, ref.data(), i)) > tol;
+      bad += std::fabs(value_at(out_t, out.data(), i) - value_at(out_t, ref.data(), i)) > tol;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
 
-    const double tf = t[0].median_ms, tu = t[1].median_ms, tg = t[2].median_ms, tc = t[3].median_ms,
-                 tag = t[4].median_ms;
-    const double speedup = tu / tf, eff = (tg + tc - tf) / tc, limit = tf / std::max(tg, tc);
-    env.row({std::to_string(s.m), std::to_string(s.n), std::to_string(s.k), dtype_name(s.dtype),
-             fmt_ms(tf), fmt_ms(tu), fmt_ms(tg), fmt_ms(tc), fmt_ms(tag),
-             fmt::format("{:.2f}", tag / tg), fmt::format("{:.2f}x", speedup),
-             fmt::format("{:.2f}", eff), fmt::format("{:.2f}", limit), std::to_string(bad)});
-    env.json({{"op", jstr("ag_gemm")},
-              {"dtype", jstr(dtype_name(s.dtype))},
-              {"out_dtype", jstr(dtype_name(out_t))},
-              {"world", jnum(W)},
-              {"hosts", jnum(env.ctx().num_nodes())},
-              {"m", jnum(s.m)},
-              {"n", jnum(s.n)},
-              {"k", jnum(s.k)},
-              {"t_fused_ms", jnum(tf)},
-              {"t_unfused_ms", jnum(tu)},
-              {"t_gemm_ms", jnum(tg)},
-              {"t_comm_ms", jnum(tc)},
-              {"t_mpi_allgather_ms", jnum(tag)},
-              {"speedup", jnum(speedup)},
-              {"overlap_eff", jnum(eff)},
-              {"limit_ratio", jnum(limit)},
-              {"wrong", jnum(bad)}});
+    fused_row(env, "ag_gemm", "AG", s.m, s.n, s.k, s.dtype, out_t, t, bad);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "comm/config.hpp"
 #include "comm/context_impl.hpp"
 #include "fluxcpp/fluxcpp.hpp"
+#include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 
 namespace fluxcpp::bench {
@@ -120,6 +121,101 @@ std::string jnum(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.6g", v);
   return b;
+}
+
+std::vector<unsigned char> random_values(DType t, std::size_t count, uint64_t seed) {
+  std::vector<unsigned char> v(count * dtype_size(t));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    float f = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    if (t == DType::kFloat32)
+      reinterpret_cast<float*>(v.data())[i] = f;
+    else if (t == DType::kFloat64)
+      reinterpret_cast<double*>(v.data())[i] = f;
+    else
+      reinterpret_cast<uint16_t*>(v.data())[i] = kernels::f32_to_bf16(f);
+  }
+  return v;
+}
+
+double value_at(DType t, const unsigned char* p, std::size_t i) {
+  if (t == DType::kFloat32) return reinterpret_cast<const float*>(p)[i];
+  if (t == DType::kFloat64) return reinterpret_cast<const double*>(p)[i];
+  return kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+}
+
+void collective_header(Env& env, const std::string& title) {
+  env.section(title, {"bytes/rank", "fluxcpp", "min", "max", "MPI", "min", "max", "GB/s",
+                      "MPI GB/s", "speedup", "#wrong"});
+}
+
+void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
+                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong) {
+  // Bandwidth as nccl-tests' algbw: all W blocks per rank over the time.
+  const double total = static_cast<double>(bytes) * env.world();
+  const double bw = total / (ours.median_ms * 1e6), bw_mpi = total / (mpi.median_ms * 1e6);
+  const double speedup = mpi.median_ms / ours.median_ms;
+  env.row({fmt_bytes(static_cast<double>(bytes)), fmt_ms(ours.median_ms), fmt_ms(ours.min_ms),
+           fmt_ms(ours.max_ms), fmt_ms(mpi.median_ms), fmt_ms(mpi.min_ms), fmt_ms(mpi.max_ms),
+           fmt::format("{:.2f}", bw), fmt::format("{:.2f}", bw_mpi),
+           fmt::format("{:.2f}x", speedup), std::to_string(wrong)});
+  env.json({{"op", jstr(op)},
+            {"dtype", jstr("f32")},
+            {"world", jnum(env.world())},
+            {"hosts", jnum(env.ctx().num_nodes())},
+            {"m", jnum(static_cast<double>(m))},
+            {row_name, jnum(static_cast<double>(row))},
+            {"bytes_per_rank", jnum(static_cast<double>(bytes))},
+            {"t_fused_ms", jnum(ours.median_ms)},
+            {"t_fused_min_ms", jnum(ours.min_ms)},
+            {"t_fused_max_ms", jnum(ours.max_ms)},
+            {"t_unfused_ms", jnum(mpi.median_ms)},
+            {"t_gemm_ms", jnum(0)},
+            {"t_comm_ms", jnum(ours.median_ms)},
+            {"speedup", jnum(speedup)},
+            {"overlap_eff", "null"},
+            {"algbw_gbs", jnum(bw)},
+            {"algbw_unfused_gbs", jnum(bw_mpi)},
+            {"wrong", jnum(static_cast<double>(wrong))}});
+}
+
+void fused_header(Env& env, const std::string& title, const char* mpi) {
+  env.section(title, {"M", "N", "K", "dtype", "fused", "unfused", "gemm-only", "comm-only",
+                      fmt::format("MPI_{}", mpi), fmt::format("{}/GEMM", mpi), "speedup", "overlap",
+                      "limit", "#bad"});
+}
+
+void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, int64_t k, DType in,
+               DType out, const std::vector<Stats>& t, long wrong) {
+  const double tf = t[0].median_ms, tu = t[1].median_ms, tg = t[2].median_ms, tc = t[3].median_ms,
+               tm = t[4].median_ms;
+  const double speedup = tu / tf, eff = (tg + tc - tf) / tc, limit = tf / std::max(tg, tc);
+  env.row({std::to_string(m), std::to_string(n), std::to_string(k), dtype_name(in), fmt_ms(tf),
+           fmt_ms(tu), fmt_ms(tg), fmt_ms(tc), fmt_ms(tm), fmt::format("{:.2f}", tm / tg),
+           fmt::format("{:.2f}x", speedup), fmt::format("{:.2f}", eff),
+           fmt::format("{:.2f}", limit), std::to_string(wrong)});
+  const std::string mpi_field =
+      std::string(mpi) == "AG" ? "t_mpi_allgather_ms" : "t_mpi_reduce_scatter_ms";
+  env.json({{"op", jstr(op)},
+            {"dtype", jstr(dtype_name(in))},
+            {"out_dtype", jstr(dtype_name(out))},
+            {"world", jnum(env.world())},
+            {"hosts", jnum(env.ctx().num_nodes())},
+            {"m", jnum(static_cast<double>(m))},
+            {"n", jnum(static_cast<double>(n))},
+            {"k", jnum(static_cast<double>(k))},
+            {"t_fused_ms", jnum(tf)},
+            {"t_unfused_ms", jnum(tu)},
+            {"t_gemm_ms", jnum(tg)},
+            {"t_comm_ms", jnum(tc)},
+            {mpi_field, jnum(tm)},
+            {"speedup", jnum(speedup)},
+            {"overlap_eff", jnum(eff)},
+            {"limit_ratio", jnum(limit)},
+            {"wrong", jnum(static_cast<double>(wrong))}});
 }
 
 }  // namespace fluxcpp::bench

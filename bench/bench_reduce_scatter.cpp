@@ -22,11 +22,11 @@ void bench_reduce_scatter(Env& env) {
   for (std::size_t i = 0; i < in.size(); ++i)
     in[i] = static_cast<float>((i * 7 + env.rank() * 3) % 19) - 9.0f;
 
-  env.section(fmt::format("reduce_scatter: fluxcpp vs MPI_Reduce_scatter_block, f32 rows of {} "
-                          "elements, {} ranks",
-                          n, W),
-              {"bytes/rank", "fluxcpp", "min", "max", "MPI", "min", "max", "GB/s", "MPI GB/s",
-               "speedup", "#wrong"});
+  collective_header(
+      env,
+      fmt::format(
+          "reduce_scatter: fluxcpp vs MPI_Reduce_scatter_block, f32 rows of {} elements, {} ranks",
+          n, W));
   for (std::size_t bytes : sizes) {
     const int64_t m = static_cast<int64_t>(bytes / (n * 4)) * W;
     const int count = static_cast<int>(bytes / 4);
@@ -37,34 +37,10 @@ void bench_reduce_scatter(Env& env) {
                                    MPI_COMM_WORLD);
         },
     });
-    const Stats ours = t[0], mpi = t[1];
     long wrong = 0;
     for (int i = 0; i < count; ++i) wrong += out[i] != ref[i];
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    // Bandwidth as nccl-tests counts it for reduce-scatter: the input bytes per rank over time.
-    const double total = static_cast<double>(bytes) * W;
-    const double bw = total / (ours.median_ms * 1e6), bw_mpi = total / (mpi.median_ms * 1e6);
-    const double speedup = mpi.median_ms / ours.median_ms;
-    env.row({fmt_bytes(bytes), fmt_ms(ours.median_ms), fmt_ms(ours.min_ms), fmt_ms(ours.max_ms),
-             fmt_ms(mpi.median_ms), fmt_ms(mpi.min_ms), fmt_ms(mpi.max_ms),
-             fmt::format("{:.2f}", bw), fmt::format("{:.2f}", bw_mpi),
-             fmt::format("{:.2f}x", speedup), std::to_string(wrong)});
-    env.json({{"op", jstr("reduce_scatter")},
-              {"dtype", jstr("f32")},
-              {"world", jnum(W)},
-              {"hosts", jnum(env.ctx().num_nodes())},
-              {"m", jnum(m)},
-              {"n", jnum(n)},
-              {"bytes_per_rank", jnum(bytes)},
-              {"t_fused_ms", jnum(ours.median_ms)},
-              {"t_unfused_ms", jnum(mpi.median_ms)},
-              {"t_gemm_ms", jnum(0)},
-              {"t_comm_ms", jnum(ours.median_ms)},
-              {"speedup", jnum(speedup)},
-              {"overlap_eff", "null"},
-              {"algbw_gbs", jnum(bw)},
-              {"algbw_unfused_gbs", jnum(bw_mpi)},
-              {"wrong", jnum(wrong)}});
+    collective_row(env, "reduce_scatter", "n", m, n, bytes, t[0], t[1], wrong);
   }
 }
 

@@ -36,6 +36,16 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
+  // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
+  std::vector<int> host(c.node_size());
+  for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
+  std::sort(host.begin(), host.end());
+  for (std::size_t a = 0; a < host.size();) {
+    std::size_t b = a + 1;
+    while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
+    host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
+    a = b;
+  }
   // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
   kernels::blas_set_threads(1);
 }
@@ -184,15 +194,8 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
       }
     }
     if (compute) {
-      std::vector<int> host(L);
-      for (int q = 0; q < L; ++q) host[q] = c.world_rank_of(nid, q);
-      std::sort(host.begin(), host.end());
-      for (std::size_t a = 0; a < host.size();) {
-        std::size_t b = a + 1;
-        while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
-        gemm(local + blk * host[a], rows * static_cast<int64_t>(b - a), bias, out_block(host[a]));
-        a = b;
-      }
+      for (const auto& [first, count] : host_runs_)
+        gemm(local + blk * first, rows * count, bias, out_block(first));
     }
   } else {
     // 2z. Zero copy: our own rows first (they need nothing from anyone), then host peers in ring

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/context_impl.hpp"
@@ -45,6 +46,7 @@ class AgGemmImpl {
   AgGemmMode mode_ = AgGemmMode::kAuto;
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
   kernels::GemmWeight weight_;
+  std::vector<std::pair<int, int64_t>> host_runs_;  // (first world rank, ranks) per run
   std::vector<char> local_;  // copy mode and comm-only: the gathered rows, [max_m, k]
   std::optional<ops::BlockExchange> ex_;
 };

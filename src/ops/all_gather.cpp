@@ -192,6 +192,7 @@ void AllGather::forward(const void* input, int64_t m, void* output) {
 }
 
 const AllGatherOptions& AllGather::options() const {
+  if (!impl_) raise(Errc::kInvalidUsage, "all_gather: options() on a moved-from op");
   return impl_->options();
 }
 

@@ -114,6 +114,77 @@ fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input
 /* NULL is a no-op. */
 fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
 
+/* ---- all_to_all_single (variable splits, like MPI_Alltoallv on rows) --------------------- */
+typedef struct fluxcpp_all_to_all_single_s* fluxcpp_all_to_all_single_t;
+/* Collective. */
+fluxcpp_status_t fluxcpp_all_to_all_single_create(fluxcpp_context_t ctx, int64_t max_rows,
+                                                  int64_t n, fluxcpp_dtype_t dtype,
+                                                  fluxcpp_all_to_all_single_t* op);
+/* Collective, blocking. input_splits, output_splits: W row counts each. input
+ * [sum(input_splits), n]: the input_splits[t] rows starting at prefix(input_splits)[t] go to rank
+ * t. output [sum(output_splits), n]: rows from rank s start at prefix(output_splits)[s]. Both sums
+ * <= max_rows. Rank s's input_splits[r] must equal rank r's output_splits[s]. */
+fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_all_single_t op,
+                                                   const void* input, const int64_t* input_splits,
+                                                   void* output, const int64_t* output_splits);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op);
+
+/* ---- a2a_gemm (all-to-all with equal splits + GEMM) ---------------------------------------- */
+typedef struct fluxcpp_a2a_gemm_s* fluxcpp_a2a_gemm_t;
+/* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
+fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                         int64_t k, fluxcpp_dtype_t input_dtype,
+                                         fluxcpp_dtype_t output_dtype, int transpose_weight,
+                                         fluxcpp_a2a_gemm_t* op);
+/* Collective, blocking. input [m, k]: row block t (m/W rows) goes to rank t. a2a_output [m, k]
+ * or NULL: block s = what rank s sent here. output [m, n] = a2a_output · weightᵀ + bias.
+ * m % W == 0. */
+fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
+                                          const void* weight, const void* bias, void* output,
+                                          void* a2a_output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op);
+
+/* ---- gemm_a2a_transpose (FLUX GemmAllToAllTranspose: Ulysses, before attention) ------------ */
+typedef struct fluxcpp_gemm_a2a_transpose_s* fluxcpp_gemm_a2a_transpose_t;
+/* Collective. */
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
+                                                   int64_t max_seq, int64_t hidden, int64_t nheads,
+                                                   int64_t head_dim, fluxcpp_dtype_t input_dtype,
+                                                   fluxcpp_dtype_t output_dtype,
+                                                   fluxcpp_gemm_a2a_transpose_t* op);
+/* Collective, blocking. seq (global) % W == 0, nheads % W == 0. input [bs, seq/W, hidden];
+ * weight [nheads*head_dim, hidden]; bias [nheads*head_dim] or NULL. With y_s = input_s ·
+ * weightᵀ + bias on rank s, output [bs, nheads/W, seq, head_dim] is output_r[b][h][t][d] =
+ * y_{t / (seq/W)}[b][t % (seq/W)][(r*nheads/W + h)*head_dim + d]. */
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
+                                                    const void* input, int64_t bs, int64_t seq,
+                                                    const void* weight, const void* bias,
+                                                    void* output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_destroy(fluxcpp_gemm_a2a_transpose_t op);
+
+/* ---- a2a_transpose_gemm (FLUX AllToAllTransposeGemm: Ulysses, after attention) ------------- */
+typedef struct fluxcpp_a2a_transpose_gemm_s* fluxcpp_a2a_transpose_gemm_t;
+/* Collective. */
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_t max_bs,
+                                                   int64_t max_seq, int64_t nheads,
+                                                   int64_t head_dim, int64_t n,
+                                                   fluxcpp_dtype_t input_dtype,
+                                                   fluxcpp_dtype_t output_dtype,
+                                                   fluxcpp_a2a_transpose_gemm_t* op);
+/* Collective, blocking. input [bs, nheads/W, seq, head_dim]; weight [n, nheads*head_dim].
+ * a2a_output [bs, seq/W, nheads*head_dim] or NULL, with
+ * a2a_output_r[b][t][(s*nheads/W + h)*head_dim + d] = input_s[b][h][r*seq/W + t][d];
+ * output [bs, seq/W, n] = a2a_output · weightᵀ + bias. */
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
+                                                    const void* input, int64_t bs, int64_t seq,
+                                                    const void* weight, const void* bias,
+                                                    void* output, void* a2a_output);
+/* NULL is a no-op. */
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,10 +7,13 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/fluxcpp.hpp"
+#include "ops/a2a_gemm.hpp"
 #include "ops/ag_gemm.hpp"
 #include "ops/all_gather.hpp"
+#include "ops/all_to_all_single.hpp"
 #include "ops/gemm_rs.hpp"
 #include "ops/reduce_scatter.hpp"
+#include "ops/ulysses.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
 // error into the collective constructors (every rank then fails alike instead of hanging).
@@ -28,6 +31,18 @@ struct fluxcpp_gemm_rs_s {
 };
 struct fluxcpp_ag_gemm_s {
   std::unique_ptr<fluxcpp::detail::AgGemmImpl> impl;
+};
+struct fluxcpp_all_to_all_single_s {
+  std::unique_ptr<fluxcpp::detail::AllToAllSingleImpl> impl;
+};
+struct fluxcpp_a2a_gemm_s {
+  std::unique_ptr<fluxcpp::detail::A2aGemmImpl> impl;
+};
+struct fluxcpp_gemm_a2a_transpose_s {
+  std::unique_ptr<fluxcpp::detail::GemmA2aTransposeImpl> impl;
+};
+struct fluxcpp_a2a_transpose_gemm_s {
+  std::unique_ptr<fluxcpp::detail::A2aTransposeGemmImpl> impl;
 };
 
 namespace {
@@ -245,6 +260,109 @@ fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input
 }
 
 fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_all_to_all_single_create(fluxcpp_context_t ctx, int64_t max_rows,
+                                                  int64_t n, fluxcpp_dtype_t dtype,
+                                                  fluxcpp_all_to_all_single_t* op) {
+  return create_op<fluxcpp_all_to_all_single_s, fluxcpp::detail::AllToAllSingleImpl>(
+      "fluxcpp_all_to_all_single_create", ctx,
+      fluxcpp::AllToAllSingleOptions{max_rows, n, to_dtype(dtype)}, op);
+}
+
+fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_all_single_t op,
+                                                   const void* input, const int64_t* input_splits,
+                                                   void* output, const int64_t* output_splits) {
+  if (op == nullptr) return null_arg("fluxcpp_all_to_all_single_forward", "op");
+  return guarded([&] { op->impl->forward(input, input_splits, output, output_splits); });
+}
+
+fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                         int transpose_weight, fluxcpp_a2a_gemm_t* op) {
+  return create_op<fluxcpp_a2a_gemm_s, fluxcpp::detail::A2aGemmImpl>(
+      "fluxcpp_a2a_gemm_create", ctx,
+      gemm_options<fluxcpp::A2aGemmOptions>(max_m, n, k, input_dtype, output_dtype,
+                                            transpose_weight),
+      op);
+}
+
+fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
+                                          const void* weight, const void* bias, void* output,
+                                          void* a2a_output) {
+  if (op == nullptr) return null_arg("fluxcpp_a2a_gemm_forward", "op");
+  return guarded([&] { op->impl->forward(input, m, weight, bias, output, a2a_output); });
+}
+
+fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
+                                                   int64_t max_seq, int64_t hidden, int64_t nheads,
+                                                   int64_t head_dim, fluxcpp_dtype_t input_dtype,
+                                                   fluxcpp_dtype_t output_dtype,
+                                                   fluxcpp_gemm_a2a_transpose_t* op) {
+  fluxcpp::GemmA2aTransposeOptions o;
+  o.max_bs = max_bs;
+  o.max_seq = max_seq;
+  o.hidden = hidden;
+  o.nheads = nheads;
+  o.head_dim = head_dim;
+  o.input_dtype = to_dtype(input_dtype);
+  o.output_dtype = to_dtype(output_dtype);
+  return create_op<fluxcpp_gemm_a2a_transpose_s, fluxcpp::detail::GemmA2aTransposeImpl>(
+      "fluxcpp_gemm_a2a_transpose_create", ctx, o, op);
+}
+
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
+                                                    const void* input, int64_t bs, int64_t seq,
+                                                    const void* weight, const void* bias,
+                                                    void* output) {
+  if (op == nullptr) return null_arg("fluxcpp_gemm_a2a_transpose_forward", "op");
+  return guarded([&] { op->impl->forward(input, bs, seq, weight, bias, output); });
+}
+
+fluxcpp_status_t fluxcpp_gemm_a2a_transpose_destroy(fluxcpp_gemm_a2a_transpose_t op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_t max_bs,
+                                                   int64_t max_seq, int64_t nheads,
+                                                   int64_t head_dim, int64_t n,
+                                                   fluxcpp_dtype_t input_dtype,
+                                                   fluxcpp_dtype_t output_dtype,
+                                                   fluxcpp_a2a_transpose_gemm_t* op) {
+  fluxcpp::A2aTransposeGemmOptions o;
+  o.max_bs = max_bs;
+  o.max_seq = max_seq;
+  o.nheads = nheads;
+  o.head_dim = head_dim;
+  o.n = n;
+  o.input_dtype = to_dtype(input_dtype);
+  o.output_dtype = to_dtype(output_dtype);
+  return create_op<fluxcpp_a2a_transpose_gemm_s, fluxcpp::detail::A2aTransposeGemmImpl>(
+      "fluxcpp_a2a_transpose_gemm_create", ctx, o, op);
+}
+
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
+                                                    const void* input, int64_t bs, int64_t seq,
+                                                    const void* weight, const void* bias,
+                                                    void* output, void* a2a_output) {
+  if (op == nullptr) return null_arg("fluxcpp_a2a_transpose_gemm_forward", "op");
+  return guarded([&] { op->impl->forward(input, bs, seq, weight, bias, output, a2a_output); });
+}
+
+fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
 }

@@ -6,6 +6,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/parallel_gemm.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -97,48 +98,12 @@ void AgGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* wei
 }
 
 void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) {
-  if (rows <= 0) return;
-  ContextImpl& c = *ctx_;
   kernels::GemmOut o;
+  o.c = out;
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = bias;
-  const int T = std::max(1, std::min<int>(c.num_compute_workers(), static_cast<int>(opts_.n / 64)));
-  if (T <= 1) {
-    o.c = out;
-    kernels::gemm_tile(weight_, a, opts_.k, rows, 0, opts_.n, o);
-    return;
-  }
-  // Column slabs, one per worker, multiples of 16 columns: each worker packs only its part of
-  // the weight and writes only its part of the output.
-  const int64_t slab = ((opts_.n + T - 1) / T + 15) / 16 * 16;  // T slabs cover all n columns
-  std::vector<uint64_t> tickets;
-  for (int t = 1; t < T; ++t) {
-    const int64_t n0 = std::min<int64_t>(opts_.n, t * slab),
-                  n1 = t == T - 1 ? opts_.n : std::min<int64_t>(opts_.n, n0 + slab);
-    if (n0 >= n1) break;
-    kernels::GemmOut ot = o;
-    ot.c = out + n0 * dtype_size(opts_.output_dtype);
-    tickets.push_back(c.compute_worker(t).enqueue([this, a, rows, n0, n1, ot] {
-      kernels::gemm_tile(weight_, a, opts_.k, rows, n0, n1, ot);
-    }));
-  }
-  o.c = out;
-  std::exception_ptr failed;
-  try {
-    kernels::gemm_tile(weight_, a, opts_.k, rows, 0, std::min<int64_t>(opts_.n, slab), o);
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  const auto forever = std::chrono::steady_clock::time_point::max();
-  for (std::size_t i = 0; i < tickets.size(); ++i) {
-    try {
-      c.compute_worker(static_cast<int>(i) + 1).wait(tickets[i], forever);
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+  ops::parallel_gemm(*ctx_, weight_, a, opts_.k, rows, 0, opts_.n, o);
 }
 
 bool AgGemmImpl::gathers(int64_t rows) const {

@@ -137,45 +137,12 @@ void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* outpu
 void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
   ops::BlockExchange& ex = *ex_;
-  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
-  const uint64_t e = ex.epoch();
+  const int nid = c.node_id();
   char* own_out = output + shard * c.world_rank();
   if (input != own_out) std::memcpy(own_out, input, shard);
-  std::exception_ptr failed;
-  for (int i = 1; i < L; ++i) {
-    int q = (me + i) % L;
-    try {
-      if (!failed) {
-        shm::cma_read(ex.pid(q), ex.extra(q), output + shard * c.world_rank_of(nid, q), shard);
-        // An owner that gave up waiting for us (timeout) may have let its caller reuse the input
-        // before our read: it withdraws the epoch first, so a read checked after it is valid.
-        if (shm::signal_load(ex.extra_signal(q, L)) >= e)
-          raise(Errc::kTimeout, "{}: rank {} withdrew its input before this rank read it (rank {})",
-                kOp, c.world_rank_of(nid, q), c.world_rank());
-      }
-    } catch (...) {
-      failed = std::current_exception();
-    }
-    // 2e: read; 2e+1: the read failed. Raised even on failure, so q never waits in vain and
-    // learns that this call failed.
-    shm::signal_set(ex.extra_signal(q, me), 2 * e + (failed ? 1 : 0));
-  }
-  const auto deadline = c.deadline();
-  int failed_reader = -1;
-  for (int i = 1; i < L; ++i) {
-    int q = (me + L - i) % L;
-    uint64_t observed = 0;
-    if (!shm::signal_wait(ex.extra_signal(me, q), 2 * e, deadline, c.wait_policy(), &observed)) {
-      shm::signal_set(ex.extra_signal(me, L), e);  // withdraw: see the reader's check
-      ops::raise_timeout(c, kOp, c.world_rank_of(nid, q), fmt::format("done[{}]", q), 2 * e,
-                         observed);
-    }
-    if (shm::signal_load(ex.extra_signal(me, q)) & 1) failed_reader = c.world_rank_of(nid, q);
-  }
-  if (failed) std::rethrow_exception(failed);
-  if (failed_reader >= 0)
-    raise(Errc::kSystem, "{}: rank {} could not read this rank's input (rank {})", kOp,
-          failed_reader, c.world_rank());
+  ex.cma_pull(0, [&](int q) {
+    shm::cma_read(ex.pid(q), ex.extra(q), output + shard * c.world_rank_of(nid, q), shard);
+  });
 }
 
 }  // namespace detail

@@ -24,7 +24,8 @@ std::size_t align_up(std::size_t v, std::size_t a) {
 
 BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t max_block_bytes,
                              int extra_signals, std::array<const char*, kSyncFields> field_names,
-                             bool probe_cma, int slots, bool always_slots)
+                             bool probe_cma, int slots, bool always_slots,
+                             std::size_t scratch_bytes)
     : ctx_(&c), op_(op), slots_(slots > 0 ? slots : c.num_nodes()) {
   MPI_Comm comm = c.comm();
   // Settings the protocol depends on: every rank must use the same.
@@ -45,14 +46,18 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
   });
 
   slot_ = align_up(max_block_bytes, kAlign);
-  data_off_ = align_up(sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals), kAlign);
+  scratch_off_ = sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals);
+  data_off_ = align_up(scratch_off_ + scratch_bytes, kAlign);
   // The blocks are needed when host peers read them or MPI moves them.
   const std::size_t bytes = data_off_ + (L > 1 || N > 1 || always_slots ? slot_ * slots_ : 0);
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
   comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, bytes, op); });
   std::vector<SyncBlock*> blocks;
   for (int i = 0; i < L; ++i) blocks.push_back(static_cast<SyncBlock*>(buf_.peer(i)));
-  if (N > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+  if (N > 1) {
+    rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+    world_ = comm::UniqueComm(detail::ContextImpl::dup_comm(comm));
+  }
   sync_ = CallSync(&c, op, std::move(blocks), rail_.get(), field_names);
 
   // Single-copy reads: process_vm_readv must work between every pair of ranks of the host. Each
@@ -97,12 +102,16 @@ BlockExchange::~BlockExchange() {
       if (!s.wait(rail_ticket_, until)) {
         poisoned_ = true;
         new comm::UniqueComm(std::move(rail_));
+        new comm::UniqueComm(std::move(world_));
         new std::atomic<bool>(true);
       }
     } catch (...) {
     }
   }
-  if (poisoned_) new shm::SymmetricBuffer(std::move(buf_));  // deliberately never unmapped
+  if (poisoned_) {  // deliberately never unmapped or freed
+    new shm::SymmetricBuffer(std::move(buf_));
+    new comm::UniqueComm(std::move(world_));
+  }
 }
 
 void BlockExchange::check_usable() const {
@@ -166,61 +175,103 @@ void BlockExchange::start_rail(std::size_t bytes, bool polite) {
 
 void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
                                std::vector<int> recv_slot, bool polite) {
+  const int N = ctx_->num_nodes(), me = ctx_->node_id(), l = ctx_->node_rank();
+  const uint64_t whole = progress_value(epoch_, std::max<uint64_t>(num_chunks(bytes), 1));
+  std::vector<Transfer> t;
+  for (int i = 1; i < N; ++i) {  // receives from the next hosts, sends to the previous ones
+    const int n = (me + i) % N;
+    t.push_back({false, ctx_->world_rank_of(n, l), block(l, recv_slot[n]), bytes,
+                 &progress(l, recv_slot[n]), whole});
+  }
+  for (int i = 1; i < N; ++i) {
+    const int n = (me + N - i) % N;
+    t.push_back({true, ctx_->world_rank_of(n, l), block(l, send_slot[n]), bytes, nullptr, 0});
+  }
+  start_transfers(std::move(t), polite);
+}
+
+void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite) {
   detail::ContextImpl& c = *ctx_;
   abort_.store(false);
-  const uint64_t e = epoch_;
   const Deadline deadline = c.deadline();
-  auto task = [this, bytes, e, deadline, polite, send_slot = std::move(send_slot),
-               recv_slot = std::move(recv_slot)] {
+  for (const Transfer& t : transfers)
+    if (!t.send && t.bytes == 0 && t.signal != nullptr) shm::signal_set(*t.signal, t.value);
+  transfers.erase(std::remove_if(transfers.begin(), transfers.end(),
+                                 [](const Transfer& t) { return t.bytes == 0; }),
+                  transfers.end());
+  for (const Transfer& t : transfers)
+    if (t.bytes > static_cast<std::size_t>(INT32_MAX))
+      raise(Errc::kInvalidArgument, "{}: a transfer of {} bytes to rank {} exceeds MPI's 2 GiB",
+            op_, t.bytes, t.peer);
+  bool deferred = false;
+  for (const Transfer& t : transfers) deferred = deferred || (t.send && t.signal != nullptr);
+  auto task = [this, deadline, polite, transfers = std::move(transfers)] {
     detail::ContextImpl& c = *ctx_;
-    const int N = c.num_nodes(), me = c.node_id(), l = c.node_rank();
+    // Receives are posted first and occupy reqs[0, nrecv); sends follow as they are posted.
     std::vector<MPI_Request> reqs;
-    std::vector<int> recv_node;
+    std::vector<const Transfer*> recvs, waiting;
+    std::size_t nrecv = 0;
     try {
-      for (int i = 1; i < N; ++i) {
-        int n = (me + i) % N;
+      for (const Transfer& t : transfers) {
+        if (t.send) {
+          waiting.push_back(&t);
+          continue;
+        }
         MPI_Request r;
-        comm::check_mpi(MPI_Irecv(block(l, recv_slot[n]), static_cast<int>(bytes), MPI_BYTE, n, 1,
-                                  rail_.get(), &r),
-                        "MPI_Irecv");
+        comm::check_mpi(
+            MPI_Irecv(t.buf, static_cast<int>(t.bytes), MPI_BYTE, t.peer, 1, world_.get(), &r),
+            "MPI_Irecv");
         reqs.push_back(r);
-        recv_node.push_back(n);
+        recvs.push_back(&t);
       }
-      for (int i = 1; i < N; ++i) {
-        int n = (me + N - i) % N;
-        MPI_Request r;
-        comm::check_mpi(MPI_Isend(block(l, send_slot[n]), static_cast<int>(bytes), MPI_BYTE, n, 1,
-                                  rail_.get(), &r),
-                        "MPI_Isend");
-        reqs.push_back(r);
-      }
-      std::size_t pending = reqs.size();
-      const std::size_t nrecv = recv_node.size();
-      const uint64_t whole = std::max<uint64_t>(num_chunks(bytes), 1);
+      nrecv = reqs.size();
+      std::size_t pending = reqs.size() + waiting.size();
       // MPI progresses only inside MPI calls, but polling flat out would steal the core from a
       // GEMM this transfer is meant to overlap. Polite polling yields for 100 us, then backs off
       // to sleeps of up to 256 us, and starts over after every completion.
       int idle = 0;
       auto idle_since = std::chrono::steady_clock::now();
+      auto progressed = [&] {
+        idle = 0;
+        idle_since = std::chrono::steady_clock::now();
+      };
       while (pending > 0) {
+        for (auto it = waiting.begin(); it != waiting.end();) {
+          const Transfer& t = **it;
+          if (t.signal != nullptr && shm::signal_load(*t.signal) < t.value) {
+            ++it;
+            continue;
+          }
+          MPI_Request r;
+          comm::check_mpi(
+              MPI_Isend(t.buf, static_cast<int>(t.bytes), MPI_BYTE, t.peer, 1, world_.get(), &r),
+              "MPI_Isend");
+          reqs.push_back(r);
+          it = waiting.erase(it);
+          progressed();
+        }
         int idx = MPI_UNDEFINED, flag = 0;
-        comm::check_mpi(
-            MPI_Testany(static_cast<int>(reqs.size()), reqs.data(), &idx, &flag, MPI_STATUS_IGNORE),
-            "MPI_Testany");
+        if (!reqs.empty())
+          comm::check_mpi(MPI_Testany(static_cast<int>(reqs.size()), reqs.data(), &idx, &flag,
+                                      MPI_STATUS_IGNORE),
+                          "MPI_Testany");
         if (flag && idx != MPI_UNDEFINED) {
           --pending;
-          idle = 0;
-          idle_since = std::chrono::steady_clock::now();
+          progressed();
           if (static_cast<std::size_t>(idx) < nrecv)
-            shm::signal_set(progress(l, recv_slot[recv_node[idx]]), progress_value(e, whole));
+            shm::signal_set(*recvs[idx]->signal, recvs[idx]->value);
           continue;
         }
-        if (abort_.load()) raise(Errc::kInternal, "{}: rail transfer abandoned", op_);
+        if (abort_.load()) raise(Errc::kInternal, "{}: transfer abandoned", op_);
         if (std::chrono::steady_clock::now() >= deadline) {
-          int missing = -1;
           for (std::size_t i = 0; i < nrecv; ++i)
-            if (reqs[i] != MPI_REQUEST_NULL) missing = c.world_rank_of(recv_node[i], l);
-          if (missing >= 0) raise_timeout(c, op_, missing, "MPI block receive", 1, 0);
+            if (reqs[i] != MPI_REQUEST_NULL)
+              raise_timeout(c, op_, recvs[i]->peer, "MPI block receive", 1, 0);
+          if (!waiting.empty())
+            raise(Errc::kTimeout,
+                  "{}: timed out after {} s: this rank never produced its block for rank {} "
+                  "(rank {})",
+                  op_, c.config().timeout_s, waiting.front()->peer, c.world_rank());
           raise(Errc::kTimeout, "{}: timed out after {} s sending blocks to other hosts (rank {})",
                 op_, c.config().timeout_s, c.world_rank());
         }
@@ -235,11 +286,11 @@ void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
       }
     } catch (...) {
       abort_.store(true);
-      abandon(reqs, recv_node.size());
+      abandon(reqs, nrecv);
       throw;
     }
   };
-  if (c.node_size() == 1) {
+  if (c.node_size() == 1 && !deferred) {
     // Alone on the host there is nothing to overlap with: drive MPI from this thread and save
     // the hand-off to the comm thread (microseconds when each rank has one core).
     rail_ticket_ = 0;
@@ -247,6 +298,76 @@ void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
   } else {
     rail_ticket_ = c.comm_stream(0).enqueue(std::move(task));
   }
+}
+
+void BlockExchange::allgather(const void* mine, void* all, std::size_t bytes) {
+  detail::ContextImpl& c = *ctx_;
+  const Deadline deadline = c.deadline();
+  // The buffers live on the heap: if a peer never arrives the request cannot be cancelled and
+  // MPI may write into them later, so on a timeout they are deliberately leaked.
+  auto send = std::make_unique<std::vector<char>>(static_cast<const char*>(mine),
+                                                  static_cast<const char*>(mine) + bytes);
+  auto recv = std::make_unique<std::vector<char>>(bytes * c.world_size());
+  MPI_Request req;
+  comm::check_mpi(MPI_Iallgather(send->data(), static_cast<int>(bytes), MPI_BYTE, recv->data(),
+                                 static_cast<int>(bytes), MPI_BYTE, world_.get(), &req),
+                  "MPI_Iallgather");
+  for (int done = 0;;) {
+    comm::check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      send.release();
+      recv.release();
+      poisoned_ = true;
+      raise(Errc::kTimeout, "{}: timed out after {} s exchanging call arguments (rank {})", op_,
+            c.config().timeout_s, c.world_rank());
+    }
+    sched_yield();
+  }
+  std::memcpy(all, recv->data(), recv->size());
+}
+
+void BlockExchange::cma_pull(int done_base, const std::function<void(int q)>& read) {
+  detail::ContextImpl& c = *ctx_;
+  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  const uint64_t e = epoch_;
+  std::exception_ptr failed;
+  for (int i = 1; i < L; ++i) {
+    const int q = (me + i) % L;
+    try {
+      if (!failed) {
+        read(q);
+        // An owner that gave up waiting for us (timeout) may have let its caller reuse its
+        // memory before our read: it withdraws the epoch first, so a read checked after it is
+        // valid.
+        if (shm::signal_load(extra_signal(q, done_base + L)) >= e)
+          raise(Errc::kTimeout, "{}: rank {} withdrew its input before this rank read it (rank {})",
+                op_, c.world_rank_of(nid, q), c.world_rank());
+      }
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    // 2e: read; 2e+1: the read failed. Raised even on failure, so q never waits in vain and
+    // learns that this call failed.
+    shm::signal_set(extra_signal(q, done_base + me), 2 * e + (failed ? 1 : 0));
+  }
+  const auto deadline = c.deadline();
+  int failed_reader = -1;
+  for (int i = 1; i < L; ++i) {
+    const int q = (me + L - i) % L;
+    uint64_t observed = 0;
+    if (!shm::signal_wait(extra_signal(me, done_base + q), 2 * e, deadline, c.wait_policy(),
+                          &observed)) {
+      shm::signal_set(extra_signal(me, done_base + L), e);  // withdraw: see the reader's check
+      raise_timeout(c, op_, c.world_rank_of(nid, q), fmt::format("done[{}]", q), 2 * e, observed);
+    }
+    if (shm::signal_load(extra_signal(me, done_base + q)) & 1)
+      failed_reader = c.world_rank_of(nid, q);
+  }
+  if (failed) std::rethrow_exception(failed);
+  if (failed_reader >= 0)
+    raise(Errc::kSystem, "{}: rank {} could not read this rank's memory (rank {})", op_,
+          failed_reader, c.world_rank());
 }
 
 // Cancels what can be cancelled and gives the rest a grace period; whatever is still in flight

@@ -3,11 +3,12 @@
 // the MPI rail between hosts, the single-copy probe). See docs/design.md.
 //
 // Segment layout (every rank, same size):
-//   SyncBlock | Signal progress[slots] | Signal extra[extra_signals] | block slots[slots]
+//   SyncBlock | Signal progress[slots] | Signal extra[extra_signals] | scratch | block slots[slots]
 // progress[i] counts chunks landed in slot i as (epoch << 32) | chunks. By default there is one
 // slot per host (the all-gather layout): slot n holds the block of this rank's rail peer on host
 // n, and slot node_id the rank's own staged block, which host peers read. Ops with other layouts
-// pass their own slot count and name the slots MPI sends from and receives into.
+// pass their own slot count and name the slots MPI sends from and receives into, or describe
+// arbitrary point-to-point transfers between their segments and any rank (start_transfers).
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,9 +37,10 @@ class BlockExchange {
   // probe_cma: also check whether process_vm_readv works between the ranks of each host.
   // slots: 0 means one per host (the all-gather layout). The slots exist only when peers or MPI
   // use them, unless always_slots (the op computes into them even when alone).
+  // scratch_bytes: a small per-rank shared area host peers can read (always allocated).
   BlockExchange(detail::ContextImpl& ctx, const char* op, std::size_t max_block_bytes,
                 int extra_signals, std::array<const char*, kSyncFields> field_names, bool probe_cma,
-                int slots = 0, bool always_slots = false);
+                int slots = 0, bool always_slots = false, std::size_t scratch_bytes = 0);
   BlockExchange(BlockExchange&&) = delete;
   ~BlockExchange();
 
@@ -54,6 +57,7 @@ class BlockExchange {
   }
   shm::Signal& progress(int local, int node) const { return signals(local)[node]; }
   shm::Signal& extra_signal(int owner, int i) const { return signals(owner)[slots_ + i]; }
+  char* scratch(int local) const { return static_cast<char*>(buf_.peer(local)) + scratch_off_; }
   // The handshake's per-rank word of node rank q for the current call.
   uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
 
@@ -84,8 +88,30 @@ class BlockExchange {
   // slot recv_slot[n] (entries for our own host are ignored).
   void start_rail(std::size_t bytes, std::vector<int> send_slot, std::vector<int> recv_slot,
                   bool polite);
+  // Point-to-point transfers between this rank's segment and any world rank, over MPI on the
+  // comm stream. A send is posted once `signal` (if set) reaches `value` — so an op may start
+  // the transfers before it has produced what they send; a receive raises `signal` to `value`
+  // when it completes. Zero-byte transfers are skipped (both sides must agree on the sizes).
+  // Runs inline when this rank is alone on its host and every send is ready.
+  struct Transfer {
+    bool send = false;
+    int peer = 0;         // world rank
+    char* buf = nullptr;  // inside this rank's segment
+    std::size_t bytes = 0;
+    shm::Signal* signal = nullptr;
+    uint64_t value = 0;
+  };
+  void start_transfers(std::vector<Transfer> transfers, bool polite);
   // Waits for the rail transfers of this call; rethrows their error.
   void finish_rail();
+  // Across hosts: MPI_Allgather of `bytes` per rank over the world, bounded by the timeout.
+  void allgather(const void* mine, void* all, std::size_t bytes);
+  // Single-copy reads within the host (process_vm_readv): read(q) for every host peer q in ring
+  // order; each then learns through done signal extra_signal(q, done_base + me) that we are done
+  // with its memory, and we wait until every peer is done with ours (the caller may reuse its
+  // buffers once we return). Uses extra signals [done_base, done_base + L] (the last one: the
+  // owner's "withdrawn" epoch after a timeout).
+  void cma_pull(int done_base, const std::function<void(int q)>& read);
   // Scope guard: abandons the rail transfers if the call leaves early.
   class RailScope {
    public:
@@ -113,11 +139,12 @@ class BlockExchange {
 
   detail::ContextImpl* ctx_ = nullptr;
   const char* op_ = "";
-  std::size_t slot_ = 0, data_off_ = 0;
+  std::size_t slot_ = 0, data_off_ = 0, scratch_off_ = 0;
   int slots_ = 0;
   shm::SymmetricBuffer buf_;
   CallSync sync_;
   comm::UniqueComm rail_;
+  comm::UniqueComm world_;  // across hosts: the transfers' communicator
   uint64_t epoch_ = 0;
   bool broken_ = false;
   std::atomic<bool> abort_{false};

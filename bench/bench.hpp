@@ -69,13 +69,15 @@ double value_at(DType t, const unsigned char* p, std::size_t i);
 
 // A collective against its MPI counterpart at one size (block `bytes` per rank, rows of `row`
 // elements named `row_name` in the JSON): header, then one row and JSON line per size.
+// bytes_is_total: `bytes` is the rank's whole input (all-to-all), not one of W blocks.
 void collective_header(Env& env, const std::string& title);
 void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
-                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong);
+                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
+                    bool bytes_is_total = false);
 
 // A fused GEMM op: times of {fused, unfused, gemm-only, comm-only, the MPI collective alone},
 // with the derived speedup, overlap efficiency and limit ratio. `mpi` names the collective
-// ("AG", "RS") in the table and JSON.
+// ("AG", "RS", "A2A") in the table and JSON.
 void fused_header(Env& env, const std::string& title, const char* mpi);
 void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, int64_t k, DType in,
                DType out, const std::vector<Stats>& t, long wrong);
@@ -89,5 +91,8 @@ void bench_gemm(Env& env);
 void bench_ag_gemm(Env& env);
 void bench_reduce_scatter(Env& env);
 void bench_gemm_rs(Env& env);
+void bench_all_to_all_single(Env& env);
+void bench_a2a_gemm(Env& env);
+void bench_ulysses(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -20,9 +20,10 @@ namespace fluxcpp::bench {
 
 const std::vector<std::pair<std::string, Entry>>& entries() {
   static const std::vector<std::pair<std::string, Entry>> e = {
-      {"gemm", bench_gemm},       {"all_gather", bench_all_gather},
-      {"ag_gemm", bench_ag_gemm}, {"reduce_scatter", bench_reduce_scatter},
-      {"gemm_rs", bench_gemm_rs},
+      {"gemm", bench_gemm},         {"all_gather", bench_all_gather},
+      {"ag_gemm", bench_ag_gemm},   {"reduce_scatter", bench_reduce_scatter},
+      {"gemm_rs", bench_gemm_rs},   {"all_to_all_single", bench_all_to_all_single},
+      {"a2a_gemm", bench_a2a_gemm}, {"ulysses", bench_ulysses},
   };
   return e;
 }
@@ -153,9 +154,11 @@ void collective_header(Env& env, const std::string& title) {
 }
 
 void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
-                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong) {
-  // Bandwidth as nccl-tests' algbw: all W blocks per rank over the time.
-  const double total = static_cast<double>(bytes) * env.world();
+                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
+                    bool bytes_is_total) {
+  // Bandwidth as nccl-tests' algbw: all W blocks per rank (or, for an all-to-all, the rank's
+  // whole input) over the time.
+  const double total = static_cast<double>(bytes) * (bytes_is_total ? 1 : env.world());
   const double bw = total / (ours.median_ms * 1e6), bw_mpi = total / (mpi.median_ms * 1e6);
   const double speedup = mpi.median_ms / ours.median_ms;
   env.row({fmt_bytes(static_cast<double>(bytes)), fmt_ms(ours.median_ms), fmt_ms(ours.min_ms),
@@ -197,8 +200,10 @@ void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, 
            fmt_ms(tu), fmt_ms(tg), fmt_ms(tc), fmt_ms(tm), fmt::format("{:.2f}", tm / tg),
            fmt::format("{:.2f}x", speedup), fmt::format("{:.2f}", eff),
            fmt::format("{:.2f}", limit), std::to_string(wrong)});
-  const std::string mpi_field =
-      std::string(mpi) == "AG" ? "t_mpi_allgather_ms" : "t_mpi_reduce_scatter_ms";
+  const std::string m_name(mpi);
+  const std::string mpi_field = m_name == "AG"   ? "t_mpi_allgather_ms"
+                                : m_name == "RS" ? "t_mpi_reduce_scatter_ms"
+                                                 : "t_mpi_alltoall_ms";
   env.json({{"op", jstr(op)},
             {"dtype", jstr(dtype_name(in))},
             {"out_dtype", jstr(dtype_name(out))},

@@ -26,7 +26,7 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
                              int extra_signals, std::array<const char*, kSyncFields> field_names,
                              bool probe_cma, int slots, bool always_slots,
                              std::size_t scratch_bytes)
-    : ctx_(&c), op_(op), slots_(slots > 0 ? slots : c.num_nodes()) {
+    : ctx_(&c), op_(op), slots_(slots > 0 ? slots : c.num_nodes()), extra_(extra_signals) {
   MPI_Comm comm = c.comm();
   // Settings the protocol depends on: every rank must use the same.
   comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
@@ -46,7 +46,7 @@ BlockExchange::BlockExchange(detail::ContextImpl& c, const char* op, std::size_t
   });
 
   slot_ = align_up(max_block_bytes, kAlign);
-  scratch_off_ = sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals);
+  scratch_off_ = sizeof(SyncBlock) + sizeof(shm::Signal) * (slots_ + extra_signals + L);
   data_off_ = align_up(scratch_off_ + scratch_bytes, kAlign);
   // The blocks are needed when host peers read them or MPI moves them.
   const std::size_t bytes = data_off_ + (L > 1 || N > 1 || always_slots ? slot_ * slots_ : 0);
@@ -135,6 +135,26 @@ uint64_t BlockExchange::begin(const SyncFields& fields, const std::string& local
     throw;
   }
   return e;
+}
+
+void BlockExchange::release_peers() {
+  const int L = ctx_->node_size(), me = ctx_->node_rank();
+  for (int q = 0; q < L; ++q)
+    if (q != me) shm::signal_set(signals(q)[slots_ + extra_ + me], epoch_);
+}
+
+void BlockExchange::wait_released() {
+  detail::ContextImpl& c = *ctx_;
+  const int L = c.node_size(), me = c.node_rank();
+  const Deadline deadline = c.deadline();
+  for (int q = 0; q < L; ++q) {
+    if (q == me) continue;
+    uint64_t observed = 0;
+    if (!shm::signal_wait(signals(me)[slots_ + extra_ + q], epoch_, deadline, c.wait_policy(),
+                          &observed))
+      raise_timeout(c, op_, c.world_rank_of(c.node_id(), q), fmt::format("released[{}]", q), epoch_,
+                    observed);
+  }
 }
 
 void BlockExchange::stage(const char* input, std::size_t bytes) {

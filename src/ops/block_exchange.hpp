@@ -3,7 +3,8 @@
 // the MPI rail between hosts, the single-copy probe). See docs/design.md.
 //
 // Segment layout (every rank, same size):
-//   SyncBlock | Signal progress[slots] | Signal extra[extra_signals] | scratch | block slots[slots]
+//   SyncBlock | Signal progress[slots] | Signal extra[extra_signals] | Signal released[L] |
+//   scratch | block slots[slots]
 // progress[i] counts chunks landed in slot i as (epoch << 32) | chunks. By default there is one
 // slot per host (the all-gather layout): slot n holds the block of this rank's rail peer on host
 // n, and slot node_id the rank's own staged block, which host peers read. Ops with other layouts
@@ -58,6 +59,14 @@ class BlockExchange {
   shm::Signal& progress(int local, int node) const { return signals(local)[node]; }
   shm::Signal& extra_signal(int owner, int i) const { return signals(owner)[slots_ + i]; }
   char* scratch(int local) const { return static_cast<char*>(buf_.peer(local)) + scratch_off_; }
+
+  // Tells every host peer that this rank no longer reads its segment in the current call. Ops
+  // whose benchmark paths write into their own segment outside the handshake call this at the
+  // end of a call, and wait_released() before such a write.
+  void release_peers();
+  // Waits until every host peer has released this rank's segment for the latest call (no-op
+  // before the first call). Raises kTimeout naming the peer.
+  void wait_released();
   // The handshake's per-rank word of node rank q for the current call.
   uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
 
@@ -140,7 +149,7 @@ class BlockExchange {
   detail::ContextImpl* ctx_ = nullptr;
   const char* op_ = "";
   std::size_t slot_ = 0, data_off_ = 0, scratch_off_ = 0;
-  int slots_ = 0;
+  int slots_ = 0, extra_ = 0;
   shm::SymmetricBuffer buf_;
   CallSync sync_;
   comm::UniqueComm rail_;

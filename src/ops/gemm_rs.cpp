@@ -120,6 +120,8 @@ void GemmRsImpl::reduce(int64_t m, void* output) {
     return partial(q, t, m);
   };
   reduce_row_blocks(c, ex, acc_, acc_, opts_.output_dtype, count, share, host_sum_.data(), output);
+  // gemm-only writes the partials outside the handshake: it waits for this.
+  if (c.node_size() > 1) ex.release_peers();
 }
 
 void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
@@ -142,6 +144,8 @@ void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* wei
   std::string err = validate(input, m, weight, nullptr, true, false);
   if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
   if (m == 0) return;
+  // The partials live in our segment: host peers must be done reducing the last call's.
+  ex_->wait_released();
   compute(static_cast<const char*>(input), m, weight, /*publish=*/false);
 }
 

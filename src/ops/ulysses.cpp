@@ -28,11 +28,14 @@ Dims dims(int W, int64_t bs, int64_t seq, int64_t nheads, int64_t head_dim) {
 }
 
 // Create-time checks of both ops (collective); `gemm` is the GEMM each rank runs at the maxima.
+// `own`: the op's own name and value of the GEMM dimension it takes (hidden or n), agreed under
+// that name before the generic checks.
 void check_create(ContextImpl& c, const char* op, int64_t max_bs, int64_t max_seq, int64_t nheads,
                   int64_t head_dim, DType in, DType out, int64_t gemm_n, int64_t gemm_k,
-                  const std::string& local_error) {
+                  std::pair<const char*, int64_t> own, const std::string& local_error) {
   if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
   MPI_Comm comm = c.comm();
+  comm::agree_value(comm, op, own.first, own.second);
   comm::agree_value(comm, op, "nheads", nheads);
   comm::agree_value(comm, op, "head_dim", head_dim);
   comm::agree_value(comm, op, "max_bs", max_bs);
@@ -41,8 +44,9 @@ void check_create(ContextImpl& c, const char* op, int64_t max_bs, int64_t max_se
   std::string err = local_error;
   constexpr int64_t kLarge = int64_t{1} << 31;
   if (!err.empty()) {
-  } else if (nheads < 1 || head_dim < 1) {
-    err = fmt::format("nheads={} and head_dim={} must be >= 1", nheads, head_dim);
+  } else if (nheads < 1 || head_dim < 1 || own.second < 1) {
+    err = fmt::format("nheads={}, head_dim={} and {}={} must be >= 1", nheads, head_dim, own.first,
+                      own.second);
   } else if (nheads % W != 0) {
     err = fmt::format("nheads={} is not divisible by the world size {}", nheads, W);
   } else if (max_bs < 0 || max_seq < 0) {
@@ -122,7 +126,7 @@ GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
     : ctx_(std::move(ctx)), opts_(o) {
   ContextImpl& c = *ctx_;
   check_create(c, kGat, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype, o.output_dtype,
-               o.nheads * o.head_dim, o.hidden, local_error);
+               o.nheads * o.head_dim, o.hidden, {"hidden", o.hidden}, local_error);
   const int W = c.world_size();
   const Dims d = dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   ex_.emplace(c, kGat, static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype),
@@ -151,6 +155,8 @@ void GemmA2aTransposeImpl::forward_gemm_only(const void* input, int64_t bs, int6
                                   {{"input", input}, {"weight", weight}});
   if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
   if (bs * seq == 0) return;
+  // The blocks are written into our segment: host peers must be done reading the last call's.
+  ex_->wait_released();
   run(Path::kGemmOnly, static_cast<const char*>(input), bs, seq, weight, bias, nullptr);
 }
 
@@ -230,8 +236,8 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
       place(s, ex.block(me, W + s));
     }
   }
-  (void)L;
   if (N > 1) rail.finish();
+  if (L > 1) ex.release_peers();
 }
 
 // ---- A2aTransposeGemm ----------------------------------------------------------------------
@@ -242,7 +248,7 @@ A2aTransposeGemmImpl::A2aTransposeGemmImpl(std::shared_ptr<ContextImpl> ctx,
     : ctx_(std::move(ctx)), opts_(o) {
   ContextImpl& c = *ctx_;
   check_create(c, kAtg, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype, o.output_dtype,
-               o.n, o.nheads * o.head_dim, local_error);
+               o.n, o.nheads * o.head_dim, {"n", o.n}, local_error);
   const int W = c.world_size();
   const Dims d = dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   const std::size_t esz = dtype_size(o.input_dtype);

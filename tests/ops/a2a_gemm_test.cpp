@@ -1,0 +1,632 @@
+// A2aGemm (all-to-all with equal splits fused with the GEMM that consumes it) against the unfused
+// reference computed here: MPI_Alltoall of the inputs, then one plain cblas GEMM (+ bias).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fluxcpp/fluxcpp.hpp"
+#include "mpi_test.hpp"
+#include "test_data.hpp"
+
+namespace fluxcpp::test {
+namespace {
+
+// ---- the unfused reference -----------------------------------------------------------------
+
+// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
+// previous setting is restored afterwards.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThread() { openblas_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct Problem {
+  DType in = DType::kFloat32;
+  DType out = DType::kFloat32;
+  int64_t n = 0, k = 0;
+  bool transpose_weight = false;
+};
+
+std::string describe(const Problem& p) {
+  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
+         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]");
+}
+
+void PrintTo(const Problem& p, std::ostream* os) {
+  *os << describe(p);
+}
+
+// a: [m, k] in p.in (from MPI_Alltoall); weight [n, k] or [k, n] in p.in; bias [n] in p.out or
+// null.
+//
+// Tolerance of element (i, j): eps * (k + 2) * S + tiny, S = Σ_l |a_il||b_jl| + |bias_j| bounded
+// by Cauchy-Schwarz (‖a_i‖·‖b_j‖ + |bias_j|); eps = 2^-20 for f32 accumulation, 2^-48 for f64.
+// A bf16 output adds its one rounding: 2^-8 * (|ref| + tol) (half an ulp, relative).
+Reference reference(const Problem& p, int64_t m, const Bytes& a_in, const Bytes& weight,
+                    const Bytes* bias) {
+  const int64_t n = p.n, k = p.k;
+  const std::size_t mn = static_cast<std::size_t>(m * n);
+  Reference ref;
+  ref.value.assign(mn, 0.0);
+  ref.tol.assign(mn, 0.0);
+  if (m == 0) return ref;
+  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
+  if (bias != nullptr)
+    for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), p.out, j);
+  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
+  const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
+  {
+    OneBlasThread one;
+    if (p.in == DType::kFloat64) {
+      std::vector<double> a = widen_f64(a_in, p.in, m * k), w = widen_f64(weight, p.in, n * k);
+      std::vector<double> c(mn);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb,
+                  0.0, c.data(), static_cast<blasint>(n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
+    } else {
+      std::vector<float> a = widen_f32(a_in, p.in, m * k), w = widen_f32(weight, p.in, n * k);
+      std::vector<float> c(mn);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), w.data(), ldb,
+                  0.0f, c.data(), static_cast<blasint>(n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
+    }
+  }
+  // Row norms of A and of B's logical rows (columns of op(B)).
+  std::vector<double> na(static_cast<std::size_t>(m), 0.0), nb(static_cast<std::size_t>(n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    double s = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      double x = load(a_in.data(), p.in, i * k + l);
+      s += x * x;
+    }
+    na[i] = std::sqrt(s);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int64_t l = 0; l < k; ++l) {
+      double x = load(weight.data(), p.in, p.transpose_weight ? l * n + j : j * k + l);
+      s += x * x;
+    }
+    nb[j] = std::sqrt(s);
+  }
+  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
+  const double tiny = std::ldexp(1.0, -100);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(i * n + j);
+      double t =
+          eps * static_cast<double>(k + 2) * (na[i] * nb[j] * 1.0000001 + std::fabs(b[j])) + tiny;
+      if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[idx]) + t, -8);
+      ref.tol[idx] = t;
+    }
+  return ref;
+}
+
+// MPI_Alltoall of `input` ([rows * W, ·] rows of row_bytes bytes): block t of rows rows goes to
+// rank t.
+Bytes mpi_alltoall(const Bytes& input, int64_t rows, std::size_t row_bytes) {
+  const int W = world_size();
+  const std::size_t block = static_cast<std::size_t>(rows) * row_bytes;
+  Bytes out(block * W);
+  MPI_Alltoall(input.data(), static_cast<int>(block), MPI_BYTE, out.data(), static_cast<int>(block),
+               MPI_BYTE, MPI_COMM_WORLD);
+  return out;
+}
+
+// Bitwise comparison of a2a_output; reports the first differing byte as (sender, row of its
+// block, byte in row). Returns true if equal.
+bool expect_same_a2a(const Bytes& want, const Bytes& got, int64_t rows, std::size_t row_bytes,
+                     const std::string& what) {
+  if (got.size() < want.size()) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": a2a_output too small";
+    return false;
+  }
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (want[i] != got[i]) {
+      const std::size_t row = i / row_bytes;
+      ADD_FAILURE() << what << ": rank " << world_rank() << ": a2a_output differs in the block of "
+                    << "rank " << row / static_cast<std::size_t>(rows) << ", row "
+                    << row % static_cast<std::size_t>(rows) << " byte " << i % row_bytes
+                    << ": expected " << int(want[i]) << ", got " << int(got[i]);
+      return false;
+    }
+  return true;
+}
+
+// The tensors of one forward on this rank.
+struct Data {
+  Bytes input, weight, bias;
+};
+
+// rows: rows per block (m / W); the input has rows * W rows.
+Data make_data(const Problem& p, int64_t rows, int call) {
+  const int r = world_rank(), W = world_size();
+  Data d;
+  d.input = random_tensor(p.in, static_cast<std::size_t>(rows * W * p.k), seed_of(r, call, 1));
+  d.weight = random_tensor(p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+  d.bias = random_tensor(p.out, static_cast<std::size_t>(p.n), seed_of(r, call, 3));
+  return d;
+}
+
+// a2a_output buffers start as 0xEE bytes (outputs: kPoison, all-ones).
+constexpr unsigned char kA2aPoison = 0xEE;
+
+// One forward of `op` on `d` (rows per block `rows`), checked against the reference. Collective.
+// Returns false (on this rank) if anything failed. With m == 0 the (one-element) output and
+// a2a_output buffers must come back untouched. `out_got`, if given, receives the output.
+bool check_forward(A2aGemm& op, const Problem& p, int64_t rows, const Data& d, bool with_bias,
+                   bool with_a2a, const std::string& what, Bytes* out_got = nullptr) {
+  const int W = world_size();
+  const int64_t m = rows * W;
+  const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(p.in);
+  const std::size_t out_elems = static_cast<std::size_t>(m * p.n);
+  Bytes a2a_ref = mpi_alltoall(d.input, rows, in_row);
+  Bytes out(std::max<std::size_t>(out_elems, 1) * dtype_size(p.out), kPoison);
+  Bytes a2a(std::max<std::size_t>(static_cast<std::size_t>(m) * in_row, 1), kA2aPoison);
+  try {
+    op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
+               with_bias ? d.bias.data() : nullptr, out.data(), with_a2a ? a2a.data() : nullptr);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": forward threw: " << e.what();
+    return false;
+  }
+  if (out_got != nullptr) *out_got = out;
+  if (m == 0) {
+    bool untouched = out == Bytes(out.size(), kPoison) && a2a == Bytes(a2a.size(), kA2aPoison);
+    if (!untouched) ADD_FAILURE() << what << ": rank " << world_rank() << ": m == 0 wrote data";
+    return untouched;
+  }
+  bool ok = true;
+  if (with_a2a) ok = expect_same_a2a(a2a_ref, a2a, rows, in_row, what) && ok;
+  Reference ref = reference(p, m, a2a_ref, d.weight, with_bias ? &d.bias : nullptr);
+  if (expect_close(ref, out, p.out, m, p.n, what) != 0) ok = false;
+  return ok;
+}
+
+A2aGemmOptions options_for(const Problem& p, int64_t max_m) {
+  A2aGemmOptions o;
+  o.max_m = max_m;
+  o.n = p.n;
+  o.k = p.k;
+  o.input_dtype = p.in;
+  o.output_dtype = p.out;
+  o.transpose_weight = p.transpose_weight;
+  return o;
+}
+
+// ---- 1. correctness over shapes, dtype pairs, layouts, bias, a2a_output ----------------------
+
+struct Shape {
+  DType in, out;
+  int64_t rows_per_block, n, k;
+};
+
+std::string shape_name(const Shape& s) {
+  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
+         std::to_string(s.rows_per_block) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
+}
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << shape_name(s);
+}
+
+const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
+                                          {DType::kFloat64, DType::kFloat64},
+                                          {DType::kBFloat16, DType::kBFloat16},
+                                          {DType::kBFloat16, DType::kFloat32}};
+
+class A2aGemmTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+
+// For both weight layouts, one op each; four forwards on it: with and without bias, with and
+// without a2a_output, fresh data every call.
+TEST_P(A2aGemmTest, MatchesAlltoallThenGemm) {
+  const Shape s = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size();
+  int call = 0;
+  for (bool trans : {false, true}) {
+    const Problem p{s.in, s.out, s.n, s.k, trans};
+    const int64_t max_m = std::max<int64_t>(s.rows_per_block, 1) * W;
+    A2aGemm op(ctx, options_for(p, max_m));
+    for (bool with_bias : {true, false})
+      for (bool with_a2a : {true, false}) {
+        const std::string what =
+            describe(p) + (with_bias ? " bias" : " no bias") + (with_a2a ? " a2a_output" : "") +
+            " m=" + std::to_string(s.rows_per_block * W) + " call " + std::to_string(call);
+        Data d = make_data(p, s.rows_per_block, call++);
+        check_forward(op, p, s.rows_per_block, d, with_bias, with_a2a, what);
+      }
+    if (any_rank(HasFailure())) break;  // uniform: every rank stops together
+  }
+}
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> v;
+  for (auto [in, out] : kPairs) {
+    v.push_back({in, out, 0, 3, 3});
+    for (int64_t n : {1, 3, 127})
+      for (int64_t k : {1, 3, 127}) v.push_back({in, out, 1, n, k});
+    v.push_back({in, out, 3, 5, 17});
+    v.push_back({in, out, 64, 96, 200});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, A2aGemmTest, ::testing::ValuesIn(shapes()),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return shape_name(i.param);
+                         });
+
+// ---- 2. many consecutive calls --------------------------------------------------------------
+
+class A2aGemmCalls : public MpiTest, public ::testing::WithParamInterface<Problem> {};
+
+// 200 forwards on one op, reusing the same buffers with new contents every call: inputs, weights
+// and bias all change, m changes (including 0), bias and a2a_output come and go. A stale row, a
+// cached weight or an early read shows up as a mismatch.
+TEST_P(A2aGemmCalls, TwoHundredCallsWithChangingData) {
+  const Problem p = GetParam();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t max_rows = 8;  // per block
+  A2aGemm op(ctx, options_for(p, max_rows * W));
+  const int64_t rows_cycle[] = {8, 1, 0, 3, 8, 5, 7, 2};
+  const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(p.in);
+  const std::size_t osz = dtype_size(p.out);
+  Bytes input(static_cast<std::size_t>(max_rows * W) * in_row),
+      weight(static_cast<std::size_t>(p.n * p.k) * dtype_size(p.in)),
+      bias(static_cast<std::size_t>(p.n) * osz);
+  Bytes out(static_cast<std::size_t>(max_rows * W * p.n) * osz),
+      a2a(static_cast<std::size_t>(max_rows * W) * in_row);
+  for (int call = 0; call < 200; ++call) {
+    const int64_t rows = rows_cycle[call % 8], m = rows * W;
+    const bool with_bias = call % 3 != 1, with_a2a = call % 2 == 0;
+    refill(input, p.in, static_cast<std::size_t>(m * p.k), seed_of(r, call, 1));
+    refill(weight, p.in, static_cast<std::size_t>(p.n * p.k), seed_of(r, call, 2));
+    refill(bias, p.out, static_cast<std::size_t>(p.n), seed_of(r, call, 3));
+    std::fill(out.begin(), out.end(), kPoison);
+    std::fill(a2a.begin(), a2a.end(), kA2aPoison);
+    const std::string what = describe(p) + " call " + std::to_string(call) +
+                             " m=" + std::to_string(m) + (with_bias ? " bias" : "") +
+                             (with_a2a ? " a2a_output" : "");
+    Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(m * in_row));
+    Bytes a2a_ref = mpi_alltoall(mine, rows, in_row);
+    try {
+      op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
+                 with_a2a ? a2a.data() : nullptr);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
+    }
+    if (!HasFailure()) {
+      Bytes got(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m * p.n * osz));
+      Reference ref = reference(p, m, a2a_ref, weight, with_bias ? &bias : nullptr);
+      expect_close(ref, got, p.out, m, p.n, what);
+      // Nothing beyond the m rows is written (m == 0 is a no-op).
+      for (std::size_t i = static_cast<std::size_t>(m * p.n) * osz; i < out.size(); ++i)
+        if (out[i] != kPoison) {
+          ADD_FAILURE() << what << ": rank " << r << ": output written beyond row " << m
+                        << " (byte " << i << ")";
+          break;
+        }
+      if (with_a2a) {
+        Bytes g(a2a.begin(), a2a.begin() + static_cast<std::ptrdiff_t>(m * in_row));
+        expect_same_a2a(a2a_ref, g, rows, in_row, what);
+        for (std::size_t i = static_cast<std::size_t>(m) * in_row; i < a2a.size(); ++i)
+          if (a2a[i] != kA2aPoison) {
+            ADD_FAILURE() << what << ": rank " << r << ": a2a_output written beyond row " << m;
+            break;
+          }
+      } else if (a2a != Bytes(a2a.size(), kA2aPoison)) {
+        ADD_FAILURE() << what << ": rank " << r << ": a2a_output written though not passed";
+      }
+    }
+    if (any_rank(HasFailure())) break;  // uniform
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Problems, A2aGemmCalls,
+                         ::testing::Values(Problem{DType::kFloat32, DType::kFloat32, 24, 40, false},
+                                           Problem{DType::kBFloat16, DType::kFloat32, 17, 33,
+                                                   true}),
+                         [](const ::testing::TestParamInfo<Problem>& i) {
+                           return std::string(dtype_name(i.param.in)) + "_" +
+                                  dtype_name(i.param.out) + (i.param.transpose_weight ? "_wT" : "");
+                         });
+
+// ---- 3. benchmark paths: gemm-only and comm-only --------------------------------------------
+
+class A2aGemmPaths : public MpiTest {};
+
+TEST_F(A2aGemmPaths, GemmOnlyAndCommOnly) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 6;
+  int call = 100;
+  for (auto [in, out] : kPairs)
+    for (bool trans : {false, true}) {
+      const Problem p{in, out, 24, 40, trans};
+      const int64_t m = rows * W;
+      const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(in);
+      const std::size_t out_bytes = static_cast<std::size_t>(m * p.n) * dtype_size(out);
+      const std::string tag = describe(p);
+      A2aGemm op(ctx, options_for(p, m));
+
+      // comm-only: a2a_output bit-exact, twice with different data, then once without it.
+      for (int rep = 0; rep < 2; ++rep) {
+        Bytes input = random_tensor(in, static_cast<std::size_t>(m * p.k), seed_of(r, call++, 1));
+        Bytes ref = mpi_alltoall(input, rows, in_row);
+        Bytes a2a(ref.size(), kA2aPoison);
+        try {
+          op.forward_comm_only(input.data(), m, a2a.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
+        }
+        expect_same_a2a(ref, a2a, rows, in_row, tag + " comm-only rep " + std::to_string(rep));
+      }
+      try {
+        Bytes input = random_tensor(in, static_cast<std::size_t>(m * p.k), seed_of(r, call++, 1));
+        op.forward_comm_only(input.data(), m, nullptr);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only(null) threw: " << e.what();
+      }
+
+      // comm-only and forward give the same a2a_output for the same input.
+      {
+        Data d = make_data(p, rows, call++);
+        Bytes via_comm(static_cast<std::size_t>(m) * in_row, kA2aPoison);
+        try {
+          op.forward_comm_only(d.input.data(), m, via_comm.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
+        }
+        Bytes via_forward(via_comm.size(), kA2aPoison), o(out_bytes, kPoison);
+        try {
+          op.forward(d.input.data(), m, d.weight.data(), d.bias.data(), o.data(),
+                     via_forward.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward threw: " << e.what();
+        }
+        expect_same_a2a(via_forward, via_comm, rows, in_row,
+                        tag + " comm-only a2a_output vs forward's");
+      }
+
+      // A normal forward after comm-only is correct; gemm-only right after it (same input,
+      // weight, bias) gives the same output within tolerance, twice.
+      Data d = make_data(p, rows, call++);
+      Bytes fwd_out;
+      check_forward(op, p, rows, d, true, true, tag + " forward after comm-only", &fwd_out);
+      Reference ref = reference(p, m, mpi_alltoall(d.input, rows, in_row), d.weight, &d.bias);
+      for (int rep = 0; rep < 2; ++rep) {
+        Bytes got(out_bytes, kPoison);
+        try {
+          op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
+        }
+        expect_close(ref, got, out, m, p.n, tag + " gemm-only rep " + std::to_string(rep));
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
+
+      // And the op is still fully usable afterwards, with new data.
+      Data d2 = make_data(p, rows, call++);
+      check_forward(op, p, rows, d2, false, true, tag + " forward after gemm-only");
+      if (any_rank(HasFailure())) return;  // uniform
+    }
+}
+
+// ---- 4. bad inputs ----------------------------------------------------------------------------
+
+class A2aGemmBadInput : public MpiTest {};
+
+TEST_F(A2aGemmBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 4;
+  const Problem p{DType::kFloat32, DType::kFloat32, 24, 16, false};
+  A2aGemm op(ctx, options_for(p, rows * W));
+  Data d = make_data(p, rows + 2, 0);  // room for more rows than max_m
+  Bytes out(static_cast<std::size_t>((rows + 2) * W * p.n) * 4),
+      a2a(static_cast<std::size_t>((rows + 2) * W * p.k) * 4);
+  const void* in = d.input.data();
+  const void* w = d.weight.data();
+  const void* b = d.bias.data();
+  void* o = out.data();
+  void* a = a2a.data();
+  int call = 1;
+  auto good_call = [&](const std::string& after) {
+    Data good = make_data(p, call % 2 ? rows : 1, call);
+    check_forward(op, p, call % 2 ? rows : 1, good, true, true, "good forward after " + after);
+    ++call;
+  };
+  const std::string op_name = "a2a_gemm";
+  if (W > 1) {
+    expect_error([&] { op.forward(in, W + 1, w, b, o, a); }, Errc::kInvalidArgument,
+                 {op_name, "m="}, "m % W != 0");
+    good_call("m % W != 0");
+    expect_error([&] { op.forward(in, r == W - 1 ? 2 * W : W, w, b, o, a); },
+                 Errc::kInvalidArgument, {op_name}, "ranks pass different m");
+    good_call("different m");
+    expect_error([&] { op.forward(in, r == 0 ? 0 : W, w, b, o, a); }, Errc::kInvalidArgument,
+                 {op_name}, "ranks pass different m (0 on rank 0)");
+    good_call("different m, 0 on rank 0");
+    expect_error([&] { op.forward_comm_only(in, r == 0 ? 0 : W, a); }, Errc::kInvalidArgument,
+                 {op_name}, "comm-only: ranks pass different m (0 on rank 0)");
+    good_call("comm-only different m");
+  }
+  expect_error([&] { op.forward(in, (rows + 1) * W, w, b, o, a); }, Errc::kInvalidArgument,
+               {op_name, "max_m"}, "m > max_m");
+  good_call("m > max_m");
+  expect_error([&] { op.forward(in, -W, w, b, o, a); }, Errc::kInvalidArgument, {op_name}, "m < 0");
+  good_call("m < 0");
+  expect_error([&] { op.forward(in, W, r == 0 ? nullptr : w, b, o, a); }, Errc::kInvalidArgument,
+               {op_name, "weight"}, "NULL weight on rank 0");
+  good_call("NULL weight");
+  expect_error([&] { op.forward(in, W, nullptr, b, o, a); }, Errc::kInvalidArgument,
+               {op_name, "weight"}, "NULL weight everywhere");
+  good_call("NULL weight everywhere");
+  expect_error([&] { op.forward(r == W - 1 ? nullptr : in, W, w, b, o, a); },
+               Errc::kInvalidArgument, {op_name, "input"}, "NULL input on the last rank");
+  good_call("NULL input");
+  expect_error([&] { op.forward(in, W, w, b, r == 0 ? nullptr : o, a); }, Errc::kInvalidArgument,
+               {op_name, "output"}, "NULL output on rank 0");
+  good_call("NULL output");
+  expect_error([&] { op.forward_comm_only(r == W - 1 ? nullptr : in, W, a); },
+               Errc::kInvalidArgument, {op_name, "input"},
+               "comm-only: NULL input on the last rank");
+  good_call("comm-only NULL input");
+  // gemm-only is local: every rank that passes a bad argument raises, with no communication.
+  expect_error([&] { op.forward_gemm_only(in, (rows + 1) * W, w, b, o); }, Errc::kInvalidArgument,
+               {op_name, "max_m"}, "gemm-only: m > max_m");
+  expect_error([&] { op.forward_gemm_only(in, W, nullptr, b, o); }, Errc::kInvalidArgument,
+               {op_name, "weight"}, "gemm-only: NULL weight");
+  if (W > 1)
+    expect_error([&] { op.forward_gemm_only(in, W + 1, w, b, o); }, Errc::kInvalidArgument,
+                 {op_name, "m="}, "gemm-only: m % W != 0");
+  good_call("gemm-only errors");
+  // m == 0 with null pointers is a no-op, on every path.
+  try {
+    op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+    op.forward_comm_only(nullptr, 0, nullptr);
+    op.forward_gemm_only(nullptr, 0, nullptr, nullptr, nullptr);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "rank " << r << ": m == 0 threw: " << e.what();
+  }
+  good_call("m == 0");
+  good_call("a good forward");
+}
+
+TEST_F(A2aGemmBadInput, CreateErrorsReachEveryRank) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size(), r = ctx.rank();
+  const Problem base{DType::kFloat32, DType::kFloat32, 24, 16, false};
+  const std::string op_name = "a2a_gemm";
+  auto create = [&](A2aGemmOptions o) { A2aGemm op(ctx, o); };
+  const A2aGemmOptions good = options_for(base, 4 * W);
+  for (auto [in, out] :
+       {std::pair{DType::kBFloat16, DType::kFloat64}, std::pair{DType::kFloat32, DType::kBFloat16},
+        std::pair{DType::kFloat64, DType::kFloat32}, std::pair{DType::kFloat32, DType::kFloat64},
+        std::pair{DType::kFloat64, DType::kBFloat16}}) {
+    A2aGemmOptions o = good;
+    o.input_dtype = in;
+    o.output_dtype = out;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name},
+                 std::string("pair ") + dtype_name(in) + " -> " + dtype_name(out));
+  }
+  A2aGemmOptions o = good;
+  if (r == 0) o.output_dtype = DType::kBFloat16;  // invalid pair on rank 0 only
+  expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name},
+               "invalid pair on rank 0 only");
+  o = good;
+  o.input_dtype = static_cast<DType>(9);
+  expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "invalid input dtype");
+  o = good;
+  o.n = 0;
+  expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "n = 0");
+  o = good;
+  if (r == W - 1) o.k = 0;
+  expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "k = 0 on rank W-1");
+  o = good;
+  o.max_m = -1;
+  expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "max_m = -1");
+  if (W > 1) {
+    o = good;
+    if (r == W - 1) o.k = 17;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "k differs");
+    o = good;
+    if (r == 0) o.n = 25;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "n differs");
+    o = good;
+    if (r == W - 1) o.transpose_weight = true;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "transpose_weight differs");
+    o = good;
+    if (r == 0) o.max_m = 8 * W;
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "max_m differs");
+    o = good;
+    if (r == W - 1) {
+      o.input_dtype = DType::kFloat64;
+      o.output_dtype = DType::kFloat64;
+    }
+    expect_error([&] { create(o); }, Errc::kInvalidArgument, {op_name}, "dtypes differ");
+  }
+  // A good op on the same context still works.
+  if (!any_rank(HasFailure())) {
+    A2aGemm op(ctx, good);
+    Data d = make_data(base, 4, 3);
+    check_forward(op, base, 4, d, true, true, "good op after create errors");
+  }
+}
+
+TEST_F(A2aGemmBadInput, ClosedContext) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  ctx.close();
+  const Problem p{DType::kFloat32, DType::kFloat32, 8, 8, false};
+  expect_error([&] { A2aGemm op(ctx, options_for(p, 4 * world_size())); }, Errc::kInvalidUsage,
+               {"a2a_gemm", "closed"}, "create on a closed context");
+}
+
+// ---- 5. several compute workers ---------------------------------------------------------------
+
+class A2aGemmWorkers : public MpiTest {};
+
+// GEMMs split over several compute workers: every column and every block must be computed,
+// whatever n % workers is.
+TEST_F(A2aGemmWorkers, EveryColumnComputed) {
+  for (int threads : {2, 3}) {
+    ContextOptions o = test_options();
+    o.compute_threads = threads;
+    Context ctx(MPI_COMM_WORLD, o);
+    for (int64_t n : {129, 193})
+      for (bool trans : {false, true}) {
+        const Problem p{DType::kFloat32, DType::kFloat32, n, 8, trans};
+        const int64_t rows = 3;
+        A2aGemm op(ctx, options_for(p, rows * ctx.world_size()));
+        Data d = make_data(p, rows, static_cast<int>(n) + threads);
+        check_forward(op, p, rows, d, true, true,
+                      "threads=" + std::to_string(threads) + " " + describe(p));
+      }
+  }
+}
+
+// ---- 6. lifetime -------------------------------------------------------------------------------
+
+class A2aGemmLifetime : public MpiTest {};
+
+// A moved op works; once the ops (and the context) are gone, no fluxcpp segment this process
+// created is left in /dev/shm.
+TEST_F(A2aGemmLifetime, MoveAndNoShmLeft) {
+  const int W = world_size();
+  {
+    Context ctx(MPI_COMM_WORLD, test_options());
+    const Problem p{DType::kBFloat16, DType::kBFloat16, 20, 30, true};
+    A2aGemm a(ctx, options_for(p, 4 * W));
+    check_forward(a, p, 4, make_data(p, 4, 1), true, true, "before move");
+    A2aGemm b(std::move(a));
+    check_forward(b, p, 3, make_data(p, 3, 2), true, false, "moved-to op");
+    A2aGemm c(ctx, options_for({DType::kFloat32, DType::kFloat32, 5, 5, false}, W));
+    c = std::move(b);  // c's own op is released here
+    check_forward(c, p, 2, make_data(p, 2, 3), false, true, "move-assigned op");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> left = fluxcpp_shm_entries(/*own_only=*/true);
+  EXPECT_TRUE(left.empty()) << "rank " << world_rank() << ": " << left.size()
+                            << " fluxcpp segment(s) left in /dev/shm, first " << left.front();
+}
+
+}  // namespace
+}  // namespace fluxcpp::test

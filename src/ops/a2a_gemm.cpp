@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/parallel_gemm.hpp"
@@ -24,6 +25,9 @@ A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions&
   const int W = c.world_size();
   ex_.emplace(c, kOp, static_cast<std::size_t>(o.max_m) * in_row_, 2 * W,
               std::array<const char*, 4>{"m", "", "", ""}, /*probe_cma=*/false, /*slots=*/2);
+  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+  // of a forward.
+  comm::agree(c.comm(), [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
   // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
   kernels::blas_set_threads(1);
 }
@@ -90,14 +94,23 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = bias;
+  // Each BLAS call packs the whole weight (n x k) again, so computing block by block costs W
+  // packs; when the weight is at least as wide as a block is tall, that costs more than the
+  // overlap wins: the blocks are then gathered into one buffer and multiplied in one call.
+  const bool gather = W > 1 && opts_.n >= rows;
+  // Gather mode collects into our buffer (comm-only: straight into a2a_output when given).
+  char* local = path == Path::kCommOnly && a2a != nullptr ? a2a : local_.data();
   // Block s of the result: the GEMM over the rows s sent us, and their copy into a2a_output.
   auto consume = [&](int s, const char* rows_from_s) {
+    if (gather) {
+      if (comm) std::memcpy(local + blk * s, rows_from_s, blk);
+      return;
+    }
     if (compute) {
       o.c = output + static_cast<std::size_t>(s) * rows * out_row_;
       ops::parallel_gemm(c, weight_, rows_from_s, opts_.k, rows, 0, opts_.n, o);
     }
-    if (a2a != nullptr && rows_from_s != a2a + blk * s)
-      std::memcpy(a2a + blk * s, rows_from_s, blk);
+    if (a2a != nullptr) std::memcpy(a2a + blk * s, rows_from_s, blk);
   };
   auto wait_signal = [&](int owner_local, int index, int peer, const char* what) {
     uint64_t observed = 0;
@@ -143,6 +156,11 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
       if (comm) wait_signal(me, W + s, s, "received");
       consume(s, ex.block(me, 1) + blk * s);
     }
+  }
+  if (gather && compute) {
+    o.c = output;
+    ops::parallel_gemm(c, weight_, local, opts_.k, m, 0, opts_.n, o);
+    if (a2a != nullptr && comm) std::memcpy(a2a, local, blk * W);
   }
   if (comm && N > 1) rail.finish();
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/a2a_gemm.hpp"
@@ -37,6 +38,7 @@ class A2aGemmImpl {
   A2aGemmOptions opts_;
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
   kernels::GemmWeight weight_;
+  std::vector<char> local_;  // gather mode: the exchanged rows, [max_m, k]
   // Slot 0: this rank's input staged block by block (block t at t * m/W rows), read in place by
   // host peers' GEMMs and sent by MPI; slot 1: the blocks received from other hosts (block s at
   // s * m/W rows). Extra signals: [0, W) "block for world rank t staged", [W, 2W) "block from

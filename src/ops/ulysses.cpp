@@ -341,8 +341,11 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
                   blk_row);
   };
 
-  // Row tiles: each GEMM call repacks the weight, so tiles stay large (at most 4 per call).
-  const int64_t tile = std::max<int64_t>(64, (d.rows + 3) / 4);
+  // Row tiles: each GEMM call packs the whole weight again (n x nheads·head_dim), so tiles stay
+  // large (at least 256 rows, at most 4), and there is a single one when the weight is at least
+  // as wide as a tile is tall (then the packs would cost more than the pipelining wins).
+  int64_t tile = std::max<int64_t>(256, (d.rows + 3) / 4);
+  if (opts_.n >= tile) tile = std::max<int64_t>(d.rows, 1);
   const int64_t tiles = (d.rows + tile - 1) / tile;
 
   // Across hosts: MPI moves whole blocks, so they are packed first and handed over at once.

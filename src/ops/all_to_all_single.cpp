@@ -168,7 +168,8 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
       xfers.push_back(
           {false, t, ex.block(me, 1) + out_off(r, t), bytes(t, r), &ex.extra_signal(me, W + t), e});
     }
-    ex.start_transfers(std::move(xfers), /*polite=*/false);
+    // Nothing here overlaps with it: run it to completion on this thread (no hand-off).
+    ex.start_transfers(std::move(xfers), /*polite=*/false, /*now=*/true);
   }
   ops::BlockExchange::RailScope rail(ex, N > 1);
 

@@ -210,7 +210,7 @@ void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
   start_transfers(std::move(t), polite);
 }
 
-void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite) {
+void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite, bool now) {
   detail::ContextImpl& c = *ctx_;
   abort_.store(false);
   const Deadline deadline = c.deadline();
@@ -310,7 +310,7 @@ void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite
       throw;
     }
   };
-  if (c.node_size() == 1 && !deferred) {
+  if ((now || c.node_size() == 1) && !deferred) {
     // Alone on the host there is nothing to overlap with: drive MPI from this thread and save
     // the hand-off to the comm thread (microseconds when each rank has one core).
     rail_ticket_ = 0;

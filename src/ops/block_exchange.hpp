@@ -101,7 +101,10 @@ class BlockExchange {
   // comm stream. A send is posted once `signal` (if set) reaches `value` — so an op may start
   // the transfers before it has produced what they send; a receive raises `signal` to `value`
   // when it completes. Zero-byte transfers are skipped (both sides must agree on the sizes).
-  // Runs inline when this rank is alone on its host and every send is ready.
+  // Runs inline — posted and completed before start_transfers returns — when `now` is set or
+  // this rank is alone on its host, provided every send is ready (no send signal). Ops that have
+  // nothing to compute until the data arrives use `now`: it saves the hand-off to the comm
+  // thread, which costs more than it hides when ranks share cores.
   struct Transfer {
     bool send = false;
     int peer = 0;         // world rank
@@ -110,7 +113,7 @@ class BlockExchange {
     shm::Signal* signal = nullptr;
     uint64_t value = 0;
   };
-  void start_transfers(std::vector<Transfer> transfers, bool polite);
+  void start_transfers(std::vector<Transfer> transfers, bool polite, bool now = false);
   // Waits for the rail transfers of this call; rethrows their error.
   void finish_rail();
   // Across hosts: MPI_Allgather of `bytes` per rank over the world, bounded by the timeout.

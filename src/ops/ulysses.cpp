@@ -95,7 +95,7 @@ void guarded(ops::BlockExchange& ex, const Body& body) {
 // `ready`, or at once when ready == 0) and receive the block of every such rank s into slot
 // W + s, raising extra signal W + s to the epoch.
 void start_remote(ContextImpl& c, ops::BlockExchange& ex, std::size_t blk, uint64_t ready,
-                  bool polite) {
+                  bool polite, bool now = false) {
   const int W = c.world_size(), me = c.node_rank(), nid = c.node_id();
   std::vector<ops::BlockExchange::Transfer> xfers;
   for (int t = 0; t < W; ++t) {
@@ -104,7 +104,7 @@ void start_remote(ContextImpl& c, ops::BlockExchange& ex, std::size_t blk, uint6
         {true, t, ex.block(me, t), blk, ready ? &ex.extra_signal(me, t) : nullptr, ready});
     xfers.push_back({false, t, ex.block(me, W + t), blk, &ex.extra_signal(me, W + t), ex.epoch()});
   }
-  ex.start_transfers(std::move(xfers), polite);
+  ex.start_transfers(std::move(xfers), polite, now);
 }
 
 void wait_block(ContextImpl& c, ops::BlockExchange& ex, const char* op, int owner_local, int index,
@@ -352,7 +352,9 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
   if (comm && N > 1) {
     for (int t = 0; t < W; ++t)
       if (c.node_of(t) != nid) pack(t, 0, d.rows, ex.block(me, t), blk_row);
-    start_remote(c, ex, blk, /*ready=*/0, /*polite=*/compute);
+    // The first GEMM tile needs every source's rows, so nothing overlaps with these transfers:
+    // they run to completion on this thread.
+    start_remote(c, ex, blk, /*ready=*/0, /*polite=*/false, /*now=*/true);
   }
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
   for (int64_t j = 0; j < tiles; ++j) {

@@ -98,12 +98,13 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
   // packs; when the weight is at least as wide as a block is tall, that costs more than the
   // overlap wins: the blocks are then gathered into one buffer and multiplied in one call.
   const bool gather = W > 1 && opts_.n >= rows;
-  // Gather mode collects into our buffer (comm-only: straight into a2a_output when given).
-  char* local = path == Path::kCommOnly && a2a != nullptr ? a2a : local_.data();
+  // Gather mode collects into our buffer, which gemm-only then reads (its own block refreshed
+  // from `input`, the others as the last exchange left them).
+  char* local = local_.data();
   // Block s of the result: the GEMM over the rows s sent us, and their copy into a2a_output.
   auto consume = [&](int s, const char* rows_from_s) {
     if (gather) {
-      if (comm) std::memcpy(local + blk * s, rows_from_s, blk);
+      if (comm || s == r) std::memcpy(local + blk * s, rows_from_s, blk);
       return;
     }
     if (compute) {
@@ -112,13 +113,6 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
     }
     if (a2a != nullptr) std::memcpy(a2a + blk * s, rows_from_s, blk);
   };
-  auto wait_signal = [&](int owner_local, int index, int peer, const char* what) {
-    uint64_t observed = 0;
-    if (!shm::signal_wait(ex.extra_signal(owner_local, index), e, deadline, c.wait_policy(),
-                          &observed))
-      ops::raise_timeout(c, kOp, peer, fmt::format("{}[{}]", what, index % W), e, observed);
-  };
-
   // 1. Publish: blocks for other hosts go to MPI first (the slowest path), then the blocks for
   // host peers are staged in ring order, each published as soon as it is copied.
   if (comm && N > 1) {
@@ -145,7 +139,7 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
   // place from the peer's segment once it has landed.
   for (int i = 1; i < L; ++i) {
     const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-    if (comm) wait_signal(q, r, s, "staged");
+    if (comm) ex.wait_extra(q, r, e, deadline, s, "staged");
     consume(s, ex.block(q, 0) + blk * r);
   }
   // 4. Other hosts' blocks as MPI delivers them.
@@ -153,13 +147,15 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
     const int n = (nid + i) % N;
     for (int q = 0; q < c.node_size_of(n); ++q) {
       const int s = c.world_rank_of(n, q);
-      if (comm) wait_signal(me, W + s, s, "received");
+      if (comm) ex.wait_extra(me, W + s, e, deadline, s, "received");
       consume(s, ex.block(me, 1) + blk * s);
     }
   }
-  if (gather && compute) {
-    o.c = output;
-    ops::parallel_gemm(c, weight_, local, opts_.k, m, 0, opts_.n, o);
+  if (gather) {
+    if (compute) {
+      o.c = output;
+      ops::parallel_gemm(c, weight_, local, opts_.k, m, 0, opts_.n, o);
+    }
     if (a2a != nullptr && comm) std::memcpy(a2a, local, blk * W);
   }
   if (comm && N > 1) rail.finish();

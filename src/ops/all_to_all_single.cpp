@@ -203,9 +203,7 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
       }
       for (int i = 1; i < L; ++i) {
         const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-        uint64_t observed = 0;
-        if (!shm::signal_wait(ex.extra_signal(q, r), e, deadline, c.wait_policy(), &observed))
-          ops::raise_timeout(c, kOp, s, fmt::format("staged[{}]", r), e, observed);
+        ex.wait_extra(q, r, e, deadline, s, "staged");
         if (bytes(s, r) > 0)
           std::memcpy(output + out_off(r, s), ex.block(q, 0) + in_off(s, r), bytes(s, r));
       }
@@ -218,9 +216,7 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
       const int n = (nid + i) % N;
       for (int q = 0; q < c.node_size_of(n); ++q) {
         const int s = c.world_rank_of(n, q);
-        uint64_t observed = 0;
-        if (!shm::signal_wait(ex.extra_signal(me, W + s), e, deadline, c.wait_policy(), &observed))
-          ops::raise_timeout(c, kOp, s, "MPI receive", e, observed);
+        ex.wait_extra(me, W + s, e, deadline, s, "received");
         if (bytes(s, r) > 0)
           std::memcpy(output + out_off(r, s), ex.block(me, 1) + out_off(r, s), bytes(s, r));
       }

@@ -108,10 +108,8 @@ BlockExchange::~BlockExchange() {
     } catch (...) {
     }
   }
-  if (poisoned_) {  // deliberately never unmapped or freed
-    new shm::SymmetricBuffer(std::move(buf_));
-    new comm::UniqueComm(std::move(world_));
-  }
+  if (poisoned_) new shm::SymmetricBuffer(std::move(buf_));  // deliberately never unmapped
+  if (poisoned_ || leak_world_) new comm::UniqueComm(std::move(world_));  // never freed
 }
 
 void BlockExchange::check_usable() const {
@@ -141,6 +139,7 @@ void BlockExchange::release_peers() {
   const int L = ctx_->node_size(), me = ctx_->node_rank();
   for (int q = 0; q < L; ++q)
     if (q != me) shm::signal_set(signals(q)[slots_ + extra_ + me], epoch_);
+  released_epoch_ = epoch_;
 }
 
 void BlockExchange::wait_released() {
@@ -150,11 +149,22 @@ void BlockExchange::wait_released() {
   for (int q = 0; q < L; ++q) {
     if (q == me) continue;
     uint64_t observed = 0;
-    if (!shm::signal_wait(signals(me)[slots_ + extra_ + q], epoch_, deadline, c.wait_policy(),
-                          &observed))
-      raise_timeout(c, op_, c.world_rank_of(c.node_id(), q), fmt::format("released[{}]", q), epoch_,
-                    observed);
+    if (!shm::signal_wait(signals(me)[slots_ + extra_ + q], released_epoch_, deadline,
+                          c.wait_policy(), &observed))
+      raise_timeout(c, op_, c.world_rank_of(c.node_id(), q), fmt::format("released[{}]", q),
+                    released_epoch_, observed);
   }
+}
+
+void BlockExchange::wait_extra(int owner, int index, uint64_t value, Deadline deadline, int peer,
+                               const char* what) {
+  detail::ContextImpl& c = *ctx_;
+  uint64_t observed = 0;
+  if (shm::signal_wait(extra_signal(owner, index), value, deadline, c.wait_policy(), &observed,
+                       &abort_))
+    return;
+  if (abort_.load()) finish_rail();  // rethrows the comm stream's error
+  raise_timeout(c, op_, peer, fmt::format("{}[{}]", what, index % c.world_size()), value, observed);
 }
 
 void BlockExchange::stage(const char* input, std::size_t bytes) {
@@ -225,6 +235,9 @@ void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite
             op_, t.bytes, t.peer);
   bool deferred = false;
   for (const Transfer& t : transfers) deferred = deferred || (t.send && t.signal != nullptr);
+  const bool inline_run = (now || c.node_size() == 1) && !deferred;
+  // Run inline, the caller has nothing else to do: poll flat out.
+  polite = polite && !inline_run;
   auto task = [this, deadline, polite, transfers = std::move(transfers)] {
     detail::ContextImpl& c = *ctx_;
     // Receives are posted first and occupy reqs[0, nrecv); sends follow as they are posted.
@@ -278,7 +291,7 @@ void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite
         if (flag && idx != MPI_UNDEFINED) {
           --pending;
           progressed();
-          if (static_cast<std::size_t>(idx) < nrecv)
+          if (static_cast<std::size_t>(idx) < nrecv && recvs[idx]->signal != nullptr)
             shm::signal_set(*recvs[idx]->signal, recvs[idx]->value);
           continue;
         }
@@ -310,7 +323,7 @@ void BlockExchange::start_transfers(std::vector<Transfer> transfers, bool polite
       throw;
     }
   };
-  if ((now || c.node_size() == 1) && !deferred) {
+  if (inline_run) {
     // Alone on the host there is nothing to overlap with: drive MPI from this thread and save
     // the hand-off to the comm thread (microseconds when each rank has one core).
     rail_ticket_ = 0;
@@ -338,7 +351,7 @@ void BlockExchange::allgather(const void* mine, void* all, std::size_t bytes) {
     if (std::chrono::steady_clock::now() >= deadline) {
       send.release();
       recv.release();
-      poisoned_ = true;
+      leak_world_ = true;
       raise(Errc::kTimeout, "{}: timed out after {} s exchanging call arguments (rank {})", op_,
             c.config().timeout_s, c.world_rank());
     }

@@ -64,9 +64,15 @@ class BlockExchange {
   // whose benchmark paths write into their own segment outside the handshake call this at the
   // end of a call, and wait_released() before such a write.
   void release_peers();
-  // Waits until every host peer has released this rank's segment for the latest call (no-op
-  // before the first call). Raises kTimeout naming the peer.
+  // Waits until every host peer has released this rank's segment for the latest call that
+  // released (calls that were no-ops or failed their handshake release nothing; every rank of
+  // the host agrees on which those were). Raises kTimeout naming the peer.
   void wait_released();
+  // Waits until extra signal `index` of host rank `owner` reaches `value` (an op's own block or
+  // receive signals). Raises kTimeout naming `peer` and "what[index % W]", or — when a transfer
+  // of this call failed on the comm thread — that transfer's error.
+  void wait_extra(int owner, int index, uint64_t value, Deadline deadline, int peer,
+                  const char* what);
   // The handshake's per-rank word of node rank q for the current call.
   uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
 
@@ -165,6 +171,8 @@ class BlockExchange {
   bool cma_ok_ = false;
   // An abandoned MPI transfer may still touch our segment: keep it mapped for good.
   bool poisoned_ = false;
+  bool leak_world_ = false;      // an abandoned MPI_Iallgather may still use world_
+  uint64_t released_epoch_ = 0;  // the last call that released the host peers
 };
 
 }  // namespace fluxcpp::ops

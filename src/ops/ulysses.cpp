@@ -107,15 +107,6 @@ void start_remote(ContextImpl& c, ops::BlockExchange& ex, std::size_t blk, uint6
   ex.start_transfers(std::move(xfers), polite, now);
 }
 
-void wait_block(ContextImpl& c, ops::BlockExchange& ex, const char* op, int owner_local, int index,
-                uint64_t value, int peer, const char* what) {
-  uint64_t observed = 0;
-  if (!shm::signal_wait(ex.extra_signal(owner_local, index), value, c.deadline(), c.wait_policy(),
-                        &observed))
-    ops::raise_timeout(c, op, peer, fmt::format("{}[{}]", what, index % c.world_size()), value,
-                       observed);
-}
-
 }  // namespace
 
 // ---- GemmA2aTranspose ----------------------------------------------------------------------
@@ -221,7 +212,7 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
     const int s = (r + W - i) % W;
     if (!comm || c.node_of(s) != nid) continue;
     const int q = c.local_of(s);
-    wait_block(c, ex, kGat, q, r, e, s, "block");
+    ex.wait_extra(q, r, e, c.deadline(), s, "block");
     place(s, ex.block(q, r));
   }
   produce(r);
@@ -232,7 +223,7 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
     const int n = (nid + i) % N;
     for (int q = 0; q < c.node_size_of(n); ++q) {
       const int s = c.world_rank_of(n, q);
-      wait_block(c, ex, kGat, me, W + s, e, s, "received");
+      ex.wait_extra(me, W + s, e, c.deadline(), s, "received");
       place(s, ex.block(me, W + s));
     }
   }
@@ -369,7 +360,7 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
       pack(r, i0, i1, a2a + r * blk_row, a2a_row);
       for (int i = 1; i < L; ++i) {
         const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-        wait_block(c, ex, kAtg, q, r, ops::BlockExchange::progress_value(e, j + 1), s, "tile");
+        ex.wait_extra(q, r, ops::BlockExchange::progress_value(e, j + 1), c.deadline(), s, "tile");
         take(s, ex.block(q, r), i0, i1);
       }
       if (j == 0)
@@ -377,7 +368,7 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
           const int n = (nid + i) % N;
           for (int q = 0; q < c.node_size_of(n); ++q) {
             const int s = c.world_rank_of(n, q);
-            wait_block(c, ex, kAtg, me, W + s, e, s, "received");
+            ex.wait_extra(me, W + s, e, c.deadline(), s, "received");
             take(s, ex.block(me, W + s), 0, d.rows);
           }
         }

@@ -341,10 +341,11 @@ int main(int argc, char** argv) {
           std::thread::hardware_concurrency(), comm::process_cpuset().c_str());
       std::printf(
           "# threads per rank: %d compute + %d comm, binding %s, OpenBLAS threads %d, waits spin "
-          "%g us then yield %g us, copy engine %s\n",
+          "%g us then yield %g us, copy engine %s, copy offload %s\n",
           impl.config().compute_threads, impl.config().comm_threads,
           binding_name(impl.config().binding), kernels::blas_get_threads(), impl.config().spin_us,
-          impl.config().yield_us, env_value("FLUXCPP_COPY_ENGINE").c_str());
+          impl.config().yield_us, env_value("FLUXCPP_COPY_ENGINE").c_str(),
+          impl.config().copy_offload ? "on" : "off");
       std::printf("# times: median [min max] over %d samples of the max over ranks%s\n",
                   settings.quick ? std::max(5, settings.samples / 3) : settings.samples,
                   settings.quick ? " (quick)" : "");

@@ -26,6 +26,10 @@ const std::vector<EnvVar>& env_vars() {
        "intra-host copies: shm (staged through shared memory), cma (single copy from the peer's "
        "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
       {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
+      {"FLUXCPP_COPY_OFFLOAD", "auto",
+       "on: the all-to-all GEMM ops move data on a comm thread while the calling thread computes; "
+       "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
+       "threads"},
       {"FLUXCPP_AG_GEMM_MODE", "auto",
        "ag_gemm: zero_copy (GEMM blocks read host peers' rows in their segments as they land), "
        "copy (gather the host's rows locally, then one GEMM) or auto (copy when n >= m/W)"},
@@ -114,6 +118,13 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
     raise(Errc::kInvalidArgument, "config: FLUXCPP_COPY_ENGINE='{}' must be auto, shm or cma",
           engine);
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
+  std::string off = env_value("FLUXCPP_COPY_OFFLOAD");
+  if (off == "auto")
+    c.copy_offload = cpus_per_rank > c.compute_threads;
+  else if (off == "on" || off == "off")
+    c.copy_offload = off == "on";
+  else
+    raise(Errc::kInvalidArgument, "config: FLUXCPP_COPY_OFFLOAD='{}' must be auto, on or off", off);
   std::string agm = env_value("FLUXCPP_AG_GEMM_MODE");
   if (agm == "auto")
     c.ag_gemm_mode = 0;

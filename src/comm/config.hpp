@@ -36,7 +36,8 @@ struct Config {
   long chunk_bytes = 256 * 1024;  // pipeline chunk of the copy engines
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
-  int ag_gemm_mode = 0;  // values of fluxcpp::AgGemmMode
+  int ag_gemm_mode = 0;       // values of fluxcpp::AgGemmMode
+  bool copy_offload = false;  // the all-to-all GEMM ops copy on a comm thread
 };
 
 // Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes

@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/offload.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/parallel_gemm.hpp"
 
@@ -115,23 +116,34 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
   };
   // 1. Publish: blocks for other hosts go to MPI first (the slowest path), then the blocks for
   // host peers are staged in ring order, each published as soon as it is copied.
+  // With copy offload the staging runs on a comm stream while this thread computes our own
+  // block; the MPI sends then wait for their block's staged signal.
+  const bool offload = comm && compute && c.config().copy_offload && W > 1;
+  auto stage = [&](int t) {
+    std::memcpy(ex.block(me, 0) + blk * t, input + blk * t, blk);
+    shm::signal_set(ex.extra_signal(me, t), e);
+  };
+  ops::Offload copies(c);
+  if (offload)
+    copies.start([&] {
+      for (int i = 1; i < W; ++i)  // other hosts first: their path is the slowest
+        if (c.node_of((r + i) % W) != nid) stage((r + i) % W);
+      for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (me + i) % L));
+    });
   if (comm && N > 1) {
     std::vector<ops::BlockExchange::Transfer> xfers;
     for (int t = 0; t < W; ++t) {
       if (c.node_of(t) == nid) continue;
-      std::memcpy(ex.block(me, 0) + blk * t, input + blk * t, blk);
-      xfers.push_back({true, t, ex.block(me, 0) + blk * t, blk, nullptr, 0});
+      if (!offload) stage(t);
+      xfers.push_back({true, t, ex.block(me, 0) + blk * t, blk,
+                       offload ? &ex.extra_signal(me, t) : nullptr, offload ? e : 0});
       xfers.push_back({false, t, ex.block(me, 1) + blk * t, blk, &ex.extra_signal(me, W + t), e});
     }
     ex.start_transfers(std::move(xfers), /*polite=*/compute);
   }
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
-  if (comm)
-    for (int i = 1; i < L; ++i) {
-      const int t = c.world_rank_of(nid, (me + i) % L);
-      std::memcpy(ex.block(me, 0) + blk * t, input + blk * t, blk);
-      shm::signal_set(ex.extra_signal(me, t), e);
-    }
+  if (comm && !offload)
+    for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (me + i) % L));
 
   // 2. Our own block needs nothing from anyone.
   consume(r, input + blk * r);
@@ -158,6 +170,7 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
     }
     if (a2a != nullptr && comm) std::memcpy(a2a, local, blk * W);
   }
+  if (offload) copies.finish();
   if (comm && N > 1) rail.finish();
 }
 

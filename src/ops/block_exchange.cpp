@@ -157,12 +157,13 @@ void BlockExchange::wait_released() {
 }
 
 void BlockExchange::wait_extra(int owner, int index, uint64_t value, Deadline deadline, int peer,
-                               const char* what) {
+                               const char* what, const std::atomic<bool>* stop) {
   detail::ContextImpl& c = *ctx_;
   uint64_t observed = 0;
   if (shm::signal_wait(extra_signal(owner, index), value, deadline, c.wait_policy(), &observed,
-                       &abort_))
+                       stop != nullptr ? stop : &abort_))
     return;
+  if (stop != nullptr && stop->load()) raise(Errc::kInternal, "{}: copy task abandoned", op_);
   if (abort_.load()) finish_rail();  // rethrows the comm stream's error
   raise_timeout(c, op_, peer, fmt::format("{}[{}]", what, index % c.world_size()), value, observed);
 }

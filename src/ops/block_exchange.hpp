@@ -71,8 +71,9 @@ class BlockExchange {
   // Waits until extra signal `index` of host rank `owner` reaches `value` (an op's own block or
   // receive signals). Raises kTimeout naming `peer` and "what[index % W]", or — when a transfer
   // of this call failed on the comm thread — that transfer's error.
+  // `stop`: also ends the wait (an offloaded task whose caller gave up).
   void wait_extra(int owner, int index, uint64_t value, Deadline deadline, int peer,
-                  const char* what);
+                  const char* what, const std::atomic<bool>* stop = nullptr);
   // The handshake's per-rank word of node rank q for the current call.
   uint64_t extra(int q) const { return sync_.extra(q, epoch_); }
 

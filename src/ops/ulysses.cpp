@@ -5,6 +5,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/offload.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/parallel_gemm.hpp"
 
@@ -205,19 +206,33 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
 
   if (comm && N > 1) start_remote(c, ex, blk, /*ready=*/e, /*polite=*/compute);
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
+  // With copy offload the host's blocks are transposed in by a comm stream while this thread
+  // computes the next block; otherwise this thread alternates between the two.
+  const bool offload = comm && compute && c.config().copy_offload && L > 1;
+  ops::Offload copies(c);
+  if (offload)
+    copies.start([&] {
+      for (int i = 1; i <= W; ++i) {
+        const int s = (r + W - i) % W;  // r-1, r-2, ..., then our own block
+        if (c.node_of(s) != nid) continue;
+        const int q = c.local_of(s);
+        ex.wait_extra(q, r, e, c.deadline(), s, "block", copies.stop());
+        place(s, ex.block(q, r));
+      }
+    });
   // Step i: produce the block for rank r+i, then take in the one rank r-i produced for us at its
   // own step i. Our own block comes last: peers need theirs first.
   for (int i = 1; i < W; ++i) {
     produce((r + i) % W);
     const int s = (r + W - i) % W;
-    if (!comm || c.node_of(s) != nid) continue;
+    if (!comm || offload || c.node_of(s) != nid) continue;
     const int q = c.local_of(s);
     ex.wait_extra(q, r, e, c.deadline(), s, "block");
     place(s, ex.block(q, r));
   }
   produce(r);
   if (!comm) return;
-  place(r, ex.block(me, r));
+  if (!offload) place(r, ex.block(me, r));
   // Blocks of other hosts as MPI delivers them.
   for (int i = 1; i < N; ++i) {
     const int n = (nid + i) % N;
@@ -227,6 +242,7 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
       place(s, ex.block(me, W + s));
     }
   }
+  if (offload) copies.finish();
   if (N > 1) rail.finish();
   if (L > 1) ex.release_peers();
 }
@@ -348,35 +364,72 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
     start_remote(c, ex, blk, /*ready=*/0, /*polite=*/false, /*now=*/true);
   }
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
-  for (int64_t j = 0; j < tiles; ++j) {
+  // Everything tile j of the exchanged rows needs: our packs for the host peers, our own rows,
+  // the peers' tiles (and, at tile 0, the rows of other hosts). `stop`: see Offload.
+  auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop) {
     const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
-    if (comm) {
-      // Tile j of every host peer's block, in ring order, each published as it is packed.
-      for (int i = 1; i < L; ++i) {
-        const int t = c.world_rank_of(nid, (me + i) % L);
-        pack(t, i0, i1, ex.block(me, t), blk_row);
-        shm::signal_set(ex.extra_signal(me, t), ops::BlockExchange::progress_value(e, j + 1));
-      }
-      pack(r, i0, i1, a2a + r * blk_row, a2a_row);
-      for (int i = 1; i < L; ++i) {
-        const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-        ex.wait_extra(q, r, ops::BlockExchange::progress_value(e, j + 1), c.deadline(), s, "tile");
-        take(s, ex.block(q, r), i0, i1);
-      }
-      if (j == 0)
-        for (int i = 1; i < N; ++i) {
-          const int n = (nid + i) % N;
-          for (int q = 0; q < c.node_size_of(n); ++q) {
-            const int s = c.world_rank_of(n, q);
-            ex.wait_extra(me, W + s, e, c.deadline(), s, "received");
-            take(s, ex.block(me, W + s), 0, d.rows);
-          }
-        }
+    for (int i = 1; i < L; ++i) {  // ring order, each published as it is packed
+      const int t = c.world_rank_of(nid, (me + i) % L);
+      pack(t, i0, i1, ex.block(me, t), blk_row);
+      shm::signal_set(ex.extra_signal(me, t), ops::BlockExchange::progress_value(e, j + 1));
     }
-    if (compute) {
-      o.c = output + static_cast<std::size_t>(i0) * out_row;
-      ops::parallel_gemm(c, weight_, a2a + static_cast<std::size_t>(i0) * a2a_row, K, i1 - i0, 0,
-                         opts_.n, o);
+    pack(r, i0, i1, a2a + r * blk_row, a2a_row);
+    for (int i = 1; i < L; ++i) {
+      const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
+      ex.wait_extra(q, r, ops::BlockExchange::progress_value(e, j + 1), c.deadline(), s, "tile",
+                    stop);
+      take(s, ex.block(q, r), i0, i1);
+    }
+    if (j == 0)
+      for (int i = 1; i < N; ++i) {
+        const int n = (nid + i) % N;
+        for (int q = 0; q < c.node_size_of(n); ++q) {
+          const int s = c.world_rank_of(n, q);
+          ex.wait_extra(me, W + s, e, c.deadline(), s, "received", stop);
+          take(s, ex.block(me, W + s), 0, d.rows);
+        }
+      }
+  };
+  auto gemm_tile = [&](int64_t j) {
+    const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
+    o.c = output + static_cast<std::size_t>(i0) * out_row;
+    ops::parallel_gemm(c, weight_, a2a + static_cast<std::size_t>(i0) * a2a_row, K, i1 - i0, 0,
+                       opts_.n, o);
+  };
+
+  if (comm && compute && c.config().copy_offload && tiles > 1) {
+    // Copy offload: a comm stream exchanges tile after tile, raising `ready`, while this thread
+    // runs the GEMM of every tile that is ready.
+    shm::Signal ready;
+    constexpr uint64_t kFailed = ~uint64_t{0};
+    ops::Offload copies(c);
+    copies.start([&] {
+      try {
+        for (int64_t j = 0; j < tiles; ++j) {
+          exchange_tile(j, copies.stop());
+          shm::signal_set(ready, static_cast<uint64_t>(j + 1));
+        }
+      } catch (...) {
+        shm::signal_set(ready, kFailed);
+        throw;
+      }
+    });
+    for (int64_t j = 0; j < tiles; ++j) {
+      uint64_t observed = 0;
+      const bool ok = shm::signal_wait(ready, static_cast<uint64_t>(j + 1), c.deadline(),
+                                       c.wait_policy(), &observed);
+      if (!ok || shm::signal_load(ready) == kFailed) {
+        copies.finish();  // rethrows the copy task's error
+        raise(Errc::kTimeout, "{}: copy stream stalled at tile {} of {} (rank {})", kAtg, j, tiles,
+              r);
+      }
+      gemm_tile(j);
+    }
+    copies.finish();
+  } else {
+    for (int64_t j = 0; j < tiles; ++j) {
+      if (comm) exchange_tile(j, nullptr);
+      if (compute) gemm_tile(j);
     }
   }
   if (comm && N > 1) rail.finish();

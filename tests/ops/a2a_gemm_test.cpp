@@ -430,6 +430,121 @@ TEST_F(A2aGemmPaths, GemmOnlyAndCommOnly) {
     }
 }
 
+// The two row layouts of the GEMM: gather mode (n >= m/W: the exchanged rows are collected into
+// one buffer and multiplied at once) and block mode (n < m/W: block by block). With W == 1 both
+// are block mode.
+struct PathsMode {
+  const char* name;
+  int64_t rows, n;  // rows per block
+};
+const PathsMode kPathsModes[] = {{"gather (n >= m/W)", 4, 8}, {"block (n < m/W)", 8, 4}};
+
+// gemm-only takes its own block from the `input` it is given, the other blocks as the last
+// exchange left them: after forward(A), gemm-only(B) gives B_own · weightᵀ + bias in the rows
+// of this rank's block r and forward(A)'s output in every other block.
+TEST_F(A2aGemmPaths, GemmOnlyUsesItsOwnInputBlock) {
+  Context ctx(MPI_COMM_WORLD, test_options(5.0));
+  const int W = ctx.world_size(), r = ctx.rank();
+  int call = 300;
+  bool trans = false;
+  for (const PathsMode& mode : kPathsModes)
+    for (auto [in, out] : kPairs) {
+      const Problem p{in, out, mode.n, 12, trans};
+      trans = !trans;
+      const int64_t rows = mode.rows, m = rows * W;
+      const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(in);
+      const std::size_t blk = static_cast<std::size_t>(rows) * in_row;
+      const std::size_t out_bytes = static_cast<std::size_t>(m * p.n) * dtype_size(out);
+      const std::string tag = describe(p) + " m=" + std::to_string(m) + " " + mode.name + " mode";
+      A2aGemm op(ctx, options_for(p, m));
+      Data a = make_data(p, rows, call++);
+      Data b = make_data(p, rows, call++);  // other values in every block, the own one too
+      Bytes fwd_out;
+      check_forward(op, p, rows, a, true, true, tag + " forward (data A)", &fwd_out);
+      // What gemm-only must multiply: A's exchange, with block r replaced by B's own block.
+      Bytes mixed = mpi_alltoall(a.input, rows, in_row);
+      std::memcpy(mixed.data() + blk * r, b.input.data() + blk * r, blk);
+      Reference ref = reference(p, m, mixed, a.weight, &a.bias);
+      for (int rep = 0; rep < 2; ++rep) {
+        const std::string what = tag + " gemm-only (own block of B) rep " + std::to_string(rep);
+        Bytes got(out_bytes + 8, kPoison);
+        try {
+          op.forward_gemm_only(b.input.data(), m, a.weight.data(), a.bias.data(), got.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << what << ": rank " << r << ": forward_gemm_only threw: " << e.what();
+        }
+        expect_close(ref, got, out, m, p.n, what);
+        expect_untouched(got, out_bytes, what);
+        // The other blocks: forward(A)'s output bit for bit (block r blanked in both).
+        if (fwd_out.size() >= out_bytes) {
+          const std::size_t out_blk = out_bytes / static_cast<std::size_t>(W);
+          Bytes want(fwd_out.begin(), fwd_out.begin() + static_cast<std::ptrdiff_t>(out_bytes));
+          Bytes others(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(out_bytes));
+          std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(out_blk * r), out_blk, 0);
+          std::fill_n(others.begin() + static_cast<std::ptrdiff_t>(out_blk * r), out_blk, 0);
+          expect_same_bits(want, others, out, p.n, what + " other blocks vs forward(A)");
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
+      // And a normal forward afterwards exchanges B in full.
+      check_forward(op, p, rows, b, false, true, tag + " forward (data B) after gemm-only");
+      if (any_rank(HasFailure())) return;  // uniform
+    }
+}
+
+// comm-only(C) then gemm-only(C) gives forward(C)'s output, with a2a_output given to comm-only
+// or not (the rows gemm-only reads are refreshed either way); the op ran a forward with other
+// data before, so stale rows show up.
+TEST_F(A2aGemmPaths, CommOnlyThenGemmOnlyEqualsForward) {
+  Context ctx(MPI_COMM_WORLD, test_options(5.0));
+  const int W = ctx.world_size(), r = ctx.rank();
+  int call = 400;
+  bool trans = true;
+  for (const PathsMode& mode : kPathsModes)
+    for (auto [in, out] : kPairs) {
+      trans = !trans;  // both weight layouts in each mode, with and without a2a_output
+      for (bool with_a2a : {true, false}) {
+        const Problem p{in, out, mode.n, 12, trans};
+        const int64_t rows = mode.rows, m = rows * W;
+        const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(in);
+        const std::size_t out_bytes = static_cast<std::size_t>(m * p.n) * dtype_size(out);
+        const std::string tag = describe(p) + " m=" + std::to_string(m) + " " + mode.name +
+                                " mode" + (with_a2a ? " comm-only a2a_output" : " comm-only null");
+        A2aGemm op(ctx, options_for(p, m));
+        Data a = make_data(p, rows, call++), c = make_data(p, rows, call++);
+        check_forward(op, p, rows, a, true, true, tag + " forward (data A)");
+        Bytes a2a_ref = mpi_alltoall(c.input, rows, in_row);
+        Bytes a2a(a2a_ref.size(), kA2aPoison);
+        try {
+          op.forward_comm_only(c.input.data(), m, with_a2a ? a2a.data() : nullptr);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
+        }
+        if (with_a2a)
+          expect_same_a2a(a2a_ref, a2a, rows, in_row, tag + " comm-only (data C)");
+        else if (a2a != Bytes(a2a.size(), kA2aPoison))
+          ADD_FAILURE() << tag << ": rank " << r << ": a2a_output written though not passed";
+        Bytes got(out_bytes + 8, kPoison);
+        try {
+          op.forward_gemm_only(c.input.data(), m, c.weight.data(), c.bias.data(), got.data());
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
+        }
+        expect_untouched(got, out_bytes, tag + " gemm-only");
+        Reference ref = reference(p, m, a2a_ref, c.weight, &c.bias);
+        expect_close(ref, got, out, m, p.n, tag + " comm-only + gemm-only (data C)");
+        MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
+        Bytes want;
+        if (check_forward(op, p, rows, c, true, true, tag + " forward (data C)", &want)) {
+          got.resize(out_bytes);
+          want.resize(out_bytes);
+          expect_same_bits(want, got, out, p.n, tag + " comm-only + gemm-only vs forward(C)");
+        }
+        if (any_rank(HasFailure())) return;  // uniform
+      }
+    }
+}
+
 // ---- 4. bad inputs ----------------------------------------------------------------------------
 
 class A2aGemmBadInput : public MpiTest {};

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
@@ -471,6 +472,80 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
     Data d = make_data(p, max_rows * W, call++);
     check_forward(op, p, max_rows, d, true, describe(p) + " forward after m=0 paths");
     if (any_rank(HasFailure())) return;  // uniform
+  }
+}
+
+// forward_gemm_only waits until host peers released this rank's partials after the last call
+// that moved data: a no-op forward (m == 0) or a forward rejected with kInvalidArgument in
+// between releases nothing, and gemm-only must not wait for it (it used to time out on every
+// rank of a host with more than one rank). Each round: forward (data A), the in-between call,
+// gemm-only (data B), comm-only, which must reduce B's partials: within tolerance of the
+// reference and bit for bit forward(B)'s output. A short timeout makes a regression fail in
+// seconds.
+TEST_F(GemmRsPaths, GemmOnlyAfterNoOpOrRejectedCall) {
+  Context ctx(MPI_COMM_WORLD, test_options(5.0));
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t rows = 3, m = rows * W;
+  struct Between {
+    const char* name;
+    bool rejected;  // kInvalidArgument expected on every rank
+    std::function<void(GemmRs&, const Data&, void*)> call;
+  };
+  std::vector<Between> betweens = {
+      {"m=0 no-op", false,
+       [&](GemmRs& op, const Data& d, void* out) {
+         op.forward(d.input.data(), 0, d.weight.data(), d.bias.data(), out);
+       }},
+      {"m=0 no-op with null pointers", false,
+       [&](GemmRs& op, const Data&, void*) { op.forward(nullptr, 0, nullptr, nullptr, nullptr); }},
+      {"m > max_m everywhere (rejected)", true,
+       [&](GemmRs& op, const Data& d, void* out) {
+         op.forward(d.input.data(), m + W, d.weight.data(), d.bias.data(), out);
+       }},
+  };
+  if (W > 1) {
+    betweens.push_back(
+        {"m % W != 0 everywhere (rejected)", true, [&](GemmRs& op, const Data& d, void* out) {
+           op.forward(d.input.data(), W + 1, d.weight.data(), d.bias.data(), out);
+         }});
+    betweens.push_back(
+        {"m differs on the last rank (rejected)", true, [&](GemmRs& op, const Data& d, void* out) {
+           op.forward(d.input.data(), r == W - 1 ? 2 * W : W, d.weight.data(), d.bias.data(), out);
+         }});
+  }
+  int call = 1300;
+  // n >= m/W: one GEMM over all rows; n < m/W: block by block.
+  for (int64_t n : {int64_t{17}, int64_t{2}}) {
+    const Problem p{DType::kFloat32, DType::kFloat32, n, 11, n == 2};
+    GemmRs op(ctx, options_for(p, m));
+    const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(p.out);
+    for (const Between& between : betweens) {
+      const std::string tag = describe(p) + " m=" + std::to_string(m) + " after " + between.name;
+      Data a = make_data(p, m, call++), b = make_data(p, m, call++);
+      Data scratch = make_data(p, m + W, call++);  // room for the largest m named (m + W)
+      Bytes scratch_out = poisoned_output(p.out, static_cast<std::size_t>((rows + 1) * p.n));
+      check_forward(op, p, rows, a, true, tag + " forward (data A)");
+      if (between.rejected) {
+        expect_error([&] { between.call(op, scratch, scratch_out.data()); }, Errc::kInvalidArgument,
+                     {"gemm_rs"}, tag);
+      } else {
+        no_throw([&] { between.call(op, scratch, scratch_out.data()); }, tag);
+      }
+      expect_untouched(scratch_out, 0, tag + " (in-between call)");
+      no_throw([&] { op.forward_gemm_only(b.input.data(), m, b.weight.data()); },
+               tag + " gemm-only (data B)");
+      Bytes got = poisoned_output(p.out, count);
+      no_throw([&] { op.forward_comm_only(m, b.bias.data(), got.data()); }, tag + " comm-only");
+      expect_untouched(got, count * esz, tag + " comm-only");
+      Reference ref = reference(p, rows, b.input, b.weight, &b.bias);
+      expect_close(ref, got, p.out, rows, p.n, tag + " gemm-only (data B) + comm-only",
+                   world_rank() * rows);
+      got.resize(count * esz);
+      Bytes want = check_forward(op, p, rows, b, true, tag + " forward (data B)");
+      expect_same_bits(want, got, p.out, p.n, tag + " gemm-only + comm-only vs forward(B)",
+                       "local row");
+      if (any_rank(HasFailure())) return;  // uniform
+    }
   }
 }
 

@@ -436,6 +436,9 @@ const Shape kShapes[] = {
     {"odd_hidden7", 3, 5, 3, 3, 7, 5},
     {"odd_hidden127", 3, 5, 3, 3, 127, 5},
     {"mid", 2, 64, 2, 32, 128, 96},
+    // 768 exchanged rows per rank: a2a_transpose_gemm runs 3 row tiles (with copy offload, on
+    // a comm stream beside the GEMM).
+    {"tiled", 2, 384, 1, 4, 8, 16},
 };
 
 struct Case {
@@ -827,6 +830,89 @@ TEST_F(UlyssesPathsOrder, GemmA2aTransposeGemmOnlyRightAfterForward) {
                     gat_where(d));
     if (any_rank(HasFailure())) return;  // uniform
   }
+}
+
+// forward_gemm_only waits until host peers released this rank's segment after the last call
+// that moved data: a no-op forward (bs == 0) or a forward rejected with kInvalidArgument in
+// between releases nothing, and gemm-only must not wait for it (it used to time out on every
+// rank of a host with more than one rank). Each round: forward (data A), the in-between call,
+// gemm-only (data B), comm-only, which must transpose B's blocks. A short timeout makes a
+// regression fail in seconds.
+TEST_F(UlyssesPathsOrder, GemmA2aTransposeGemmOnlyAfterNoOpOrRejectedCall) {
+  Context ctx(MPI_COMM_WORLD, test_options(5.0));
+  const int W = ctx.world_size(), r = ctx.rank();
+  const int64_t bs = 2, seq = 3 * W;
+  GemmA2aTranspose op(ctx, gat_options(DType::kFloat32, DType::kFloat32, bs, seq, 7, 2 * W, 3));
+  const GemmA2aTransposeOptions& o = op.options();
+  const Dims d = dims_of(o, bs, seq);
+  const std::size_t count = gat_out_count(d);
+  struct Between {
+    const char* name;
+    bool rejected;  // kInvalidArgument expected on every rank
+    std::function<void(const GatData&, void*)> call;
+  };
+  std::vector<Between> betweens = {
+      {"bs=0 no-op", false,
+       [&](const GatData& g, void* out) {
+         op.forward(g.input.data(), 0, seq, g.weight.data(), g.bias.data(), out);
+       }},
+      {"bs=0 no-op with null pointers", false,
+       [&](const GatData&, void*) { op.forward(nullptr, 0, seq, nullptr, nullptr, nullptr); }},
+      {"bs > max_bs everywhere (rejected)", true,
+       [&](const GatData& g, void* out) {
+         op.forward(g.input.data(), bs + 1, seq, g.weight.data(), g.bias.data(), out);
+       }},
+  };
+  if (W > 1) {
+    betweens.push_back(
+        {"seq % W != 0 everywhere (rejected)", true, [&](const GatData& g, void* out) {
+           op.forward(g.input.data(), 1, W + 1, g.weight.data(), g.bias.data(), out);
+         }});
+    betweens.push_back(
+        {"seq differs on the last rank (rejected)", true, [&](const GatData& g, void* out) {
+           op.forward(g.input.data(), 1, r == W - 1 ? 2 * W : W, g.weight.data(), g.bias.data(),
+                      out);
+         }});
+  }
+  int call = 1200;
+  for (const Between& between : betweens) {
+    const std::string tag = gat_name(o, d) + " after " + between.name;
+    GatData a = gat_data(o, d, call++), b = gat_data(o, d, call++);
+    // Room for the largest shape any in-between call names (bs + 1, seq).
+    GatData scratch = gat_data(o, dims_of(o, bs + 1, seq), call++);
+    Bytes scratch_out = poisoned_output(o.output_dtype, gat_out_count(dims_of(o, bs + 1, seq)));
+    Reference ref_b = gat_reference(o, d, b.input, b.weight, &b.bias);
+    check_gat_forward(op, bs, seq, a, true, tag + " forward (data A)");
+    if (between.rejected) {
+      expect_error([&] { between.call(scratch, scratch_out.data()); }, Errc::kInvalidArgument,
+                   {kGat}, tag);
+    } else {
+      try {
+        between.call(scratch, scratch_out.data());
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << tag << ": rank " << r << ": threw: " << e.what();
+      }
+    }
+    expect_untouched(scratch_out, 0, tag + " (in-between call)");
+    try {
+      op.forward_gemm_only(b.input.data(), bs, seq, b.weight.data(), b.bias.data());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // gemm-only is local
+    Bytes split = poisoned_output(o.output_dtype, count);
+    try {
+      op.forward_comm_only(bs, seq, split.data());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
+    }
+    expect_untouched(split, count * dtype_size(o.output_dtype), tag + " comm-only");
+    expect_close_at(ref_b, split, o.output_dtype, count, tag + " gemm-only (data B) + comm-only",
+                    gat_where(d));
+    if (any_rank(HasFailure())) return;  // uniform
+  }
+  check_gat_forward(op, bs, seq, gat_data(o, d, call), true,
+                    gat_name(o, d) + " forward after the in-between calls");
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, UlyssesPaths, ::testing::ValuesIn(kPairs),

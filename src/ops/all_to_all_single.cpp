@@ -163,7 +163,8 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
   if (N > 1) {
     for (int t = 0; t < W; ++t) {
       if (on_host(t)) continue;
-      std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
+      if (bytes(r, t) > 0)
+        std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
       xfers.push_back({true, t, ex.block(me, 0) + in_off(r, t), bytes(r, t), nullptr, 0});
       xfers.push_back(
           {false, t, ex.block(me, 1) + out_off(r, t), bytes(t, r), &ex.extra_signal(me, W + t), e});
@@ -198,7 +199,8 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
       // read the peers' blocks in the matching order (peer r-i stages ours at its step i).
       for (int i = 1; i < L; ++i) {
         const int t = c.world_rank_of(nid, (me + i) % L);
-        std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
+        if (bytes(r, t) > 0)
+          std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
         shm::signal_set(ex.extra_signal(me, t), e);
       }
       for (int i = 1; i < L; ++i) {

@@ -148,7 +148,7 @@ bool expect_rows_equal(const Bytes& want, const Bytes& got, const Matrix& S, std
     ADD_FAILURE() << what << ": rank " << r << ": output too small";
     return false;
   }
-  if (std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
+  if (want.empty() || std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
   std::size_t i = 0;
   while (want[i] == got[i]) ++i;
   int64_t row = static_cast<int64_t>(i / row_bytes);
@@ -322,7 +322,7 @@ TEST_F(AllToAllSingleCalls, TwoHundredCallsWithChangingDataAndSplits) {
     const std::size_t out_bytes = static_cast<std::size_t>(sum(out_splits)) * row_bytes;
     Bytes mine(in_bytes);
     fill(mine, r, call);
-    std::memcpy(input.data(), mine.data(), in_bytes);
+    if (in_bytes > 0) std::memcpy(input.data(), mine.data(), in_bytes);
     std::fill(output.begin(), output.end(), kOutPoison);
     const Bytes ref = mpi_alltoallv(mine, S, row_bytes);
     const std::string what =

@@ -82,7 +82,7 @@ inline Bytes random_tensor(DType t, std::size_t count, uint64_t seed) {
 // Overwrites the first `count` elements of b with fresh random values (random_tensor's).
 inline void refill(Bytes& b, DType t, std::size_t count, uint64_t seed) {
   Bytes fresh = random_tensor(t, count, seed);
-  std::memcpy(b.data(), fresh.data(), fresh.size());
+  if (!fresh.empty()) std::memcpy(b.data(), fresh.data(), fresh.size());
 }
 
 // ---- element access ------------------------------------------------------------------------

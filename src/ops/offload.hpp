@@ -19,30 +19,46 @@ class Offload {
   explicit Offload(detail::ContextImpl& c) : c_(c) {}
   Offload(const Offload&) = delete;
   Offload& operator=(const Offload&) = delete;
-  // If the caller leaves early the task is told to stop (waits inside it pass stop()) and
-  // waited for: it touches the caller's buffers.
+  // If the caller leaves early the task is told to stop (every wait inside it passes stop())
+  // and joined: it touches the caller's buffers and stack, so it must not outlive the scope.
   ~Offload() {
     if (ticket_ == 0) return;
     stop_.store(true);
-    try {
-      stream().wait(ticket_, c_.deadline());
-    } catch (...) {
-    }
+    join(ticket_);
   }
 
   void start(std::function<void()> task) { ticket_ = stream().enqueue(std::move(task)); }
-  // Waits for the task; rethrows its error.
+  // Waits for the task; rethrows its error. If it has not finished by the deadline it is told
+  // to stop, joined, and the call fails with kTimeout.
   void finish() {
     const uint64_t t = ticket_;
+    if (t == 0) return;
+    bool done = false;
+    try {
+      done = stream().wait(t, c_.deadline() + std::chrono::seconds(5));
+    } catch (...) {
+      ticket_ = 0;
+      throw;
+    }
     ticket_ = 0;
-    if (t != 0 && !stream().wait(t, c_.deadline() + std::chrono::seconds(5)))
+    if (!done) {
+      stop_.store(true);
+      join(t);
       raise(Errc::kTimeout, "copy stream did not finish (rank {})", c_.world_rank());
+    }
   }
   // For waits inside the task: true once the caller gave up.
   const std::atomic<bool>* stop() const { return &stop_; }
 
  private:
   comm::Stream& stream() { return c_.comm_stream(c_.num_comm_streams() - 1); }
+  // Without a time limit: once told to stop, the task ends within one of its own waits.
+  void join(uint64_t t) noexcept {
+    try {
+      stream().wait(t, std::chrono::steady_clock::time_point::max());
+    } catch (...) {
+    }
+  }
 
   detail::ContextImpl& c_;
   uint64_t ticket_ = 0;

@@ -204,12 +204,14 @@ void GemmA2aTransposeImpl::run(Path path, const char* input, int64_t bs, int64_t
       }
   };
 
-  if (comm && N > 1) start_remote(c, ex, blk, /*ready=*/e, /*polite=*/compute);
-  ops::BlockExchange::RailScope rail(ex, comm && N > 1);
   // With copy offload the host's blocks are transposed in by a comm stream while this thread
-  // computes the next block; otherwise this thread alternates between the two.
+  // computes the next block; otherwise this thread alternates between the two. `copies` is
+  // declared before the transfers' scope guard so that on an early exit the transfers are
+  // abandoned first and the copy task (queued behind them on a single stream) then stops.
   const bool offload = comm && compute && c.config().copy_offload && L > 1;
   ops::Offload copies(c);
+  if (comm && N > 1) start_remote(c, ex, blk, /*ready=*/e, /*polite=*/compute);
+  ops::BlockExchange::RailScope rail(ex, comm && N > 1);
   if (offload)
     copies.start([&] {
       for (int i = 1; i <= W; ++i) {
@@ -397,7 +399,7 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
                        opts_.n, o);
   };
 
-  if (comm && compute && c.config().copy_offload && tiles > 1) {
+  if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {
     // Copy offload: a comm stream exchanges tile after tile, raising `ready`, while this thread
     // runs the GEMM of every tile that is ready.
     shm::Signal ready;
@@ -415,13 +417,13 @@ void A2aTransposeGemmImpl::run(Path path, const char* input, int64_t bs, int64_t
       }
     });
     for (int64_t j = 0; j < tiles; ++j) {
-      uint64_t observed = 0;
-      const bool ok = shm::signal_wait(ready, static_cast<uint64_t>(j + 1), c.deadline(),
-                                       c.wait_policy(), &observed);
-      if (!ok || shm::signal_load(ready) == kFailed) {
+      // No time limit here: every wait of the task has its own, and a failed task raises
+      // `ready` to kFailed.
+      shm::signal_wait(ready, static_cast<uint64_t>(j + 1),
+                       std::chrono::steady_clock::time_point::max(), c.wait_policy());
+      if (shm::signal_load(ready) == kFailed) {
         copies.finish();  // rethrows the copy task's error
-        raise(Errc::kTimeout, "{}: copy stream stalled at tile {} of {} (rank {})", kAtg, j, tiles,
-              r);
+        raise(Errc::kInternal, "{}: the copy stream failed at tile {} (rank {})", kAtg, j, r);
       }
       gemm_tile(j);
     }

@@ -37,7 +37,7 @@ struct Config {
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
   int ag_gemm_mode = 0;       // values of fluxcpp::AgGemmMode
-  bool copy_offload = false;  // the all-to-all GEMM ops copy on a comm thread
+  bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
 };
 
 // Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes

@@ -5,6 +5,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/offload.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/parallel_gemm.hpp"
 
@@ -136,8 +137,14 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
   const ops::Deadline deadline = c.deadline();
 
   // 1. Publish our rows: host peers read them from our segment, MPI sends them from there.
-  if (comm && (L > 1 || N > 1)) ex.stage(input, blk);
-  if (comm && N > 1) ex.start_rail(blk, /*polite=*/compute);
+  // With copy offload a comm stream stages them chunk by chunk while this thread computes.
+  const bool offload = comm && compute && c.config().copy_offload && (L > 1 || N > 1);
+  ops::Offload copies(c);
+  if (offload)
+    copies.start([&] { ex.stage_chunks(input, blk); });
+  else if (comm && (L > 1 || N > 1))
+    ex.stage(input, blk);
+  if (comm && N > 1) ex.start_rail(blk, /*polite=*/compute, /*staged_later=*/offload);
   ops::BlockExchange::RailScope rail(ex, comm && N > 1);
 
   if (gather) {
@@ -217,6 +224,7 @@ void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight
         }
     }
   }
+  if (offload) copies.finish();
   if (comm && N > 1) rail.finish();
 }
 

@@ -168,6 +168,16 @@ void BlockExchange::wait_extra(int owner, int index, uint64_t value, Deadline de
   raise_timeout(c, op_, peer, fmt::format("{}[{}]", what, index % c.world_size()), value, observed);
 }
 
+void BlockExchange::stage_chunks(const char* input, std::size_t bytes) {
+  char* mine = block(ctx_->node_rank(), ctx_->node_id());
+  const uint64_t n = std::max<uint64_t>(num_chunks(bytes), 1);
+  for (uint64_t ch = 0; ch < n; ++ch) {
+    const std::size_t off = ch * chunk_bytes(), len = std::min(chunk_bytes(), bytes - off);
+    std::memcpy(mine + off, input + off, len);
+    publish(ch + 1);
+  }
+}
+
 void BlockExchange::stage(const char* input, std::size_t bytes) {
   const int me = ctx_->node_rank(), nid = ctx_->node_id();
   std::memcpy(block(me, nid), input, bytes);
@@ -197,15 +207,15 @@ uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline
 // MPI only ever touches our segment — it sends the staged copy of our block and receives into
 // the block slots — so a transfer abandoned on a timeout can never write into or read from the
 // caller's memory.
-void BlockExchange::start_rail(std::size_t bytes, bool polite) {
+void BlockExchange::start_rail(std::size_t bytes, bool polite, bool staged_later) {
   const int N = ctx_->num_nodes();
   std::vector<int> send(N, ctx_->node_id()), recv(N);
   for (int n = 0; n < N; ++n) recv[n] = n;
-  start_rail(bytes, std::move(send), std::move(recv), polite);
+  start_rail(bytes, std::move(send), std::move(recv), polite, staged_later);
 }
 
 void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
-                               std::vector<int> recv_slot, bool polite) {
+                               std::vector<int> recv_slot, bool polite, bool staged_later) {
   const int N = ctx_->num_nodes(), me = ctx_->node_id(), l = ctx_->node_rank();
   const uint64_t whole = progress_value(epoch_, std::max<uint64_t>(num_chunks(bytes), 1));
   std::vector<Transfer> t;
@@ -216,7 +226,8 @@ void BlockExchange::start_rail(std::size_t bytes, std::vector<int> send_slot,
   }
   for (int i = 1; i < N; ++i) {
     const int n = (me + N - i) % N;
-    t.push_back({true, ctx_->world_rank_of(n, l), block(l, send_slot[n]), bytes, nullptr, 0});
+    t.push_back({true, ctx_->world_rank_of(n, l), block(l, send_slot[n]), bytes,
+                 staged_later ? &progress(l, send_slot[n]) : nullptr, staged_later ? whole : 0});
   }
   start_transfers(std::move(t), polite);
 }

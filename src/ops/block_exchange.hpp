@@ -99,11 +99,15 @@ class BlockExchange {
   // stream (or inline when alone on the host). A received block raises progress(me, n) to all
   // its chunks at once: MPI delivers whole blocks. Call stage() first. polite: the caller computes
   // meanwhile, so poll MPI with back-off sleeps instead of flat out.
-  void start_rail(std::size_t bytes, bool polite = false);
+  // staged_later: stage() has not run yet (a copy task does it): each send waits for its slot's
+  // progress to reach the whole block.
+  void start_rail(std::size_t bytes, bool polite = false, bool staged_later = false);
   // The general form: to the rail peer on host n send slot send_slot[n], from it receive into
   // slot recv_slot[n] (entries for our own host are ignored).
   void start_rail(std::size_t bytes, std::vector<int> send_slot, std::vector<int> recv_slot,
-                  bool polite);
+                  bool polite, bool staged_later = false);
+  // stage() in chunks, publishing each as it lands (for a copy task: peers start early).
+  void stage_chunks(const char* input, std::size_t bytes);
   // Point-to-point transfers between this rank's segment and any world rank, over MPI on the
   // comm stream. A send is posted once `signal` (if set) reaches `value` — so an op may start
   // the transfers before it has produced what they send; a receive raises `signal` to `value`

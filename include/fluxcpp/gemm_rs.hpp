@@ -36,9 +36,9 @@ class GemmRs {
   // Collective, blocking. input [m, k] (this rank's K slice); weight [n, k] ([k, n] when
   // transposed); bias [n] in the output dtype or null, the same on every rank, added once;
   // output [m/W, n] = rows [r*m/W, (r+1)*m/W) of Σ_s input_s · weight_sᵀ + bias. Partial
-  // products stay in f32 (f64 for f64) until the final sum, which is taken in a fixed order (by
-  // local rank within a host, then by host) and rounded once: bitwise identical from call to
-  // call and run to run. m % W == 0, m <= max_m, same m everywhere; m == 0 is a no-op.
+  // products stay in f32 (f64 for f64) until the final sum, which is taken in a fixed order (the
+  // order of ReduceScatter) and rounded once: bitwise identical from call to call and run to
+  // run. m % W == 0, m <= max_m, same m everywhere; m == 0 is a no-op.
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output);
 
   // Benchmark paths. gemm-only (local): the partial GEMMs alone, into the op's buffers.

@@ -29,9 +29,10 @@ class ReduceScatter {
 
   // Collective, blocking. input [m, n] on every rank; output [m/W, n] = rows
   // [r*m/W, (r+1)*m/W) of the sum over ranks of input. m % W == 0, m <= max_m, same m on every
-  // rank; m == 0 is a no-op. The sum is taken in a fixed order (within a host by local rank, then
-  // across hosts by host), accumulated in f32 (f64 for f64) and rounded once, so results are
-  // bitwise identical from call to call and run to run.
+  // rank; m == 0 is a no-op. The sum is taken in a fixed order (within a host over the local
+  // ranks counting down from this rank's, its own share last; then across hosts by host),
+  // accumulated in f32 (f64 for f64) and rounded once, so results are bitwise identical from call
+  // to call and run to run.
   void forward(const void* input, int64_t m, void* output);
 
   const ReduceScatterOptions& options() const;

@@ -185,12 +185,14 @@ void BlockExchange::stage(const char* input, std::size_t bytes) {
 }
 
 uint64_t BlockExchange::wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what,
-                             int owner) {
+                             int owner, const std::atomic<bool>* stop) {
   detail::ContextImpl& c = *ctx_;
   shm::Signal& s = progress(q, node);
   const uint64_t want = progress_value(epoch_, chunks);
   uint64_t observed = 0;
-  if (!shm::signal_wait(s, want, deadline, c.wait_policy(), &observed, &abort_)) {
+  if (!shm::signal_wait(s, want, deadline, c.wait_policy(), &observed,
+                        stop != nullptr ? stop : &abort_)) {
+    if (stop != nullptr && stop->load()) raise(Errc::kInternal, "{}: copy task abandoned", op_);
     if (abort_.load()) finish_rail();  // rethrows the comm stream's error
     const int me = c.node_rank(), nid = c.node_id();
     // Our own slot for another host is filled by that host's rail peer.

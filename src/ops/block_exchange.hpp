@@ -92,8 +92,9 @@ class BlockExchange {
   // Waits until block (q, node) has at least `chunks` chunks of this call; returns how many it
   // has (possibly more). Raises kTimeout naming the rank that owns the block.
   // `owner`: the world rank to name on a timeout (default: derived from the all-gather layout).
+  // `stop`: also ends the wait (an offloaded task whose caller gave up).
   uint64_t wait(int q, int node, uint64_t chunks, Deadline deadline, const char* what,
-                int owner = -1);
+                int owner = -1, const std::atomic<bool>* stop = nullptr);
 
   // Across hosts: swap the staged own block (`bytes`) with the rail peers over MPI, on the comm
   // stream (or inline when alone on the host). A received block raises progress(me, n) to all

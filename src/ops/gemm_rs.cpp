@@ -5,6 +5,8 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
+#include "kernels/reduce.hpp"
+#include "ops/offload.hpp"
 #include "ops/op_checks.hpp"
 #include "ops/reduce_scatter.hpp"
 
@@ -30,6 +32,7 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
   comm::agree(comm, [&] {
     bias_acc_.resize(static_cast<std::size_t>(o.n) * dtype_size(acc_));
     if (N > 1) host_sum_.resize(block);
+    if (N == 1 && c.node_size() > 2 && c.config().copy_offload) presum_.resize(block);
   });
   kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
 }
@@ -130,13 +133,51 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, true, true));
   if (m == 0) return;
   try {
-    compute(static_cast<const char*>(input), m, weight, /*publish=*/true);
-    add_bias(m, bias);
-    reduce(m, output);
+    ContextImpl& c = *ctx_;
+    if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
+      compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
+    } else {
+      compute(static_cast<const char*>(input), m, weight, /*publish=*/true);
+      add_bias(m, bias);
+      reduce(m, output);
+    }
   } catch (...) {
     ex.mark_broken();
     throw;
   }
+}
+
+void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
+                                   const void* bias, void* output) {
+  // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
+  // (in host_sum_order, which is the order the ring-ordered peers finish them) while this thread
+  // computes; our own partial, computed last, is added at the end. Same order, same bits as
+  // reduce().
+  ContextImpl& c = *ctx_;
+  ops::BlockExchange& ex = *ex_;
+  const int L = c.node_size(), me = c.node_rank(), r = c.world_rank(), nid = c.node_id();
+  const int64_t count = m / c.world_size() * opts_.n;
+  char* acc = presum_.data();
+  ops::Offload copies(c);
+  copies.start([&] {
+    const ops::Deadline deadline = c.deadline();
+    for (int i = 0; i < L - 1; ++i) {
+      const int q = host_sum_order(me, L, i);
+      ex.wait(q, r, 1, deadline, "partial", c.world_rank_of(nid, q), copies.stop());
+      if (i == 0) {
+        std::memcpy(acc, partial(q, r, m), static_cast<std::size_t>(count) * dtype_size(acc_));
+      } else {
+        const void* srcs[2] = {acc, partial(q, r, m)};
+        kernels::reduce_sum(acc_, srcs, 2, acc_, acc, count);
+      }
+    }
+  });
+  compute(input, m, weight, /*publish=*/true);
+  add_bias(m, bias);
+  copies.finish();
+  const void* srcs[2] = {acc, partial(me, r, m)};
+  kernels::reduce_sum(acc_, srcs, 2, opts_.output_dtype, output, count);
+  ex.release_peers();
 }
 
 void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {

@@ -33,6 +33,9 @@ class GemmRsImpl {
   void compute(const char* input, int64_t m, const void* weight, bool publish);
   void add_bias(int64_t m, const void* bias);
   void reduce(int64_t m, void* output);
+  // forward with copy offload (one host, three or more ranks): see gemm_rs.cpp.
+  void compute_offloaded(const char* input, int64_t m, const void* weight, const void* bias,
+                         void* output);
   char* partial(int q, int t, int64_t m) const;
 
   std::shared_ptr<ContextImpl> ctx_;
@@ -41,6 +44,7 @@ class GemmRsImpl {
   kernels::GemmWeight weight_;
   std::vector<char> bias_acc_;  // bias widened to the accumulation dtype
   std::vector<char> host_sum_;  // multi-host scratch
+  std::vector<char> presum_;    // copy offload: the peers' partials of our block, summed
   // Slots [0, W) together hold this rank's partial products, [m, n] densely in the accumulation
   // dtype (block t at t * m/W rows); [W, W+2N) are the host sums of reduce_row_blocks.
   std::optional<ops::BlockExchange> ex_;

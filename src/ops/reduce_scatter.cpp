@@ -87,6 +87,12 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
   reduce_row_blocks(c, ex, opts_.dtype, acc_, opts_.dtype, count, share, host_sum_.data(), output);
 }
 
+int host_sum_order(int me, int L, int i) {
+  // me-1, me-2, ..., me+1, then me: the order in which ring-ordered producers (GemmRS computes
+  // the block for rank r+i at its step i, its own last) finish the shares of our block.
+  return i < L - 1 ? (me + L - 1 - i) % L : me;
+}
+
 void reduce_row_blocks(ContextImpl& c, ops::BlockExchange& ex, DType share_dtype, DType acc,
                        DType out_dtype, int64_t count,
                        const std::function<const void*(int q, int t)>& share, void* host_sum,
@@ -97,7 +103,7 @@ void reduce_row_blocks(ContextImpl& c, ops::BlockExchange& ex, DType share_dtype
   const ops::Deadline deadline = c.deadline();
   auto host_shares = [&](int t) {
     std::vector<const void*> srcs(L);
-    for (int q = 0; q < L; ++q) srcs[q] = share(q, t);  // fixed order: local rank
+    for (int q = 0; q < L; ++q) srcs[q] = share(host_sum_order(me, L, q), t);
     return srcs;
   };
 

@@ -17,9 +17,13 @@ namespace fluxcpp::detail {
 // The reduction shared by ReduceScatter and GemmRS, over a BlockExchange with W + 2N slots
 // (slots [W, W+N): this host's sums to send to host n; [W+N, W+2N): sums received from host n).
 // share(q, t) returns host rank q's share of row block t (waiting for it if needed). Sums in a
-// fixed order — host ranks by local rank, then hosts by index — accumulating in `acc` and
-// rounding once into `output` (count elements of out_dtype). host_sum: count elements of acc
+// fixed order — the host's ranks in host_sum_order, then hosts by index — accumulating in `acc`
+// and rounding once into `output` (count elements of out_dtype). host_sum: count elements of acc
 // scratch (multi-host only).
+// The i-th host rank (local rank) whose share the rank with local rank `me` adds, i in [0, L):
+// the others counting down from me-1, then itself (its own share last).
+int host_sum_order(int me, int L, int i);
+
 void reduce_row_blocks(ContextImpl& c, ops::BlockExchange& ex, DType share_dtype, DType acc,
                        DType out_dtype, int64_t count,
                        const std::function<const void*(int q, int t)>& share, void* host_sum,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -362,9 +363,18 @@ TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
   o3.compute_threads = 3;
   o3.comm_threads = 1;
   Context ctx3(MPI_COMM_WORLD, o3);
+  // Copy offload forced on (the reduction of our block on a comm stream), read at creation.
+  const char* saved = std::getenv("FLUXCPP_COPY_OFFLOAD");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  setenv("FLUXCPP_COPY_OFFLOAD", "on", 1);
+  Context ctx4(MPI_COMM_WORLD, o2);
+  if (saved != nullptr)
+    setenv("FLUXCPP_COPY_OFFLOAD", saved_value.c_str(), 1);
+  else
+    unsetenv("FLUXCPP_COPY_OFFLOAD");
   const int L = test_ranks_per_node();
   if (L > 0)
-    for (const Context* c : {&ctx, &ctx2, &ctx3}) {
+    for (const Context* c : {&ctx, &ctx2, &ctx3, &ctx4}) {
       EXPECT_EQ(c->node_id(), r / L) << "forced layout: rank " << r;
       EXPECT_EQ(c->node_rank(), r % L) << "forced layout: rank " << r;
     }
@@ -401,6 +411,12 @@ TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
         GemmRs op3(ctx3, options_for(p, m));
         Bytes b = check_forward(op3, p, rows, d, with_bias, tag + " compute 3 comm 1");
         expect_same_bits(first, b, p.out, p.n, tag + " context compute_threads=3 comm_threads=1",
+                         "local row");
+      }
+      {
+        GemmRs op4(ctx4, options_for(p, m));
+        Bytes b = check_forward(op4, p, rows, d, with_bias, tag + " copy offload");
+        expect_same_bits(first, b, p.out, p.n, tag + " context with FLUXCPP_COPY_OFFLOAD=on",
                          "local row");
       }
       if (any_rank(HasFailure())) return;  // uniform

@@ -1,7 +1,8 @@
 // ReduceScatter against references computed here: closed-form sums of small integers (exact in
-// any order), and the fixed summation order (within a host by local rank, then across hosts by
-// host index) replayed on the blocks gathered with MPI_Alltoall, bit for bit; MPI's own
-// MPI_Reduce_scatter_block (order unspecified) only as a sanity check within a tolerance.
+// any order), and the fixed summation order (within a host by local rank counting down from the
+// reducing rank's, its own share last, then across hosts by host index) replayed on the blocks
+// gathered with MPI_Alltoall, bit for bit; MPI's own MPI_Reduce_scatter_block (order
+// unspecified) only as a sanity check within a tolerance.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -100,6 +101,7 @@ void fill_random(Bytes& in, DType t, std::size_t count, uint64_t seed) {
 // is set.
 struct Layout {
   std::vector<std::vector<int>> hosts;
+  int me = 0;  // this rank's local rank: it reduces its own block
 };
 
 Layout gather_layout(const Context& ctx) {
@@ -108,6 +110,7 @@ Layout gather_layout(const Context& ctx) {
   std::vector<int> all(2 * static_cast<std::size_t>(W));
   MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
   Layout l;
+  l.me = ctx.node_rank();
   l.hosts.resize(static_cast<std::size_t>(ctx.num_nodes()));
   for (int s = 0; s < W; ++s) {
     const int h = all[2 * s], lr = all[2 * s + 1];
@@ -127,16 +130,19 @@ Layout gather_layout(const Context& ctx) {
   return l;
 }
 
-// Sum over ranks of x(s) in the fixed order, in Acc: host sums left to right by local rank, then
-// the host sums left to right by host.
+// Sum over ranks of x(s) in the fixed order, in Acc: each host's sum taken by the rank with our
+// local rank `me`, over local ranks me-1, me-2, ..., me+1 (mod L) and then me itself; then the
+// host sums left to right by host.
 template <typename Acc, typename F>
 Acc ordered_sum(const Layout& l, F&& x) {
   Acc total = 0;
   bool first = true;
   for (const auto& host : l.hosts) {
     if (host.empty()) continue;
-    Acc hs = x(host[0]);
-    for (std::size_t i = 1; i < host.size(); ++i) hs = hs + x(host[i]);
+    const int L = static_cast<int>(host.size());
+    auto local = [&](int i) { return i < L - 1 ? (l.me + L - 1 - i) % L : l.me; };
+    Acc hs = x(host[static_cast<std::size_t>(local(0))]);
+    for (int i = 1; i < L; ++i) hs = hs + x(host[static_cast<std::size_t>(local(i))]);
     total = first ? hs : total + hs;
     first = false;
   }

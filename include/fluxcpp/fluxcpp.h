@@ -133,10 +133,9 @@ fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t o
 /* ---- a2a_gemm (all-to-all with equal splits + GEMM) ---------------------------------------- */
 typedef struct fluxcpp_a2a_gemm_s* fluxcpp_a2a_gemm_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
-fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
-                                         int64_t k, fluxcpp_dtype_t input_dtype,
-                                         fluxcpp_dtype_t output_dtype, int transpose_weight,
-                                         fluxcpp_a2a_gemm_t* op);
+fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                         int transpose_weight, fluxcpp_a2a_gemm_t* op);
 /* Collective, blocking. input [m, k]: row block t (m/W rows) goes to rank t. a2a_output [m, k]
  * or NULL: block s = what rank s sent here. output [m, n] = a2a_output · weightᵀ + bias.
  * m % W == 0. */

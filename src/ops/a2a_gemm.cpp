@@ -46,26 +46,20 @@ void A2aGemmImpl::forward(const void* input, int64_t m, const void* weight, cons
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, Path::kFused));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     run(Path::kFused, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
         static_cast<char*>(a2a_output));
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 void A2aGemmImpl::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, nullptr, nullptr, Path::kCommOnly));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     run(Path::kCommOnly, static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
         static_cast<char*>(a2a_output));
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 void A2aGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,

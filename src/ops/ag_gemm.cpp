@@ -65,26 +65,20 @@ void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, Path::kFused));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     run(Path::kFused, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
         static_cast<char*>(gathered_input));
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 void AgGemmImpl::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, nullptr, nullptr, Path::kCommOnly));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     run(Path::kCommOnly, static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
         static_cast<char*>(gathered_input));
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 void AgGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,

@@ -49,12 +49,7 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, output), reinterpret_cast<uintptr_t>(input));
   if (m == 0) return;
-  try {
-    run(static_cast<const char*>(input), m, static_cast<char*>(output));
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  ex.guarded([&] { run(static_cast<const char*>(input), m, static_cast<char*>(output)); });
 }
 
 void AllGatherImpl::run(const char* input, int64_t m, char* output) {

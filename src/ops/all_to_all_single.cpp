@@ -127,12 +127,7 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
     if (e.code() != Errc::kInvalidArgument) ex.mark_broken();
     throw;
   }
-  try {
-    run(static_cast<const char*>(input), static_cast<char*>(output), S);
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  ex.guarded([&] { run(static_cast<const char*>(input), static_cast<char*>(output), S); });
 }
 
 void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<int64_t>& S) {

@@ -51,6 +51,16 @@ class BlockExchange {
   // Raises kInvalidUsage when an earlier call failed midway (timeout, MPI, system error).
   void check_usable() const;
   void mark_broken() { broken_ = true; }
+  // Runs the data-moving part of a call (after begin()): a failure midway leaves the op unusable.
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+  }
   uint64_t epoch() const { return epoch_; }
 
   char* block(int local, int node) const {

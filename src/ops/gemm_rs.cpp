@@ -132,7 +132,7 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, true, true));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     ContextImpl& c = *ctx_;
     if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
       compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
@@ -141,10 +141,7 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
       add_bias(m, bias);
       reduce(m, output);
     }
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
@@ -194,7 +191,7 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
   ops::BlockExchange& ex = *ex_;
   ex.begin({m, 0, 0, 0}, validate(nullptr, m, nullptr, output, false, true));
   if (m == 0) return;
-  try {
+  ex.guarded([&] {
     // The partials are whatever the last gemm-only left: publish them for this call.
     ContextImpl& c = *ctx_;
     const int W = c.world_size(), r = c.world_rank(), me = c.node_rank();
@@ -203,10 +200,7 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
       if (t != r && c.local_of(t) != me)
         shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(ex.epoch(), 1));
     reduce(m, output);
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
+  });
 }
 
 }  // namespace detail

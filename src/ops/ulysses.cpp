@@ -81,17 +81,6 @@ std::string check_forward(const ContextImpl& c, const char* op, int64_t bs, int6
   return {};
 }
 
-// Runs body() after the handshake; a failure midway leaves the op unusable.
-template <class Body>
-void guarded(ops::BlockExchange& ex, const Body& body) {
-  try {
-    body();
-  } catch (...) {
-    ex.mark_broken();
-    throw;
-  }
-}
-
 // Across hosts: send slot t to every rank t of another host (once extra signal t reaches
 // `ready`, or at once when ready == 0) and receive the block of every such rank s into slot
 // W + s, raising extra signal W + s to the epoch.
@@ -134,7 +123,7 @@ void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, c
            check_forward(*ctx_, kGat, bs, seq, opts_.max_bs, opts_.max_seq,
                          {{"input", input}, {"weight", weight}, {"output", output}}));
   if (bs * seq == 0) return;
-  guarded(ex, [&] {
+  ex.guarded([&] {
     run(Path::kFused, static_cast<const char*>(input), bs, seq, weight, bias,
         static_cast<char*>(output));
   });
@@ -157,7 +146,7 @@ void GemmA2aTransposeImpl::forward_comm_only(int64_t bs, int64_t seq, void* outp
   ex.begin({bs, seq, 0, 0},
            check_forward(*ctx_, kGat, bs, seq, opts_.max_bs, opts_.max_seq, {{"output", output}}));
   if (bs * seq == 0) return;
-  guarded(ex, [&] {
+  ex.guarded([&] {
     run(Path::kCommOnly, nullptr, bs, seq, nullptr, nullptr, static_cast<char*>(output));
   });
 }
@@ -276,7 +265,7 @@ void A2aTransposeGemmImpl::forward(const void* input, int64_t bs, int64_t seq, c
            check_forward(*ctx_, kAtg, bs, seq, opts_.max_bs, opts_.max_seq,
                          {{"input", input}, {"weight", weight}, {"output", output}}));
   if (bs * seq == 0) return;
-  guarded(ex, [&] {
+  ex.guarded([&] {
     char* a2a = a2a_output != nullptr ? static_cast<char*>(a2a_output) : a2a_.data();
     run(Path::kFused, static_cast<const char*>(input), bs, seq, weight, bias,
         static_cast<char*>(output), a2a);
@@ -289,7 +278,7 @@ void A2aTransposeGemmImpl::forward_comm_only(const void* input, int64_t bs, int6
   ex.begin({bs, seq, 0, 0},
            check_forward(*ctx_, kAtg, bs, seq, opts_.max_bs, opts_.max_seq, {{"input", input}}));
   if (bs * seq == 0) return;
-  guarded(ex, [&] {
+  ex.guarded([&] {
     run(Path::kCommOnly, static_cast<const char*>(input), bs, seq, nullptr, nullptr, nullptr,
         a2a_.data());
     if (a2a_output != nullptr)

@@ -1,7 +1,5 @@
 // A2aGemm (all-to-all with equal splits fused with the GEMM that consumes it) against the unfused
 // reference computed here: MPI_Alltoall of the inputs, then one plain cblas GEMM (+ bias).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,111 +10,21 @@
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
+#include "gemm_reference.hpp"
 #include "mpi_test.hpp"
 #include "test_data.hpp"
 
 namespace fluxcpp::test {
-namespace {
 
-// ---- the unfused reference -----------------------------------------------------------------
-
-// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
-// previous setting is restored afterwards.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThread() { openblas_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
-struct Problem {
-  DType in = DType::kFloat32;
-  DType out = DType::kFloat32;
-  int64_t n = 0, k = 0;
-  bool transpose_weight = false;
-};
-
-std::string describe(const Problem& p) {
-  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
-         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]");
-}
-
+// Outside the unnamed namespace: gtest finds it by argument-dependent lookup, in Problem's own
+// namespace.
 void PrintTo(const Problem& p, std::ostream* os) {
   *os << describe(p);
 }
 
-// a: [m, k] in p.in (from MPI_Alltoall); weight [n, k] or [k, n] in p.in; bias [n] in p.out or
-// null.
-//
-// Tolerance of element (i, j): eps * (k + 2) * S + tiny, S = Σ_l |a_il||b_jl| + |bias_j| bounded
-// by Cauchy-Schwarz (‖a_i‖·‖b_j‖ + |bias_j|); eps = 2^-20 for f32 accumulation, 2^-48 for f64.
-// A bf16 output adds its one rounding: 2^-8 * (|ref| + tol) (half an ulp, relative).
-Reference reference(const Problem& p, int64_t m, const Bytes& a_in, const Bytes& weight,
-                    const Bytes* bias) {
-  const int64_t n = p.n, k = p.k;
-  const std::size_t mn = static_cast<std::size_t>(m * n);
-  Reference ref;
-  ref.value.assign(mn, 0.0);
-  ref.tol.assign(mn, 0.0);
-  if (m == 0) return ref;
-  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
-  if (bias != nullptr)
-    for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), p.out, j);
-  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
-  const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
-  {
-    OneBlasThread one;
-    if (p.in == DType::kFloat64) {
-      std::vector<double> a = widen_f64(a_in, p.in, m * k), w = widen_f64(weight, p.in, n * k);
-      std::vector<double> c(mn);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
-    } else {
-      std::vector<float> a = widen_f32(a_in, p.in, m * k), w = widen_f32(weight, p.in, n * k);
-      std::vector<float> c(mn);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0f, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
-    }
-  }
-  // Row norms of A and of B's logical rows (columns of op(B)).
-  std::vector<double> na(static_cast<std::size_t>(m), 0.0), nb(static_cast<std::size_t>(n), 0.0);
-  for (int64_t i = 0; i < m; ++i) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      double x = load(a_in.data(), p.in, i * k + l);
-      s += x * x;
-    }
-    na[i] = std::sqrt(s);
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      double x = load(weight.data(), p.in, p.transpose_weight ? l * n + j : j * k + l);
-      s += x * x;
-    }
-    nb[j] = std::sqrt(s);
-  }
-  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
-  const double tiny = std::ldexp(1.0, -100);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = static_cast<std::size_t>(i * n + j);
-      double t =
-          eps * static_cast<double>(k + 2) * (na[i] * nb[j] * 1.0000001 + std::fabs(b[j])) + tiny;
-      if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[idx]) + t, -8);
-      ref.tol[idx] = t;
-    }
-  return ref;
-}
+namespace {
+
+// ---- the unfused reference: MPI_Alltoall, then reference() -------------------------------
 
 // MPI_Alltoall of `input` ([rows * W, ·] rows of row_bytes bytes): block t of rows rows goes to
 // rank t.
@@ -212,52 +120,33 @@ A2aGemmOptions options_for(const Problem& p, int64_t max_m) {
 
 // ---- 1. correctness over shapes, dtype pairs, layouts, bias, a2a_output ----------------------
 
-struct Shape {
-  DType in, out;
-  int64_t rows_per_block, n, k;
-};
-
-std::string shape_name(const Shape& s) {
-  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
-         std::to_string(s.rows_per_block) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
-}
-
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << shape_name(s);
-}
-
-const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
-                                          {DType::kFloat64, DType::kFloat64},
-                                          {DType::kBFloat16, DType::kBFloat16},
-                                          {DType::kBFloat16, DType::kFloat32}};
-
-class A2aGemmTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+class A2aGemmTest : public MpiTest, public ::testing::WithParamInterface<GemmShape> {};
 
 // For both weight layouts, one op each; four forwards on it: with and without bias, with and
 // without a2a_output, fresh data every call.
 TEST_P(A2aGemmTest, MatchesAlltoallThenGemm) {
-  const Shape s = GetParam();
+  const GemmShape s = GetParam();
   Context ctx(MPI_COMM_WORLD, test_options());
   const int W = ctx.world_size();
   int call = 0;
   for (bool trans : {false, true}) {
     const Problem p{s.in, s.out, s.n, s.k, trans};
-    const int64_t max_m = std::max<int64_t>(s.rows_per_block, 1) * W;
+    const int64_t max_m = std::max<int64_t>(s.rows, 1) * W;
     A2aGemm op(ctx, options_for(p, max_m));
     for (bool with_bias : {true, false})
       for (bool with_a2a : {true, false}) {
         const std::string what =
             describe(p) + (with_bias ? " bias" : " no bias") + (with_a2a ? " a2a_output" : "") +
-            " m=" + std::to_string(s.rows_per_block * W) + " call " + std::to_string(call);
-        Data d = make_data(p, s.rows_per_block, call++);
-        check_forward(op, p, s.rows_per_block, d, with_bias, with_a2a, what);
+            " m=" + std::to_string(s.rows * W) + " call " + std::to_string(call);
+        Data d = make_data(p, s.rows, call++);
+        check_forward(op, p, s.rows, d, with_bias, with_a2a, what);
       }
     if (any_rank(HasFailure())) break;  // uniform: every rank stops together
   }
 }
 
-std::vector<Shape> shapes() {
-  std::vector<Shape> v;
+std::vector<GemmShape> shapes() {
+  std::vector<GemmShape> v;
   for (auto [in, out] : kPairs) {
     v.push_back({in, out, 0, 3, 3});
     for (int64_t n : {1, 3, 127})
@@ -268,10 +157,7 @@ std::vector<Shape> shapes() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, A2aGemmTest, ::testing::ValuesIn(shapes()),
-                         [](const ::testing::TestParamInfo<Shape>& i) {
-                           return shape_name(i.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, A2aGemmTest, ::testing::ValuesIn(shapes()), gemm_shape_test_name);
 
 // ---- 2. many consecutive calls --------------------------------------------------------------
 

@@ -1,7 +1,5 @@
 // AgGemm (all-gather fused with GEMM, column-parallel linear) against the unfused reference
 // computed here: MPI_Allgather of the inputs, then one plain cblas GEMM (+ bias).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,36 +10,12 @@
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
+#include "gemm_reference.hpp"
 #include "mpi_test.hpp"
 #include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
-
-// ---- the unfused reference -----------------------------------------------------------------
-
-// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
-// previous setting is restored afterwards.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThread() { openblas_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
-struct Problem {
-  DType in = DType::kFloat32;
-  DType out = DType::kFloat32;
-  int64_t n = 0, k = 0;
-  bool transpose_weight = false;
-};
-
-std::string describe(const Problem& p) {
-  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
-         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]");
-}
 
 const char* mode_name(AgGemmMode m) {
   switch (m) {
@@ -50,77 +24,6 @@ const char* mode_name(AgGemmMode m) {
     case AgGemmMode::kCopy: return "copy";
   }
   return "?";
-}
-
-// gathered: [m, k] in p.in (from MPI_Allgather); weight [n, k] or [k, n] in p.in; bias [n] in
-// p.out or null.
-//
-// Tolerance of element (i, j): eps * (k + 2) * S + tiny, S = Σ_l |a_il||b_jl| + |bias_j| bounded
-// by Cauchy-Schwarz (‖a_i‖·‖b_j‖ + |bias_j|); eps = 2^-20 for f32 accumulation, 2^-48 for f64.
-// A bf16 output adds its one rounding: 2^-8 * (|ref| + tol) (half an ulp, relative).
-Reference reference(const Problem& p, int64_t m, const Bytes& gathered, const Bytes& weight,
-                    const Bytes* bias) {
-  const int64_t n = p.n, k = p.k;
-  const std::size_t mn = static_cast<std::size_t>(m * n);
-  Reference ref;
-  ref.value.assign(mn, 0.0);
-  ref.tol.assign(mn, 0.0);
-  if (m == 0) return ref;
-  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
-  if (bias != nullptr)
-    for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), p.out, j);
-  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
-  const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
-  {
-    OneBlasThread one;
-    if (p.in == DType::kFloat64) {
-      std::vector<double> a = widen_f64(gathered, p.in, m * k), w = widen_f64(weight, p.in, n * k);
-      std::vector<double> c(mn);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
-    } else {
-      std::vector<float> a = widen_f32(gathered, p.in, m * k), w = widen_f32(weight, p.in, n * k);
-      std::vector<float> c(mn);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0f, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
-    }
-  }
-  // Row norms of A and of B's logical rows (columns of op(B)).
-  std::vector<double> na(static_cast<std::size_t>(m), 0.0), nb(static_cast<std::size_t>(n), 0.0);
-  for (int64_t i = 0; i < m; ++i) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      double x = load(gathered.data(), p.in, i * k + l);
-      s += x * x;
-    }
-    na[i] = std::sqrt(s);
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      double x = load(weight.data(), p.in, p.transpose_weight ? l * n + j : j * k + l);
-      s += x * x;
-    }
-    nb[j] = std::sqrt(s);
-  }
-  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
-  const double tiny = std::ldexp(1.0, -100);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = static_cast<std::size_t>(i * n + j);
-      double t =
-          eps * static_cast<double>(k + 2) * (na[i] * nb[j] * 1.0000001 + std::fabs(b[j])) + tiny;
-      if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[idx]) + t, -8);
-      ref.tol[idx] = t;
-    }
-  return ref;
 }
 
 // Bitwise comparison; reports the first differing byte. Returns true if equal.
@@ -205,31 +108,12 @@ AgGemmOptions options_for(const Problem& p, int64_t max_m, AgGemmMode mode) {
 
 // ---- 1. correctness over shapes, dtype pairs, layouts, bias, gathered_input, modes --------
 
-struct Shape {
-  DType in, out;
-  int64_t rows_per_rank, n, k;
-};
-
-std::string shape_name(const Shape& s) {
-  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
-         std::to_string(s.rows_per_rank) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
-}
-
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << shape_name(s);
-}
-
-const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
-                                          {DType::kFloat64, DType::kFloat64},
-                                          {DType::kBFloat16, DType::kBFloat16},
-                                          {DType::kBFloat16, DType::kFloat32}};
-
-class AgGemmTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+class AgGemmTest : public MpiTest, public ::testing::WithParamInterface<GemmShape> {};
 
 // For both weight layouts and both explicit modes, one op each; four forwards on it: with and
 // without bias, with and without gathered_input, fresh data every call.
 TEST_P(AgGemmTest, MatchesAllgatherThenGemm) {
-  const Shape s = GetParam();
+  const GemmShape s = GetParam();
   Context ctx(MPI_COMM_WORLD, test_options());
   const int W = ctx.world_size();
   int call = 0;
@@ -238,36 +122,23 @@ TEST_P(AgGemmTest, MatchesAllgatherThenGemm) {
     for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
       if (failed) break;
       const Problem p{s.in, s.out, s.n, s.k, trans};
-      const int64_t max_m = std::max<int64_t>(s.rows_per_rank, 1) * W;
+      const int64_t max_m = std::max<int64_t>(s.rows, 1) * W;
       AgGemm op(ctx, options_for(p, max_m, mode));
       for (bool with_bias : {true, false})
         for (bool with_gathered : {true, false}) {
           const std::string what =
               describe(p) + " mode=" + mode_name(mode) + (with_bias ? " bias" : " no bias") +
-              (with_gathered ? " gathered" : "") + " m=" + std::to_string(s.rows_per_rank * W) +
-              " call " + std::to_string(call);
-          Data d = make_data(p, s.rows_per_rank, call++);
-          check_forward(op, p, s.rows_per_rank, d, with_bias, with_gathered, what);
+              (with_gathered ? " gathered" : "") + " m=" + std::to_string(s.rows * W) + " call " +
+              std::to_string(call);
+          Data d = make_data(p, s.rows, call++);
+          check_forward(op, p, s.rows, d, with_bias, with_gathered, what);
         }
       failed = any_rank(HasFailure());  // uniform: every rank stops together
     }
 }
 
-std::vector<Shape> small_shapes() {
-  std::vector<Shape> v;
-  for (auto [in, out] : kPairs) {
-    for (int64_t rows : {0, 1, 3})
-      for (int64_t n : {1, 3, 127})
-        for (int64_t k : {1, 3, 127}) v.push_back({in, out, rows, n, k});
-    v.push_back({in, out, 96, 200, 300});
-  }
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, AgGemmTest, ::testing::ValuesIn(small_shapes()),
-                         [](const ::testing::TestParamInfo<Shape>& i) {
-                           return shape_name(i.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, AgGemmTest, ::testing::ValuesIn(small_shapes(96, 200, 300)),
+                         gemm_shape_test_name);
 
 // FLUX's default test shape (M 4096, N 49152, K 12288) divided by 8: M = 512 rows in total,
 // N = 6144 split over the ranks, K = 1536; bias on, gathered_input on, one call per case.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
+#include "gemm_reference.hpp"
 #include "mpi_test.hpp"
 #include "test_data.hpp"
 
@@ -26,28 +27,9 @@ namespace {
 
 // ---- the unfused reference -----------------------------------------------------------------
 
-// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
-// previous setting is restored afterwards.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThread() { openblas_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
-struct Problem {
-  DType in = DType::kFloat32;
-  DType out = DType::kFloat32;
-  int64_t n = 0, k = 0;  // k: this rank's slice of the reduction dimension
-  bool transpose_weight = false;
-};
-
-std::string describe(const Problem& p) {
-  return std::string(dtype_name(p.in)) + "->" + dtype_name(p.out) + " n=" + std::to_string(p.n) +
-         " k=" + std::to_string(p.k) + (p.transpose_weight ? " weight[k,n]" : " weight[n,k]") +
-         " W=" + std::to_string(world_size());
+// describe() plus the world size: the reduction runs over k * W.
+std::string describe_w(const Problem& p) {
+  return describe(p) + " W=" + std::to_string(world_size());
 }
 
 GemmRsOptions options_for(const Problem& p, int64_t max_m) {
@@ -65,11 +47,10 @@ GemmRsOptions options_for(const Problem& p, int64_t max_m) {
 // forms its full partial [m, n] and |input_s| · |op(weight_s)| in double, MPI_Alltoall hands
 // block r to rank r, and the W blocks are summed. Collective (every rank, same rows).
 //
-// Tolerance of element (i, j): eps * (k*W + 2) * S + tiny, S = Σ_s Σ_l |a_il||b_jl| + |bias_j|;
-// eps = 2^-20 for f32 accumulation (f32 and bf16 inputs), 2^-48 for f64. A bf16 output adds its
-// one rounding: 2^-8 * (|ref| + tol).
-Reference reference(const Problem& p, int64_t rows, const Bytes& input, const Bytes& weight,
-                    const Bytes* bias) {
+// Tolerance of element (i, j): gemm_tolerance with terms k*W and the magnitude
+// S = Σ_s Σ_l |a_il||b_jl| + |bias_j|.
+Reference rs_reference(const Problem& p, int64_t rows, const Bytes& input, const Bytes& weight,
+                       const Bytes* bias) {
   const int W = world_size();
   const int64_t n = p.n, k = p.k, m = rows * W;
   const std::size_t count = static_cast<std::size_t>(rows * n);
@@ -122,13 +103,8 @@ Reference reference(const Problem& p, int64_t rows, const Bytes& input, const By
       ref.value[i] += b;
       mag[i] += std::fabs(b);
     }
-  const double eps = std::ldexp(1.0, p.in == DType::kFloat64 ? -48 : -20);
-  const double tiny = std::ldexp(1.0, -100);
-  for (std::size_t i = 0; i < count; ++i) {
-    double t = eps * static_cast<double>(k * W + 2) * mag[i] + tiny;
-    if (p.out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[i]) + t, -8);
-    ref.tol[i] = t;
-  }
+  for (std::size_t i = 0; i < count; ++i)
+    ref.tol[i] = gemm_tolerance(p.in, p.out, k * W, mag[i], ref.value[i]);
   return ref;
 }
 
@@ -172,7 +148,7 @@ Bytes check_forward(GemmRs& op, const Problem& p, int64_t rows, const Data& d, b
                     const std::string& what) {
   const int64_t m = rows * world_size();
   const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(p.out);
-  Reference ref = reference(p, rows, d.input, d.weight, with_bias ? &d.bias : nullptr);
+  Reference ref = rs_reference(p, rows, d.input, d.weight, with_bias ? &d.bias : nullptr);
   Bytes out = poisoned_output(p.out, count);
   const bool ok = no_throw(
       [&] {
@@ -190,68 +166,35 @@ Bytes check_forward(GemmRs& op, const Problem& p, int64_t rows, const Data& d, b
 
 // ---- 1. correctness over shapes, dtype pairs, layouts, bias ----------------------------------
 
-struct Shape {
-  DType in, out;
-  int64_t rows_per_rank, n, k;
-};
-
-std::string shape_name(const Shape& s) {
-  return std::string(dtype_name(s.in)) + "_" + dtype_name(s.out) + "_rows" +
-         std::to_string(s.rows_per_rank) + "_n" + std::to_string(s.n) + "_k" + std::to_string(s.k);
-}
-
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << shape_name(s);
-}
-
-const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
-                                          {DType::kFloat64, DType::kFloat64},
-                                          {DType::kBFloat16, DType::kBFloat16},
-                                          {DType::kBFloat16, DType::kFloat32}};
-
-class GemmRsTest : public MpiTest, public ::testing::WithParamInterface<Shape> {};
+class GemmRsTest : public MpiTest, public ::testing::WithParamInterface<GemmShape> {};
 
 // For both weight layouts one op each (the transposed one with max_m above m); two forwards on
 // it, with and without bias, fresh data every call.
 TEST_P(GemmRsTest, MatchesPartialGemmsThenReduceScatter) {
-  const Shape s = GetParam();
+  const GemmShape s = GetParam();
   Context ctx(MPI_COMM_WORLD, test_options());
   const int W = ctx.world_size();
   int call = 0;
   for (bool trans : {false, true}) {
     const Problem p{s.in, s.out, s.n, s.k, trans};
-    const int64_t max_m = (std::max<int64_t>(s.rows_per_rank, 1) + (trans ? 2 : 0)) * W;
+    const int64_t max_m = (std::max<int64_t>(s.rows, 1) + (trans ? 2 : 0)) * W;
     GemmRs op(ctx, options_for(p, max_m));
     EXPECT_EQ(op.options().max_m, max_m);
     EXPECT_EQ(op.options().n, s.n);
     EXPECT_EQ(op.options().k, s.k);
     EXPECT_EQ(op.options().transpose_weight, trans);
     for (bool with_bias : {true, false}) {
-      const std::string what = describe(p) + (with_bias ? " bias" : " no bias") +
-                               " m=" + std::to_string(s.rows_per_rank * W) + " call " +
-                               std::to_string(call);
-      Data d = make_data(p, s.rows_per_rank * W, call++);
-      check_forward(op, p, s.rows_per_rank, d, with_bias, what);
+      const std::string what = describe_w(p) + (with_bias ? " bias" : " no bias") +
+                               " m=" + std::to_string(s.rows * W) + " call " + std::to_string(call);
+      Data d = make_data(p, s.rows * W, call++);
+      check_forward(op, p, s.rows, d, with_bias, what);
     }
     if (any_rank(HasFailure())) return;  // uniform: every rank stops together
   }
 }
 
-std::vector<Shape> small_shapes() {
-  std::vector<Shape> v;
-  for (auto [in, out] : kPairs) {
-    for (int64_t rows : {0, 1, 3})
-      for (int64_t n : {1, 3, 127})
-        for (int64_t k : {1, 3, 127}) v.push_back({in, out, rows, n, k});
-    v.push_back({in, out, 64, 200, 300});
-  }
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, GemmRsTest, ::testing::ValuesIn(small_shapes()),
-                         [](const ::testing::TestParamInfo<Shape>& i) {
-                           return shape_name(i.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmRsTest, ::testing::ValuesIn(small_shapes(64, 200, 300)),
+                         gemm_shape_test_name);
 
 // FLUX's default test shape (M 4096, N 49152, K 12288) divided by 8 and scaled for a CPU: M = 512
 // rows in total (rounded down to a multiple of W), n = 768, K = 1536 split over the ranks; bias
@@ -276,7 +219,7 @@ TEST_P(GemmRsBig, FluxDefaultShapeOverEight) {
   const Problem p{c.in, c.out, n, k, c.transpose_weight};
   GemmRs op(ctx, options_for(p, rows * W));
   Data d = make_data(p, rows * W, 0);
-  check_forward(op, p, rows, d, true, "big " + describe(p) + " m=" + std::to_string(rows * W));
+  check_forward(op, p, rows, d, true, "big " + describe_w(p) + " m=" + std::to_string(rows * W));
 }
 
 INSTANTIATE_TEST_SUITE_P(Flux, GemmRsBig,
@@ -291,9 +234,15 @@ INSTANTIATE_TEST_SUITE_P(Flux, GemmRsBig,
 
 class GemmRsCalls : public MpiTest, public ::testing::WithParamInterface<Problem> {};
 
+}  // namespace
+
+// Outside the unnamed namespace: gtest finds it by argument-dependent lookup, in Problem's own
+// namespace.
 void PrintTo(const Problem& p, std::ostream* os) {
-  *os << describe(p);
+  *os << describe_w(p);
 }
+
+namespace {
 
 // 200 forwards on one op, reusing the same buffers with new contents every call: inputs, weights
 // and bias all change, m changes (including 0, sometimes with null pointers), bias comes and
@@ -317,9 +266,9 @@ TEST_P(GemmRsCalls, TwoHundredCallsWithChangingDataAndWeights) {
     refill(bias, p.out, static_cast<std::size_t>(p.n), seed_of(0, call, 3));
     std::fill(out.begin(), out.end(), kPoison);
     const std::string what =
-        describe(p) + " call " + std::to_string(call) + " m=" + std::to_string(m);
+        describe_w(p) + " call " + std::to_string(call) + " m=" + std::to_string(m);
     Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(m * p.k * ein));
-    Reference ref = reference(p, rows, mine, weight, with_bias ? &bias : nullptr);
+    Reference ref = rs_reference(p, rows, mine, weight, with_bias ? &bias : nullptr);
     const bool nulls = m == 0 && call % 2 == 0;  // m == 0 with null pointers is a no-op too
     const bool ok = no_throw(
         [&] {
@@ -387,7 +336,7 @@ TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
   int call = 500;
   for (const Problem& p : problems)
     for (bool with_bias : {true, false}) {
-      const std::string tag = describe(p) + (with_bias ? " bias" : " no bias");
+      const std::string tag = describe_w(p) + (with_bias ? " bias" : " no bias");
       Data d = make_data(p, m, call++), other = make_data(p, m, call++);
       GemmRs op(ctx, options_for(p, m));
       Bytes first = check_forward(op, p, rows, d, with_bias, tag + " first");
@@ -445,7 +394,7 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
         const int64_t m = rows * W;
         const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(out);
         const std::string tag =
-            describe(p) + " m=" + std::to_string(m) + (with_bias ? " bias" : " no bias");
+            describe_w(p) + " m=" + std::to_string(m) + (with_bias ? " bias" : " no bias");
         Data d = make_data(p, m, call++), d2 = make_data(p, m, call++);
         const void* b = with_bias ? d.bias.data() : nullptr;
 
@@ -472,7 +421,7 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
         no_throw(
             [&] { op.forward_comm_only(m, with_bias ? d2.bias.data() : nullptr, got2.data()); },
             tag + " comm-only(d2)");
-        Reference ref2 = reference(p, rows, d2.input, d2.weight, with_bias ? &d2.bias : nullptr);
+        Reference ref2 = rs_reference(p, rows, d2.input, d2.weight, with_bias ? &d2.bias : nullptr);
         expect_close(ref2, got2, out, rows, p.n, tag + " gemm-only(d2) + comm-only",
                      world_rank() * rows);
         expect_untouched(got2, count * esz, tag + " comm-only(d2)");
@@ -483,10 +432,10 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
       }
     // m == 0 on both paths is a no-op, with null pointers too.
     MPI_Barrier(MPI_COMM_WORLD);
-    no_throw([&] { op.forward_gemm_only(nullptr, 0, nullptr); }, describe(p) + " gemm-only m=0");
-    no_throw([&] { op.forward_comm_only(0, nullptr, nullptr); }, describe(p) + " comm-only m=0");
+    no_throw([&] { op.forward_gemm_only(nullptr, 0, nullptr); }, describe_w(p) + " gemm-only m=0");
+    no_throw([&] { op.forward_comm_only(0, nullptr, nullptr); }, describe_w(p) + " comm-only m=0");
     Data d = make_data(p, max_rows * W, call++);
-    check_forward(op, p, max_rows, d, true, describe(p) + " forward after m=0 paths");
+    check_forward(op, p, max_rows, d, true, describe_w(p) + " forward after m=0 paths");
     if (any_rank(HasFailure())) return;  // uniform
   }
 }
@@ -536,7 +485,7 @@ TEST_F(GemmRsPaths, GemmOnlyAfterNoOpOrRejectedCall) {
     GemmRs op(ctx, options_for(p, m));
     const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(p.out);
     for (const Between& between : betweens) {
-      const std::string tag = describe(p) + " m=" + std::to_string(m) + " after " + between.name;
+      const std::string tag = describe_w(p) + " m=" + std::to_string(m) + " after " + between.name;
       Data a = make_data(p, m, call++), b = make_data(p, m, call++);
       Data scratch = make_data(p, m + W, call++);  // room for the largest m named (m + W)
       Bytes scratch_out = poisoned_output(p.out, static_cast<std::size_t>((rows + 1) * p.n));
@@ -553,7 +502,7 @@ TEST_F(GemmRsPaths, GemmOnlyAfterNoOpOrRejectedCall) {
       Bytes got = poisoned_output(p.out, count);
       no_throw([&] { op.forward_comm_only(m, b.bias.data(), got.data()); }, tag + " comm-only");
       expect_untouched(got, count * esz, tag + " comm-only");
-      Reference ref = reference(p, rows, b.input, b.weight, &b.bias);
+      Reference ref = rs_reference(p, rows, b.input, b.weight, &b.bias);
       expect_close(ref, got, p.out, rows, p.n, tag + " gemm-only (data B) + comm-only",
                    world_rank() * rows);
       got.resize(count * esz);
@@ -575,7 +524,7 @@ TEST_F(GemmRsBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
   const int64_t rows = 4;
   for (bool trans : {false, true}) {
     const Problem p{DType::kFloat32, DType::kFloat32, 24, 16, trans};
-    const std::string tag = describe(p);
+    const std::string tag = describe_w(p);
     GemmRs op(ctx, options_for(p, rows * W));
     Data d = make_data(p, (rows + 1) * W, 0);  // room for one extra row per rank
     Bytes out(static_cast<std::size_t>((rows + 1) * p.n) * 4);

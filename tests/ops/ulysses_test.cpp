@@ -1,8 +1,6 @@
 // GemmA2aTranspose and A2aTransposeGemm (Ulysses sequence parallelism) against the unfused
 // references computed here: plain cblas GEMMs (+ bias) and MPI_Alltoall, the blocks placed with
 // the index formulas of API.md (gemm_a2a_transpose, a2a_transpose_gemm).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
+#include "gemm_reference.hpp"
 #include "mpi_test.hpp"
 #include "test_data.hpp"
 
@@ -26,87 +25,15 @@ constexpr const char* kAtg = "a2a_transpose_gemm";
 
 // ---- the unfused reference -----------------------------------------------------------------
 
-// The reference GEMMs run on one BLAS thread (ranks are oversubscribed on the CI box); the
-// previous setting is restored afterwards.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThread() { openblas_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 std::size_t sz(int64_t v) {
   return static_cast<std::size_t>(v);
 }
 
-// a [m, k], weight [n, k] in `in`; bias [n] in `out` or null: a · weightᵀ + bias.
-//
-// Tolerance of element (i, j): eps * (k + 2) * S + tiny, S = Σ_l |a_il||w_jl| + |bias_j| bounded
-// by Cauchy-Schwarz (‖a_i‖·‖w_j‖ + |bias_j|); eps = 2^-20 for f32 accumulation, 2^-48 for f64.
-// A bf16 output adds its one rounding: 2^-8 * (|ref| + tol) (half an ulp, relative).
+// a [m, k], weight [n, k] in `in`; bias [n] in `out` or null: a · weightᵀ + bias, with
+// reference()'s tolerance.
 Reference gemm_reference(DType in, DType out, int64_t m, int64_t n, int64_t k, const Bytes& a,
                          const Bytes& weight, const Bytes* bias) {
-  const std::size_t mn = sz(m * n);
-  Reference ref;
-  ref.value.assign(mn, 0.0);
-  ref.tol.assign(mn, 0.0);
-  if (m == 0) return ref;
-  std::vector<double> b(sz(n), 0.0);
-  if (bias != nullptr)
-    for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), out, sz(j));
-  {
-    OneBlasThread one;
-    if (in == DType::kFloat64) {
-      std::vector<double> av = widen_f64(a, in, sz(m * k)), wv = widen_f64(weight, in, sz(n * k));
-      std::vector<double> c(mn);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
-                  static_cast<blasint>(n), static_cast<blasint>(k), 1.0, av.data(),
-                  static_cast<blasint>(k), wv.data(), static_cast<blasint>(k), 0.0, c.data(),
-                  static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
-    } else {
-      std::vector<float> av = widen_f32(a, in, sz(m * k)), wv = widen_f32(weight, in, sz(n * k));
-      std::vector<float> c(mn);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
-                  static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, av.data(),
-                  static_cast<blasint>(k), wv.data(), static_cast<blasint>(k), 0.0f, c.data(),
-                  static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
-    }
-  }
-  std::vector<double> na(sz(m), 0.0), nw(sz(n), 0.0);
-  for (int64_t i = 0; i < m; ++i) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      const double x = load(a.data(), in, sz(i * k + l));
-      s += x * x;
-    }
-    na[i] = std::sqrt(s);
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    double s = 0;
-    for (int64_t l = 0; l < k; ++l) {
-      const double x = load(weight.data(), in, sz(j * k + l));
-      s += x * x;
-    }
-    nw[j] = std::sqrt(s);
-  }
-  const double eps = std::ldexp(1.0, in == DType::kFloat64 ? -48 : -20);
-  const double tiny = std::ldexp(1.0, -100);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = sz(i * n + j);
-      double t =
-          eps * static_cast<double>(k + 2) * (na[i] * nw[j] * 1.0000001 + std::fabs(b[j])) + tiny;
-      if (out == DType::kBFloat16) t += std::ldexp(std::fabs(ref.value[idx]) + t, -8);
-      ref.tol[idx] = t;
-    }
-  return ref;
+  return reference(Problem{in, out, n, k, false}, m, a, weight, bias);
 }
 
 // Number of the first `count` elements of got (dtype t) outside the reference's tolerance; the
@@ -419,11 +346,6 @@ bool check_atg_forward(A2aTransposeGemm& op, int64_t bs, int64_t seq, const AtgD
 }
 
 // ---- 1. correctness over dtype pairs and shapes, bias and a2a_output on and off -------------
-
-const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat32},
-                                          {DType::kFloat64, DType::kFloat64},
-                                          {DType::kBFloat16, DType::kBFloat16},
-                                          {DType::kBFloat16, DType::kFloat32}};
 
 // Sizes per rank; the global ones are seq = seq_w·W and nheads = heads_w·W.
 struct Shape {

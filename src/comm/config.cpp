@@ -27,8 +27,8 @@ const std::vector<EnvVar>& env_vars() {
        "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
       {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
       {"FLUXCPP_COPY_OFFLOAD", "auto",
-       "on: the fused GEMM ops (ag_gemm and the all-to-all family) move data on a comm thread "
-       "while the calling thread computes; "
+       "on: the fused GEMM ops (ag_gemm, gemm_rs on one host, the all-to-all family) move or "
+       "reduce data on a comm thread while the calling thread computes; "
        "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
        "threads"},
       {"FLUXCPP_AG_GEMM_MODE", "auto",

@@ -65,9 +65,7 @@ void A2aGemmImpl::forward_comm_only(const void* input, int64_t m, void* a2a_outp
 void A2aGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
                                     const void* bias, void* output) {
   // Local: no handshake, no waits. Blocks of other ranks are whatever the buffers hold.
-  ex_->check_usable();
-  std::string err = validate(input, m, weight, output, Path::kGemmOnly);
-  if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
+  ex_->check_local(validate(input, m, weight, output, Path::kGemmOnly));
   if (m == 0) return;
   run(Path::kGemmOnly, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
       nullptr);

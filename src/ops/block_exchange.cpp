@@ -119,6 +119,11 @@ void BlockExchange::check_usable() const {
   if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op_);
 }
 
+void BlockExchange::check_local(const std::string& local_error) const {
+  check_usable();
+  if (!local_error.empty()) throw Error(Errc::kInvalidArgument, local_error);
+}
+
 uint64_t BlockExchange::begin(const SyncFields& fields, const std::string& local_error,
                               uint64_t extra) {
   check_usable();

@@ -50,6 +50,9 @@ class BlockExchange {
   uint64_t begin(const SyncFields& fields, const std::string& local_error, uint64_t extra = 0);
   // Raises kInvalidUsage when an earlier call failed midway (timeout, MPI, system error).
   void check_usable() const;
+  // The checks of a local (non-collective) path such as gemm-only: check_usable(), then
+  // kInvalidArgument with `local_error` if it is not empty.
+  void check_local(const std::string& local_error) const;
   void mark_broken() { broken_ = true; }
   // Runs the data-moving part of a call (after begin()): a failure midway leaves the op unusable.
   template <class F>

@@ -178,9 +178,7 @@ void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* wei
 }
 
 void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {
-  ex_->check_usable();
-  std::string err = validate(input, m, weight, nullptr, true, false);
-  if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
+  ex_->check_local(validate(input, m, weight, nullptr, true, false));
   if (m == 0) return;
   // The partials live in our segment: host peers must be done reducing the last call's.
   ex_->wait_released();

@@ -131,10 +131,8 @@ void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, c
 
 void GemmA2aTransposeImpl::forward_gemm_only(const void* input, int64_t bs, int64_t seq,
                                              const void* weight, const void* bias) {
-  ex_->check_usable();
-  std::string err = check_forward(*ctx_, kGat, bs, seq, opts_.max_bs, opts_.max_seq,
-                                  {{"input", input}, {"weight", weight}});
-  if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
+  ex_->check_local(check_forward(*ctx_, kGat, bs, seq, opts_.max_bs, opts_.max_seq,
+                                 {{"input", input}, {"weight", weight}}));
   if (bs * seq == 0) return;
   // The blocks are written into our segment: host peers must be done reading the last call's.
   ex_->wait_released();
@@ -290,10 +288,8 @@ void A2aTransposeGemmImpl::forward_comm_only(const void* input, int64_t bs, int6
 
 void A2aTransposeGemmImpl::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
                                              const void* bias, void* output) {
-  ex_->check_usable();
-  std::string err = check_forward(*ctx_, kAtg, bs, seq, opts_.max_bs, opts_.max_seq,
-                                  {{"weight", weight}, {"output", output}});
-  if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
+  ex_->check_local(check_forward(*ctx_, kAtg, bs, seq, opts_.max_bs, opts_.max_seq,
+                                 {{"weight", weight}, {"output", output}}));
   if (bs * seq == 0) return;
   run(Path::kGemmOnly, nullptr, bs, seq, weight, bias, static_cast<char*>(output), a2a_.data());
 }

@@ -34,6 +34,12 @@ class AllGather {
   // own block of output (in place). After a timeout the op is broken and must be destroyed.
   void forward(const void* input, int64_t m, void* output);
 
+  // Zero-copy input (not collective): waits until every peer has finished reading this rank's
+  // slot for the previous forward (kTimeout naming the peer otherwise) and returns it: room for
+  // max_m/W rows. Write this call's input there and pass it to forward as `input`: forward then
+  // skips copying it. Call it again before each write; the address stays the same.
+  void* input_buffer();
+
   const AllGatherOptions& options() const;
 
  private:

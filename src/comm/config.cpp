@@ -22,6 +22,9 @@ const std::vector<EnvVar>& env_vars() {
        "more ranks than it has CPUs (spinning would steal the core the producer needs)"},
       {"FLUXCPP_YIELD_US", "200", "microseconds a wait yields before sleeping on a futex"},
       {"FLUXCPP_CHUNK_KB", "256", "pipeline chunk of the copy engines, in KiB"},
+      {"FLUXCPP_NET_CHUNK_KB", "2048",
+       "largest MPI message between hosts, in KiB: a consumer starts on a block once its first "
+       "chunk has landed; each chunk costs a rendezvous round trip"},
       {"FLUXCPP_COPY_ENGINE", "auto",
        "intra-host copies: shm (staged through shared memory), cma (single copy from the peer's "
        "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
@@ -108,6 +111,7 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
                                                      : parse_double("FLUXCPP_SPIN_US", 0, 1e6);
   c.yield_us = parse_double("FLUXCPP_YIELD_US", 0, 1e6);
   c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
+  c.net_chunk_bytes = parse_long("FLUXCPP_NET_CHUNK_KB", 4, 1L << 20) * 1024;
   std::string engine = env_value("FLUXCPP_COPY_ENGINE");
   if (engine == "auto")
     c.copy_engine = CopyEngine::kAuto;

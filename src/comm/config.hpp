@@ -34,6 +34,7 @@ struct Config {
   double spin_us = 20.0;          // busy-wait budget of a signal wait before yielding
   double yield_us = 200.0;        // sched_yield budget before sleeping on the futex
   long chunk_bytes = 256 * 1024;  // pipeline chunk of the copy engines
+  long net_chunk_bytes = 2L << 20;  // largest MPI message between hosts (comm/transport.hpp)
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
   int ag_gemm_mode = 0;       // values of fluxcpp::AgGemmMode

@@ -68,6 +68,14 @@ class ContextImpl : public shm::HostTeam {
   void close();  // collective
   bool closed() const { return closed_; }
 
+  // A number for each op created on the context, the same on every rank (ops are created
+  // collectively, in the same order): part of every call's identity.
+  uint64_t next_op_serial() { return ++op_serial_; }
+  // One thread at a time: a call enters the context for its duration. false: another thread is
+  // inside (its call goes on; this one must fail with kInvalidUsage).
+  bool try_enter() { return !busy_.exchange(true, std::memory_order_acquire); }
+  void leave() { busy_.store(false, std::memory_order_release); }
+
  private:
   void release() noexcept;
 
@@ -82,6 +90,8 @@ class ContextImpl : public shm::HostTeam {
   shm::WaitPolicy policy_;
   std::vector<std::unique_ptr<comm::Stream>> comm_streams_;
   std::vector<std::unique_ptr<comm::Stream>> compute_;
+  uint64_t op_serial_ = 0;
+  std::atomic<bool> busy_{false};
 };
 
 }  // namespace fluxcpp::detail

@@ -34,109 +34,121 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
   comm::agree_value(comm, kOp, "max_m", o.max_m);
   comm::agree_value(comm, kOp, "k", o.k);
   comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
-  const std::size_t max_shard =
-      static_cast<std::size_t>(o.max_m / c.world_size()) * o.k * dtype_size(o.dtype);
-  // Extra signals: done[q] for each host rank q, then one "withdrawn" epoch.
-  ex_.emplace(c, kOp, max_shard, c.node_size() + 1, std::array<const char*, 4>{"m", "", "", ""},
-              /*probe_cma=*/true);
-}
-
-std::string AllGatherImpl::validate(const void* input, int64_t m, const void* output) const {
-  return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
+  row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
+  const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
+  // The staged slot always exists: it is also the zero-copy input buffer.
+  gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, layout_);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
+  single_copy_.probe(*core_);
 }
 
 void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, output), reinterpret_cast<uintptr_t>(input));
-  if (m == 0) return;
-  ex.guarded([&] { run(static_cast<const char*>(input), m, static_cast<char*>(output)); });
+  ops::CallDescriptor d;
+  d.fields = {m, 0, 0, 0};
+  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
+  const std::size_t shard = d.error.empty() ? static_cast<std::size_t>(m / ctx_->world_size()) * row_ : 0;
+  const bool zero_copy =
+      zero_copy_.check(*core_, gather_.staged_slot(), input, shard,
+                       {{output, shard * static_cast<std::size_t>(ctx_->world_size())}}, d);
+  // Host peers read our input straight from our address space (single copy), or, when it is the
+  // zero-copy buffer, from our segment: 0 says so.
+  d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
+  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
+    run(static_cast<const char*>(input), zero_copy, shard, static_cast<char*>(output));
+  });
 }
 
-void AllGatherImpl::run(const char* input, int64_t m, char* output) {
+void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
-  const int me = c.node_rank(), nid = c.node_id();
-  const std::size_t shard = static_cast<std::size_t>(m / W) * opts_.k * dtype_size(opts_.dtype);
-  if (N > 1) {
-    // MPI sends from our segment: stage the whole block first (host peers may read it too).
-    ex.stage(input, shard);
-    ex.start_rail(shard);
+  const int L = c.node_size(), N = c.num_nodes();
+  gather_.begin(*core_, shard);
+  if (N > 1 && !zero_copy) {
+    // MPI sends from our segment: stage the block, chunk by chunk so the sends start early.
+    const ops::Outbox own = gather_.own();
+    const std::size_t step = core_->transport()->chunk_bytes();
+    for (std::size_t off = 0; off < shard; off += step) {
+      std::memcpy(own.data() + off, input + off, std::min(step, shard - off));
+      own.publish(off + step);
+      core_->poll();
+    }
   }
-  ops::BlockExchange::RailScope rail(ex, N > 1);
-
-  const bool cma = L > 1 && ex.cma_ok() &&
+  if (zero_copy) gather_.own().publish_all();
+  const bool cma = L > 1 && single_copy_.usable() &&
                    (c.config().copy_engine == CopyEngine::kCma ||
                     static_cast<long>(shard) >= c.config().cma_min_bytes);
   if (cma) {
-    gather_cma(input, shard, output);
+    gather_cma(input, zero_copy, shard, output);
   } else {
-    gather_shm(input, shard, output, N > 1);
+    gather_shm(input, zero_copy || N > 1, shard, output);
   }
-
-  if (N > 1) {
-    // Blocks from other hosts: each rank of the host received its rail peers' blocks by MPI
-    // into its segment; copy them all out.
-    const auto deadline = c.deadline();
-    const uint64_t whole = ex.num_chunks(shard);
-    for (int i = 1; i < N; ++i) {
-      int n = (nid + i) % N;
-      for (int j = 0; j < L; ++j) {
-        int q = (me + j) % L;
-        ex.wait(q, n, whole, deadline, "rail");
-        std::memcpy(output + shard * c.world_rank_of(n, q), ex.block(q, n), shard);
-      }
+  // Blocks from other hosts, as they land in the segments of this host's ranks.
+  for (int g : gather_.others()) {
+    if (c.node_of(g) == c.node_id()) continue;
+    const ops::Inbox in = gather_.from(g);
+    char* to = output + shard * g;
+    for (std::size_t done = 0; done < shard;) {
+      const std::size_t have = in.wait(done + 1);
+      std::memcpy(to + done, in.data() + done, have - done);
+      done = have;
     }
-    rail.finish();
   }
 }
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each
 // peer's chunk right after it lands, so reads hit blocks that are still in the shared cache.
-void AllGatherImpl::gather_shm(const char* input, std::size_t shard, char* output, bool prestaged) {
+// `staged`: our block is in the segment already (zero-copy input, or staged for MPI).
+void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  const int L = c.node_size();
   char* own_out = output + shard * c.world_rank();
   if (L == 1) {
     if (input != own_out) std::memcpy(own_out, input, shard);
     return;
   }
-  const auto deadline = c.deadline();
-  const std::size_t chunk = ex.chunk_bytes();
-  const uint64_t nchunks = ex.num_chunks(shard);
-  char* mine = ex.block(me, nid);
-  auto pull = [&](uint64_t ch) {
-    std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
-    for (int i = 1; i < L; ++i) {
-      int q = (me + i) % L;
-      ex.wait(q, nid, ch + 1, deadline, "block");
-      std::memcpy(output + shard * c.world_rank_of(nid, q) + off, ex.block(q, nid) + off, len);
+  const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
+  const ops::Outbox own = gather_.own();
+  std::vector<ops::Inbox> peers;
+  for (int i = 0; i < L - 1; ++i) peers.push_back(gather_.from(gather_.others()[i]));
+  auto pull = [&](std::size_t off) {
+    const std::size_t len = std::min(chunk, shard - off);
+    for (const ops::Inbox& in : peers) {
+      in.wait(off + len);
+      std::memcpy(output + shard * in.peer() + off, in.data() + off, len);
     }
   };
-  for (uint64_t ch = 0; ch < nchunks; ++ch) {
-    std::size_t off = ch * chunk, len = std::min(chunk, shard - off);
-    if (!prestaged) {
-      std::memcpy(mine + off, input + off, len);
-      ex.publish(ch + 1);
+  for (std::size_t off = 0; off < shard; off += chunk) {
+    const std::size_t len = std::min(chunk, shard - off);
+    if (!staged) {
+      std::memcpy(own.data() + off, input + off, len);
+      own.publish(off + len);
     }
     if (input != own_out) std::memcpy(own_out + off, input + off, len);
-    if (ch > 0) pull(ch - 1);
+    if (off > 0) pull(off - chunk);
   }
-  pull(nchunks - 1);
+  pull((shard - 1) / chunk * chunk);
 }
 
-// Within the host, single copy: read each peer's input straight from its address space into
-// our output (the peers published their input addresses with the call header), then wait until
-// every peer has finished reading ours, since the caller may reuse input once we return.
-void AllGatherImpl::gather_cma(const char* input, std::size_t shard, char* output) {
+// Within the host, single copy: read each peer's input straight from its address space into our
+// output (the peers published their input addresses with the call descriptor; a peer whose input
+// is its zero-copy buffer is read in its segment), then wait until every peer has finished
+// reading ours, since the caller may reuse input once we return.
+void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
   const int nid = c.node_id();
   char* own_out = output + shard * c.world_rank();
   if (input != own_out) std::memcpy(own_out, input, shard);
-  ex.cma_pull(0, [&](int q) {
-    shm::cma_read(ex.pid(q), ex.extra(q), output + shard * c.world_rank_of(nid, q), shard);
+  single_copy_.pull(*core_, [&](int q) {
+    char* to = output + shard * c.world_rank_of(nid, q);
+    const uint64_t addr = core_->handshake().word(q);
+    if (addr == 0)
+      std::memcpy(to, gather_.from(c.world_rank_of(nid, q)).data(), shard);
+    else
+      shm::cma_read(single_copy_.pid(q), addr, to, shard);
   });
 }
 
@@ -148,14 +160,23 @@ AllGather::AllGather(AllGather&&) noexcept = default;
 AllGather& AllGather::operator=(AllGather&&) noexcept = default;
 AllGather::~AllGather() = default;
 
+namespace {
+detail::AllGatherImpl& checked(const std::unique_ptr<detail::AllGatherImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "all_gather: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
 void AllGather::forward(const void* input, int64_t m, void* output) {
-  if (!impl_) raise(Errc::kInvalidUsage, "all_gather: forward on a moved-from op");
-  impl_->forward(input, m, output);
+  checked(impl_).forward(input, m, output);
+}
+
+void* AllGather::input_buffer() {
+  return checked(impl_).input_buffer();
 }
 
 const AllGatherOptions& AllGather::options() const {
-  if (!impl_) raise(Errc::kInvalidUsage, "all_gather: options() on a moved-from op");
-  return impl_->options();
+  return checked(impl_).options();
 }
 
 }  // namespace fluxcpp

@@ -8,7 +8,10 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/all_gather.hpp"
-#include "ops/block_exchange.hpp"
+#include "ops/core/gather_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/core/single_copy.hpp"
+#include "ops/core/zero_copy.hpp"
 
 namespace fluxcpp::detail {
 
@@ -19,19 +22,22 @@ class AllGatherImpl {
                 const std::string& local_error = {});
 
   void forward(const void* input, int64_t m, void* output);
+  void* input_buffer() { return zero_copy_.acquire(*core_, gather_.staged_slot()); }
   const AllGatherOptions& options() const { return opts_; }
 
  private:
-  std::string validate(const void* input, int64_t m, const void* output) const;
-  void run(const char* input, int64_t m, char* output);
-  void gather_cma(const char* input, std::size_t shard, char* output);
-  void gather_shm(const char* input, std::size_t shard, char* output, bool prestaged);
+  void run(const char* input, bool zero_copy, std::size_t shard, char* output);
+  void gather_cma(const char* input, bool zero_copy, std::size_t shard, char* output);
+  void gather_shm(const char* input, bool zero_copy, std::size_t shard, char* output);
 
   std::shared_ptr<ContextImpl> ctx_;
   AllGatherOptions opts_;
-  // extra_signal(owner, q): node rank q finished its single-copy read of owner's input, as
-  // 2*epoch (+1 if the read failed).
-  std::optional<ops::BlockExchange> ex_;
+  std::size_t row_ = 0;  // bytes per row
+  shm::Layout layout_;
+  ops::GatherExchange gather_;
+  ops::SingleCopy single_copy_;
+  std::optional<ops::OpCore> core_;
+  ops::ZeroCopyInput zero_copy_;
 };
 
 }  // namespace fluxcpp::detail

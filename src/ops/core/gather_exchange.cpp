@@ -1,0 +1,60 @@
+#include "ops/core/gather_exchange.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+constexpr int kTag = 2;
+}  // namespace
+
+GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout,
+                               std::size_t max_block, bool needed)
+    : c_(&c), needed_(needed) {
+  const int N = c.num_nodes();
+  staged_ = layout.slots("staged", needed ? 1 : 0, max_block);
+  staged_ready_ = layout.signals("staged-ready", 1);
+  rail_in_ = layout.slots("rail-in", N > 1 ? N : 0, max_block);
+  rail_landed_ = layout.signals("rail-landed", N > 1 ? N : 0);
+  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  for (int i = 1; i < L; ++i) others_.push_back(c.world_rank_of(nid, (me + i) % L));
+  for (int i = 1; i < N; ++i)
+    for (int j = 0; j < L; ++j) others_.push_back(c.world_rank_of((nid + i) % N, (me + j) % L));
+}
+
+void GatherExchange::begin(OpCore& core, std::size_t block) {
+  core_ = &core;
+  block_ = block;
+  staged_base_ = staged_tally_.begin(block);
+  rail_base_ = rail_tally_.begin(block);
+  const int N = c_->num_nodes();
+  if (N == 1) return;
+  const int me = c_->node_rank(), nid = c_->node_id();
+  std::vector<comm::Transport::Transfer> t;
+  for (int i = 1; i < N; ++i) {  // receive from the next hosts, send to the previous ones
+    const int n = (nid + i) % N;
+    t.push_back({false, c_->world_rank_of(n, me), kTag, rail_in_.at(me, n), block,
+                 &rail_landed_.at(me, n), rail_base_});
+  }
+  for (int i = 1; i < N; ++i) {
+    const int n = (nid + N - i) % N;
+    t.push_back({true, c_->world_rank_of(n, me), kTag, staged_.at(me), block,
+                 &staged_ready_.at(me), staged_base_});
+  }
+  core.transport()->post(std::move(t));
+}
+
+Outbox GatherExchange::own() const {
+  const int me = c_->node_rank();
+  return Outbox(needed_ ? staged_.at(me) : nullptr, block_, &staged_ready_.at(me), staged_base_);
+}
+
+Inbox GatherExchange::from(int g) const {
+  const int q = c_->local_of(g), n = c_->node_of(g);
+  if (n == c_->node_id())
+    return Inbox(core_, g, staged_.at(q), block_, &staged_ready_.at(q), staged_base_,
+                 &staged_ready_, 0, q);
+  // Another host's block arrives at the host rank with its local rank.
+  return Inbox(core_, g, rail_in_.at(q, n), block_, &rail_landed_.at(q, n), rail_base_,
+               &rail_landed_, n, q);
+}
+
+}  // namespace fluxcpp::ops

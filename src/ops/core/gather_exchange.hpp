@@ -1,0 +1,46 @@
+// The all-gather pattern, shared by AllGather and AGKernel: every rank's block goes to every rank.
+// Within a host peers read a rank's block in its segment ("staged"). Across hosts a block travels
+// once per host, between rail peers (the ranks with the same local rank), into "rail-in[host]" of
+// the receiver's segment, where the receiver's host peers read it too. from(g) hides all of that:
+// an op runs one loop over the ranks and waits on each Inbox.
+#pragma once
+
+#include <vector>
+
+#include "ops/core/mailbox.hpp"
+
+namespace fluxcpp::ops {
+
+class GatherExchange {
+ public:
+  GatherExchange() = default;
+  // Declares the regions in `layout` before the core allocates it. `needed`: false when no peer
+  // and no other host reads the blocks (then nothing is allocated and own() has no data).
+  GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_block, bool needed);
+
+  // Starts a call moving `block` bytes per rank (the same on every rank): posts the transfers to
+  // and from the rail peers; each send chunk goes once this rank has published it in own().
+  void begin(OpCore& core, std::size_t block);
+  // This rank's staged block: write it (or have the caller write it: zero-copy input), publish.
+  Outbox own() const;
+  // World rank g's block, g != this rank.
+  Inbox from(int g) const;
+  // The other ranks: host peers in ring order first, then each other host's ranks (in the
+  // order their blocks reach this host).
+  const std::vector<int>& others() const { return others_; }
+  char* staged_slot() const { return needed_ ? staged_.at(c_->node_rank()) : nullptr; }
+  std::size_t capacity() const { return staged_.bytes(); }
+
+ private:
+  detail::ContextImpl* c_ = nullptr;
+  OpCore* core_ = nullptr;
+  bool needed_ = false;
+  shm::SlotArray staged_, rail_in_;
+  shm::SignalArray staged_ready_, rail_landed_;
+  Tally staged_tally_, rail_tally_;
+  uint64_t staged_base_ = 0, rail_base_ = 0;
+  std::size_t block_ = 0;
+  std::vector<int> others_;
+};
+
+}  // namespace fluxcpp::ops

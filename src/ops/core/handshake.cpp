@@ -1,0 +1,208 @@
+#include "ops/core/handshake.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "comm/bounded.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+constexpr int kMessage = 512;
+constexpr int kHead = 5 + kCallFields;  // code, origin, mismatch, serial, call, fields
+}  // namespace
+
+struct Handshake::Info {
+  int64_t code;      // 0, or the Errc of the call's verdict as this rank knows it
+  int64_t origin;    // world rank that found it
+  int64_t mismatch;  // the verdict is a call-identity mismatch
+  int64_t fields[kCallFields];
+  uint64_t word;
+  uint64_t serial;
+  uint64_t call;
+  char message[kMessage];
+};
+
+void raise_timeout(const detail::ContextImpl& ctx, const char* op, int peer,
+                   const std::string& what, uint64_t expected, uint64_t observed) {
+  raise(Errc::kTimeout,
+        "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) on {}: expected >= "
+        "{}, observed {} (this is rank {})",
+        op, ctx.config().timeout_s, peer, ctx.node_of(peer), ctx.local_of(peer), what, expected,
+        observed, ctx.world_rank());
+}
+
+void Handshake::Verdict::merge(const Verdict& o) {
+  if (o.origin < 0) return;
+  // A call-identity mismatch wins over argument errors: it breaks the op, so every rank must see
+  // it. Otherwise the lowest reporting rank wins, which every rank picks alike.
+  if (origin < 0 || (o.mismatch && !mismatch) || (o.mismatch == mismatch && o.origin < origin))
+    *this = o;
+}
+
+Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
+                     std::array<const char*, kCallFields> names, int vector_len)
+    : ctx_(&c), op_(op), serial_(serial), names_(names), vlen_(vector_len) {
+  header_ = layout.signals("call-header", 2);
+  info_ = layout.slots("call-info", 2, sizeof(Info));
+  vectors_ = layout.slots("call-vectors", vlen_ > 0 ? 2 : 0,
+                          sizeof(int64_t) * static_cast<std::size_t>(vlen_) * c.num_nodes());
+  if (c.num_nodes() > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+}
+
+Handshake::Info& Handshake::info(int host_rank, int parity) const {
+  return *reinterpret_cast<Info*>(info_.at(host_rank, parity));
+}
+
+uint64_t Handshake::word(int host_rank) const {
+  return info(host_rank, static_cast<int>(call_ & 1)).word;
+}
+
+const int64_t* Handshake::vector(int world_rank) const {
+  const detail::ContextImpl& c = *ctx_;
+  return reinterpret_cast<const int64_t*>(
+             vectors_.at(c.local_of(world_rank), static_cast<int>(call_ & 1))) +
+         static_cast<std::size_t>(c.node_of(world_rank)) * vlen_;
+}
+
+void Handshake::check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer,
+                           Verdict& v) {
+  const detail::ContextImpl& c = *ctx_;
+  const int r = c.world_rank();
+  if (p.serial != serial_ || p.call != call) {
+    v.merge({Errc::kInvalidUsage, std::min(r, peer), true,
+             fmt::format("{}: ranks are at different calls of the op: rank {} is at call {}, rank "
+                         "{} at call {} (a rank skipped or repeated a call after an error); the "
+                         "op must be destroyed",
+                         op_, r, call, peer, p.call)});
+    return;
+  }
+  if (p.code != 0) {
+    v.merge({static_cast<Errc>(p.code), static_cast<int>(p.origin), p.mismatch != 0, p.message});
+    return;
+  }
+  for (int f = 0; f < kCallFields; ++f)
+    if (p.fields[f] != fields[f]) {
+      v.merge({Errc::kInvalidArgument, std::min(r, peer), false,
+               fmt::format("{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}", op_,
+                           names_[f], r, fields[f], peer, p.fields[f])});
+      return;
+    }
+}
+
+// Across hosts: the rail peers swap descriptors (and vectors) first, so that what a rank then
+// publishes on its host already covers its rail.
+void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
+  detail::ContextImpl& c = *ctx_;
+  const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
+  const std::size_t width = kHead + static_cast<std::size_t>(vlen_);
+  struct Buffers {
+    std::vector<int64_t> mine, all;
+    std::vector<char> text, texts;
+  };
+  auto b = std::make_shared<Buffers>();
+  b->mine.assign(width, 0);
+  b->all.assign(width * N, 0);
+  int64_t* m = b->mine.data();
+  m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
+  m[1] = v.origin;
+  m[2] = 0;
+  m[3] = static_cast<int64_t>(serial_);
+  m[4] = static_cast<int64_t>(call);
+  for (int f = 0; f < kCallFields; ++f) m[5 + f] = d.fields[f];
+  if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
+  auto missing = [&] {
+    std::string peers;
+    for (int n = 0; n < N; ++n)
+      if (n != nid) peers += fmt::format("{}{}", peers.empty() ? "" : ", ", c.world_rank_of(n, me));
+    return fmt::format(
+        "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
+        "rank {})",
+        op_, c.config().timeout_s, peers, c.world_rank());
+  };
+  const auto deadline = c.deadline();
+  MPI_Request req;
+  comm::check_mpi(MPI_Iallgather(b->mine.data(), static_cast<int>(width), MPI_INT64_T,
+                                 b->all.data(), static_cast<int>(width), MPI_INT64_T, rail_.get(),
+                                 &req),
+                  "MPI_Iallgather");
+  comm::wait_bounded(req, deadline, b, missing);
+  bool any_bad = false;
+  for (int n = 0; n < N; ++n) any_bad = any_bad || b->all[width * n] != 0;
+  if (any_bad) {  // every rail rank sees the same codes, so all of them take this branch
+    b->text.assign(kMessage, '\0');
+    std::snprintf(b->text.data(), kMessage, "%s", v.message.c_str());
+    b->texts.assign(static_cast<std::size_t>(kMessage) * N, '\0');
+    comm::check_mpi(MPI_Iallgather(b->text.data(), kMessage, MPI_CHAR, b->texts.data(), kMessage,
+                                   MPI_CHAR, rail_.get(), &req),
+                    "MPI_Iallgather");
+    comm::wait_bounded(req, deadline, b, missing);
+  }
+  for (int n = 0; n < N; ++n) {
+    if (n == nid) continue;
+    const int64_t* p = &b->all[width * n];
+    Info peer{};
+    peer.code = p[0];
+    peer.origin = p[1];
+    peer.serial = static_cast<uint64_t>(p[3]);
+    peer.call = static_cast<uint64_t>(p[4]);
+    for (int f = 0; f < kCallFields; ++f) peer.fields[f] = p[5 + f];
+    if (any_bad) std::memcpy(peer.message, &b->texts[static_cast<std::size_t>(kMessage) * n], kMessage);
+    peer.message[kMessage - 1] = '\0';
+    check_peer(call, d.fields, peer, c.world_rank_of(n, me), v);
+  }
+  if (vlen_ > 0) {
+    auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, static_cast<int>(call & 1)));
+    for (int n = 0; n < N; ++n)
+      std::memcpy(area + static_cast<std::size_t>(n) * vlen_, &b->all[width * n + kHead],
+                  sizeof(int64_t) * vlen_);
+  }
+}
+
+void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
+  detail::ContextImpl& c = *ctx_;
+  const int me = c.node_rank(), L = c.node_size(), nid = c.node_id();
+  const int parity = static_cast<int>(call & 1);
+  call_ = call;
+  Verdict v;
+  if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
+  if (rail_.get() != MPI_COMM_NULL) {
+    rail_step(call, d, v);
+  } else if (vlen_ > 0) {
+    auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, parity));
+    if (d.vector != nullptr)
+      std::memcpy(area, d.vector, sizeof(int64_t) * vlen_);
+    else
+      std::fill(area, area + vlen_, int64_t{0});
+  }
+
+  // Publish ours: the descriptor first, then the call number (release).
+  Info& own = info(me, parity);
+  own.code = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
+  own.origin = v.origin;
+  own.mismatch = v.mismatch ? 1 : 0;
+  for (int f = 0; f < kCallFields; ++f) own.fields[f] = d.fields[f];
+  own.word = d.word;
+  own.serial = serial_;
+  own.call = call;
+  std::snprintf(own.message, kMessage, "%s", v.message.c_str());
+  shm::signal_set(header_.at(me, parity), call);
+
+  // Read everyone's. A peer overwrites this parity only at call + 2, which needs our header of
+  // call + 1: the descriptor is stable while we read it.
+  const auto deadline = c.deadline();
+  for (int i = 1; i < L; ++i) {
+    const int q = (me + i) % L, peer = c.world_rank_of(nid, q);
+    uint64_t observed = 0;
+    if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed))
+      raise_timeout(c, op_, peer, header_.label(parity), call, observed);
+    check_peer(call, d.fields, info(q, parity), peer, v);
+  }
+  if (v.origin < 0) return;
+  mismatched_ = mismatched_ || v.mismatch;
+  if (v.origin == c.world_rank()) throw Error(v.code, v.message);
+  throw Error(v.code, fmt::format("{} (reported by rank {})", v.message, v.origin));
+}
+
+}  // namespace fluxcpp::ops

@@ -1,0 +1,94 @@
+// The per-call handshake of a collective op. Before any data moves, every rank publishes its call
+// descriptor — its identity (which op, which call), up to four shape fields, whether its own
+// arguments were valid, one private word, and optionally a vector of counts (per-peer splits,
+// per-expert token counts) — and reads everyone else's. That turns "rank 2 passed a null
+// pointer", "ranks passed different m" or "rank 1 skipped a call after a timeout" into the same
+// error on every rank instead of a hang or a silent pairing of different calls. Because a rank
+// publishes call e only after finishing call e-1, it is also the proof that every peer is done
+// with the buffers of the previous call.
+//
+// Within a host it costs one cache line per peer (headers in the op's segment, double-buffered by
+// call parity); across hosts one small MPI_Iallgather among the rail peers (the ranks with the
+// same local rank on every host), whose result each rank republishes on its host, so the whole
+// world agrees after one hop of each kind. Vectors travel the same two hops: after a call's
+// handshake every rank can read every rank's vector.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/context_impl.hpp"
+#include "comm/mpi_util.hpp"
+#include "fluxcpp/error.hpp"
+#include "shm/layout.hpp"
+
+namespace fluxcpp::ops {
+
+inline constexpr int kCallFields = 4;
+using CallFields = std::array<int64_t, kCallFields>;
+
+// What one rank brings to a call.
+struct CallDescriptor {
+  CallFields fields{};
+  std::string error;                         // this rank's problem with its arguments, or ""
+  Errc error_code = Errc::kInvalidArgument;  // kInvalidArgument, or kInvalidUsage for misuse
+  uint64_t word = 0;                         // published as is (e.g. an input address)
+  const int64_t* vector = nullptr;           // vector_len values, or null for zeros
+};
+
+class Handshake {
+ public:
+  Handshake() = default;
+  // Declares the handshake's regions in `layout` (before the segment is allocated) and, across
+  // hosts, duplicates the rail communicator (collective). `names` label the fields in messages.
+  // `serial` identifies the op among the context's ops (the same on every rank).
+  Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
+            std::array<const char*, kCallFields> names, int vector_len);
+
+  // Collective over the context. Throws the same Error on every rank when a rank's descriptor
+  // carries an error (its code), fields differ (kInvalidArgument) or call identities differ
+  // (kInvalidUsage, and mismatched() becomes true: the op must not be used again); kTimeout
+  // naming a peer that did not arrive.
+  void exchange(uint64_t call, const CallDescriptor& d);
+  bool mismatched() const { return mismatched_; }
+
+  // Of the current call (valid until this rank's next exchange): a host rank's word, and any
+  // world rank's vector (vector_len values).
+  uint64_t word(int host_rank) const;
+  const int64_t* vector(int world_rank) const;
+  int vector_len() const { return vlen_; }
+
+ private:
+  struct Verdict {
+    Errc code = Errc::kInvalidArgument;
+    int origin = -1;  // world rank that found the problem; -1: none
+    bool mismatch = false;
+    std::string message;
+    void merge(const Verdict& o);
+  };
+  struct Info;  // one rank's published descriptor (call-info slot)
+  Info& info(int host_rank, int parity) const;
+  void rail_step(uint64_t call, const CallDescriptor& d, Verdict& v);
+  void check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer, Verdict& v);
+
+  detail::ContextImpl* ctx_ = nullptr;
+  const char* op_ = "";
+  uint64_t serial_ = 0;
+  std::array<const char*, kCallFields> names_{};
+  int vlen_ = 0;
+  uint64_t call_ = 0;
+  bool mismatched_ = false;
+  shm::SignalArray header_;  // [2] by call parity: the call number, once Info is written
+  shm::SlotArray info_;      // [2] by call parity
+  shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
+  comm::UniqueComm rail_;
+};
+
+// "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,
+// observed Y (this is rank M)", as an Error(kTimeout).
+[[noreturn]] void raise_timeout(const detail::ContextImpl& ctx, const char* op, int peer,
+                                const std::string& what, uint64_t expected, uint64_t observed);
+
+}  // namespace fluxcpp::ops

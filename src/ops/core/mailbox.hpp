@@ -1,0 +1,92 @@
+// The two ends of a per-peer channel in one call. An Outbox is where this rank writes what a peer
+// will read, and publish(n) tells the peer (or the transport, which then ships it) that the
+// first n bytes are written. An Inbox is where a peer's data for this rank is — a host peer's
+// segment, or this rank's own segment when MPI brought it from another host — and wait(n) blocks
+// until its first n bytes have arrived. Both count bytes on a signal whose value grows over the
+// calls (base + bytes), so the expected values are tracked inside and never repeat: an op never
+// handles epochs, signal indices or which peers are remote.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ops/core/op_core.hpp"
+#include "shm/layout.hpp"
+
+namespace fluxcpp::ops {
+
+class Outbox {
+ public:
+  Outbox() = default;
+  Outbox(char* data, std::size_t bytes, shm::Signal* signal, uint64_t base)
+      : data_(data), bytes_(bytes), signal_(signal), base_(base) {}
+  char* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  // The first n bytes are written (n only grows within a call).
+  void publish(std::size_t n) const {
+    if (signal_ != nullptr) shm::signal_max(*signal_, base_ + std::min(n, bytes_));
+  }
+  void publish_all() const { publish(bytes_); }
+
+ private:
+  char* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  shm::Signal* signal_ = nullptr;
+  uint64_t base_ = 0;
+};
+
+class Inbox {
+ public:
+  Inbox() = default;
+  // `names`/`index`/`owner_host_rank` only name the signal in a timeout.
+  Inbox(OpCore* core, int peer, const char* data, std::size_t bytes, const shm::Signal* signal,
+        uint64_t base, const shm::SignalArray* names, int index, int owner_host_rank)
+      : core_(core), peer_(peer), data_(data), bytes_(bytes), signal_(signal), base_(base),
+        names_(names), index_(index), owner_(owner_host_rank) {}
+  int peer() const { return peer_; }  // world rank the data comes from
+  const char* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  // Bytes that have arrived so far.
+  std::size_t available() const {
+    const uint64_t v = shm::signal_load(*signal_);
+    return v <= base_ ? 0 : static_cast<std::size_t>(std::min<uint64_t>(v - base_, bytes_));
+  }
+  // Blocks until at least min(n, bytes()) bytes have arrived; returns how many have.
+  std::size_t wait(std::size_t n, const std::atomic<bool>* stop = nullptr) const {
+    n = std::min(n, bytes_);
+    if (n == 0) return available();
+    core_->wait(*signal_, base_ + n, peer_,
+                names_->label(index_) + " in the segment of local rank " + std::to_string(owner_),
+                stop);
+    return available();
+  }
+  std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
+
+ private:
+  OpCore* core_ = nullptr;
+  int peer_ = -1;
+  const char* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  const shm::Signal* signal_ = nullptr;
+  uint64_t base_ = 0;
+  const shm::SignalArray* names_ = nullptr;
+  int index_ = 0, owner_ = 0;
+};
+
+// A byte counter that grows over the calls: begin(bytes) returns this call's base.
+class Tally {
+ public:
+  uint64_t begin(std::size_t bytes) {
+    const uint64_t base = next_;
+    next_ += bytes;
+    return base;
+  }
+
+ private:
+  uint64_t next_ = 0;
+};
+
+}  // namespace fluxcpp::ops

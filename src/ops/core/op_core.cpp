@@ -1,0 +1,185 @@
+#include "ops/core/op_core.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+bool breaks(Path path, const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    // A local path that rejected its arguments touched nothing; everything else was interrupted
+    // midway through a protocol that the peers follow too.
+    return !(path == Path::kGemmOnly && err.code() == Errc::kInvalidArgument);
+  } catch (...) {
+    return true;
+  }
+}
+
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+}  // namespace
+
+bool needs_data(const detail::ContextImpl& c, bool always) {
+  return always || c.node_size() > 1 || c.num_nodes() > 1;
+}
+
+ContextEntry::ContextEntry(detail::ContextImpl& c, const char* op) : c_(c) {
+  if (!c_.try_enter())
+    raise(Errc::kInvalidUsage,
+          "{}: the context is in use by another thread (a context and its ops are used by one "
+          "thread at a time; rank {})",
+          op, c_.world_rank());
+}
+
+ContextEntry::~ContextEntry() {
+  c_.leave();
+}
+
+OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
+    : ctx_(&c), spec_(spec), layout_(&layout) {
+  const char* op = spec.op;
+  MPI_Comm comm = c.comm();
+  // Settings the protocols depend on: every rank must use the same.
+  comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
+  comm::agree_value(comm, op, "FLUXCPP_NET_CHUNK_KB", c.config().net_chunk_bytes / 1024);
+  comm::agree_value(comm, op, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
+  comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
+  comm::agree(comm, [&] {
+    if (c.num_nodes() > 1 && !c.uniform_nodes())
+      raise(Errc::kInvalidUsage,
+            "{}: hosts with different numbers of ranks are not supported yet ({} ranks on {} "
+            "hosts)",
+            op, c.world_size(), c.num_nodes());
+  });
+  hs_ = Handshake(c, op, c.next_op_serial(), layout, spec.fields, spec.vector_len);
+  released_ = layout.signals("released", c.node_size());
+  // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
+  comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, layout.bytes(), op); });
+  layout.bind(buf_);
+  if (c.num_nodes() > 1)
+    transport_.emplace(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
+}
+
+OpCore::~OpCore() {
+  // A transfer that may still touch the segment keeps it mapped for good.
+  if (transport_ && (!transport_->idle() || transport_->poisoned())) {
+    transport_->abandon(Error(Errc::kInternal, std::string(spec_.op) + ": destroyed"));
+    if (transport_->poisoned()) new shm::SymmetricBuffer(std::move(buf_));
+  }
+}
+
+void OpCore::check_usable() const {
+  if (!broken_.empty())
+    raise(Errc::kInvalidUsage, "{}: the op failed earlier and must be destroyed (first failure: {})",
+          spec_.op, broken_);
+  if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", spec_.op);
+}
+
+void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
+  check_usable();
+  call.path = path;
+  if (path == Path::kGemmOnly) {
+    if (!d.error.empty()) throw Error(d.error_code, d.error);
+    if (spec_.releases) wait_released();
+    call.epoch = epoch_;
+    call.deadline = ctx_->deadline();
+    return;
+  }
+  call.epoch = ++epoch_;
+  try {
+    hs_.exchange(epoch_, d);
+  } catch (const Error& e) {
+    // Rejected arguments and misuse leave the op usable; a call-identity mismatch, a timeout or
+    // an MPI failure leave the peers at an unknown point of the protocol.
+    if (hs_.mismatched() ||
+        (e.code() != Errc::kInvalidArgument && e.code() != Errc::kInvalidUsage))
+      broken_ = e.what();
+    throw;
+  } catch (const std::exception& e) {
+    broken_ = e.what();
+    throw;
+  }
+  call.deadline = ctx_->deadline();
+}
+
+void OpCore::end_call() {
+  if (transport_ && !transport_->idle()) transport_->complete(ctx_->deadline());
+  if (transport_) transport_->raise_if_failed();
+  if (spec_.releases && ctx_->node_size() > 1) release_peers();
+}
+
+void OpCore::fail(Path path, std::exception_ptr e) noexcept {
+  if (!breaks(path, e)) return;
+  if (broken_.empty()) broken_ = describe(e);
+  if (transport_ && !transport_->idle())
+    transport_->abandon(Error(Errc::kInternal, std::string(spec_.op) + ": call abandoned: " + broken_));
+}
+
+void OpCore::release_peers() {
+  const int L = ctx_->node_size(), me = ctx_->node_rank();
+  for (int q = 0; q < L; ++q)
+    if (q != me) shm::signal_set(released_.at(q, me), epoch_);
+  released_epoch_ = epoch_;
+}
+
+void OpCore::wait_released() {
+  const int L = ctx_->node_size(), me = ctx_->node_rank();
+  for (int q = 0; q < L; ++q)
+    if (q != me)
+      wait(released_.at(me, q), released_epoch_, ctx_->world_rank_of(ctx_->node_id(), q),
+           released_.label(q));
+}
+
+void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::string& what,
+                  const std::atomic<bool>* stop) {
+  if (shm::signal_load(s) >= target) return;
+  detail::ContextImpl& c = *ctx_;
+  const Deadline deadline = c.deadline();
+  auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
+  const auto start = Clock::now();
+  int naps = 0;
+  for (;;) {
+    if (!transfers_pending()) {
+      // Nothing of ours in flight: the signal comes from a host peer (or a transfer of a host
+      // peer's); sleep on it the usual way (spin, yield, futex).
+      uint64_t observed = 0;
+      if (shm::signal_wait(s, target, deadline, c.wait_policy(), &observed, stop)) return;
+      if (stopped()) raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
+      if (transport_) transport_->raise_if_failed();
+      raise_timeout(c, spec_.op, peer, what, target, observed);
+    }
+    // Our transfers need this thread to call MPI: poll, yielding at first, then with short naps
+    // (up to 64 us: a socket drained for longer would idle the link).
+    transport_->progress();
+    transport_->raise_if_failed();
+    if (shm::signal_load(s) >= target) return;
+    if (stopped()) raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
+    const auto now = Clock::now();
+    if (now >= deadline) raise_timeout(c, spec_.op, peer, what, target, shm::signal_load(s));
+    if (now - start < std::chrono::microseconds(50)) {
+      sched_yield();
+    } else {
+      timespec ts{0, (1L << std::min(6, naps++ / 8)) * 1000L};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+}  // namespace fluxcpp::ops

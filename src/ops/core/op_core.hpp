@@ -1,0 +1,141 @@
+// OpCore: what every collective op shares, written once — its symmetric segment (the op declares
+// named regions, the core adds its own), the per-call handshake, the transport between hosts,
+// the broken state, the benchmark paths and the release protocol. An op's forward is one call:
+//
+//   core_.run(Path::kFused, descriptor, /*noop=*/m == 0, [&](const Call& call) { ... });
+//
+// run() checks that the op is usable and not in use by another thread, runs the handshake (not
+// for gemm-only, which is local), skips the body of an agreed no-op, runs the body, completes
+// the call's transfers, and applies the failure rules: kInvalidArgument and misuse leave the op
+// usable; any other error breaks it (every later call is kInvalidUsage naming the first failure).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/context_impl.hpp"
+#include "comm/transport.hpp"
+#include "ops/core/handshake.hpp"
+#include "shm/layout.hpp"
+#include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::ops {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// kFused: the op. kGemmOnly / kCommOnly: the benchmark paths (local GEMM on whatever the buffers
+// hold; the collective data movement without the GEMM).
+enum class Path { kFused, kGemmOnly, kCommOnly };
+
+struct Call {
+  uint64_t epoch = 0;  // call number (the handshake's); gemm-only: the last collective call's
+  Path path = Path::kFused;
+  Deadline deadline{};
+  bool comm() const { return path != Path::kGemmOnly; }
+  bool compute() const { return path != Path::kCommOnly; }
+};
+
+class OpCore {
+ public:
+  struct Spec {
+    const char* op = "";
+    std::array<const char*, kCallFields> fields{};
+    int vector_len = 0;  // per-rank counts agreed in the handshake (0: none)
+    // Host peers read this rank's segment during a call and something writes it outside a call
+    // (a gemm-only path, the caller through a zero-copy input buffer): every call then ends by
+    // releasing the host peers' segments, and such writers wait for the release first.
+    bool releases = false;
+  };
+
+  // Collective. `layout` holds the op's regions (declared before); the core adds its own,
+  // allocates the segment on every host (agreed world-wide: a full /dev/shm on one host fails
+  // every rank), binds the layout and, across hosts, builds the transport.
+  OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout);
+  OpCore(const OpCore&) = delete;
+  OpCore& operator=(const OpCore&) = delete;
+  ~OpCore();
+
+  template <class Body>
+  void run(Path path, const CallDescriptor& d, bool noop, Body&& body);
+
+  // Local checks outside a collective call (zero-copy input_buffer and the like).
+  void check_usable() const;
+
+  detail::ContextImpl& ctx() const { return *ctx_; }
+  const char* op() const { return spec_.op; }
+  uint64_t epoch() const { return epoch_; }
+  const Handshake& handshake() const { return hs_; }
+  comm::Transport* transport() { return transport_ ? &*transport_ : nullptr; }
+  bool multi_host() const { return ctx_->num_nodes() > 1; }
+  const shm::Layout& layout() const { return *layout_; }
+
+  // Compute-side progress: lets the transport move data (call between GEMM tiles). Cheap when
+  // there is nothing in flight.
+  void poll() {
+    if (transport_ && !transport_->idle()) transport_->progress();
+  }
+  bool transfers_pending() const { return transport_ && !transport_->idle(); }
+  // Waits until `s` reaches `target`, driving the transport while it has work (the signal may be
+  // raised by it, and this rank's own sends need progress too). Raises the transport's error if
+  // it failed, kTimeout naming `peer` and `what` when nothing arrives within the timeout,
+  // kInternal if `stop` is raised (an offloaded task whose caller gave up).
+  void wait(const shm::Signal& s, uint64_t target, int peer, const std::string& what,
+            const std::atomic<bool>* stop = nullptr);
+
+  // The release protocol (Spec::releases): waits until every host peer released this rank's
+  // segment after the last call that read it.
+  void wait_released();
+
+ private:
+  void begin_call(Path path, const CallDescriptor& d, Call& call);
+  void end_call();
+  // The failure rules for an error thrown by a call's body.
+  void fail(Path path, std::exception_ptr e) noexcept;
+  void release_peers();
+
+  detail::ContextImpl* ctx_;
+  Spec spec_;
+  shm::Layout* layout_;
+  Handshake hs_;
+  shm::SignalArray released_;  // [L]: released[q] in our segment = last call q released
+  shm::SymmetricBuffer buf_;
+  std::optional<comm::Transport> transport_;
+  uint64_t epoch_ = 0;
+  uint64_t released_epoch_ = 0;  // the last call that released the host peers
+  std::string broken_;           // the first failure that broke the op
+};
+
+// RAII: the context is in use by this thread for the scope (kInvalidUsage for a second thread).
+class ContextEntry {
+ public:
+  ContextEntry(detail::ContextImpl& c, const char* op);
+  ~ContextEntry();
+  ContextEntry(const ContextEntry&) = delete;
+  ContextEntry& operator=(const ContextEntry&) = delete;
+
+ private:
+  detail::ContextImpl& c_;
+};
+
+template <class Body>
+void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
+  ContextEntry entry(*ctx_, spec_.op);
+  Call call;
+  begin_call(path, d, call);
+  if (noop) return;
+  try {
+    body(static_cast<const Call&>(call));
+    if (path != Path::kGemmOnly) end_call();
+  } catch (...) {
+    fail(path, std::current_exception());
+    throw;
+  }
+}
+
+// Whether an op's data regions are needed: host peers read them or MPI moves them, or the op
+// computes into them even when alone (`always`).
+bool needs_data(const detail::ContextImpl& c, bool always = false);
+
+}  // namespace fluxcpp::ops

@@ -1,0 +1,109 @@
+#include "ops/core/reduce_exchange.hpp"
+
+#include "kernels/reduce.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+constexpr int kTag = 3;
+}  // namespace
+
+int host_sum_order(int me, int L, int i) {
+  return i < L - 1 ? (me + L - 1 - i) % L : me;
+}
+
+ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
+                               std::size_t max_share_block, std::size_t max_acc_block,
+                               bool needed)
+    : c_(&c) {
+  const int W = c.world_size(), N = c.num_nodes();
+  shares_ = layout.slots("shares", needed ? 1 : 0, max_share_block * W);
+  share_ready_ = layout.signals("share-ready", W);
+  host_out_ = layout.slots("host-out", N > 1 ? N : 0, max_acc_block);
+  host_in_ = layout.slots("host-in", N > 1 ? N : 0, max_acc_block);
+  out_ready_ = layout.signals("host-out-ready", N > 1 ? N : 0);
+  in_landed_ = layout.signals("host-in-landed", N > 1 ? N : 0);
+}
+
+void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block) {
+  core_ = &core;
+  share_block_ = share_block;
+  acc_block_ = acc_block;
+  share_base_ = share_tally_.begin(share_block);
+  out_base_ = out_tally_.begin(acc_block);
+  in_base_ = in_tally_.begin(acc_block);
+  const int N = c_->num_nodes();
+  if (N == 1) return;
+  const int me = c_->node_rank(), nid = c_->node_id();
+  std::vector<comm::Transport::Transfer> t;
+  for (int i = 1; i < N; ++i) {
+    const int n = (nid + i) % N, peer = c_->world_rank_of(n, me);
+    t.push_back({false, peer, kTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
+    t.push_back({true, peer, kTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
+  }
+  core.transport()->post(std::move(t));
+}
+
+Outbox ReduceExchange::share(int t) const {
+  return Outbox(shares() + share_block_ * t, share_block_,
+                &share_ready_.at(c_->node_rank(), t), share_base_);
+}
+
+Inbox ReduceExchange::share_of(int q, int t) const {
+  return Inbox(core_, c_->world_rank_of(c_->node_id(), q), shares_.at(q) + share_block_ * t,
+               share_block_, &share_ready_.at(q, t), share_base_, &share_ready_, t, q);
+}
+
+std::vector<const void*> ReduceExchange::host_shares(
+    int t, const std::function<const void*(int t)>& own) const {
+  const int L = c_->node_size(), me = c_->node_rank();
+  std::vector<const void*> srcs(L);
+  for (int i = 0; i < L; ++i) {
+    const int q = host_sum_order(me, L, i);
+    if (q == me) {
+      srcs[i] = own(t);
+    } else {
+      const Inbox in = share_of(q, t);
+      in.wait_all();
+      srcs[i] = in.data();
+    }
+  }
+  return srcs;
+}
+
+void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
+                            const std::function<const void*(int t)>& own, void* host_sum,
+                            void* output) {
+  const int N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
+  const int L = c_->node_size(), r = c_->world_rank();
+  if (N == 1) {
+    std::vector<const void*> srcs = host_shares(r, own);
+    kernels::reduce_sum(share_dtype, srcs.data(), L, out_dtype, output, count);
+    return;
+  }
+  // This host's sums for the ranks with our local rank on the other hosts first: they cross the
+  // link while we sum our own block.
+  for (int i = 1; i < N; ++i) {
+    const int n = (nid + i) % N;
+    std::vector<const void*> srcs = host_shares(c_->world_rank_of(n, me), own);
+    kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_out_.at(me, n), count);
+    shm::signal_max(out_ready_.at(me, n), out_base_ + acc_block_);
+    core_->poll();
+  }
+  std::vector<const void*> srcs = host_shares(r, own);
+  kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum, count);
+  std::vector<const void*> hosts(N);
+  for (int n = 0; n < N; ++n) {
+    if (n == nid) {
+      hosts[n] = host_sum;
+      continue;
+    }
+    const Inbox in(core_, c_->world_rank_of(n, me), host_in_.at(me, n), acc_block_,
+                   &in_landed_.at(me, n), in_base_, &in_landed_, n, me);
+    in.wait_all();
+    hosts[n] = in.data();
+  }
+  kernels::reduce_sum(acc, hosts.data(), N, out_dtype, output, count);
+}
+
+}  // namespace fluxcpp::ops

@@ -1,0 +1,63 @@
+// The reduce-scatter pattern, shared by ReduceScatter and GemmRS: every rank contributes a share
+// of every row block t, and t's owner gets their sum in a fixed order. Within a host the reducer
+// of block t (the host rank with t's local rank) reads the host peers' shares of t in their
+// "shares" slot. Across hosts that reducer sums its host's shares of t (in the accumulation
+// type) into "host-out[host of t]", MPI carries it to t's "host-in[this host]", and t adds the
+// hosts' sums in host order. The order is part of the ops' contract (docs/ops/reduce_scatter.md):
+// host ranks as host_sum_order gives them, then hosts by index; rounded once.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "fluxcpp/types.hpp"
+#include "ops/core/mailbox.hpp"
+
+namespace fluxcpp::ops {
+
+// The i-th host rank (local rank) whose share the rank with local rank `me` adds, i in [0, L):
+// the others counting down from me-1, then itself (its own share last) — the order in which
+// ring-ordered producers (GemmRS computes the block for rank r+i at its step i, its own last)
+// finish the shares of a block.
+int host_sum_order(int me, int L, int i);
+
+class ReduceExchange {
+ public:
+  ReduceExchange() = default;
+  // Declares the regions before the core allocates: "shares" (W blocks of max_share_block,
+  // when `needed`) and, across hosts, host-out/host-in slots of max_acc_block per host.
+  ReduceExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_share_block,
+                 std::size_t max_acc_block, bool needed);
+
+  // Starts a call with blocks of `share_block` bytes (shares) and `acc_block` bytes (host sums):
+  // posts the host-sum transfers (each send goes once its sum is published).
+  void begin(OpCore& core, std::size_t share_block, std::size_t acc_block);
+  // This rank's shares: block t at shares() + t * share_block.
+  char* shares() const { return shares_.count() > 0 ? shares_.at(c_->node_rank()) : nullptr; }
+  Outbox share(int t) const;
+
+  // The fixed-order sum of this rank's block, `count` elements: shares are in share_dtype, host
+  // sums in acc, the result rounded once into out_dtype at `output`. own(t): this rank's own
+  // share of block t (its input or its shares slot). host_sum: scratch of acc_block bytes (used
+  // across hosts only). `stop`: see OpCore::wait.
+  void reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
+              const std::function<const void*(int t)>& own, void* host_sum, void* output);
+
+  // Host rank q's share of block t (q != this rank).
+  Inbox share_of(int q, int t) const;
+
+ private:
+  std::vector<const void*> host_shares(int t, const std::function<const void*(int t)>& own) const;
+
+  detail::ContextImpl* c_ = nullptr;
+  OpCore* core_ = nullptr;
+  shm::SlotArray shares_, host_out_, host_in_;
+  shm::SignalArray share_ready_;  // [W] by block
+  shm::SignalArray out_ready_;    // [hosts] this rank's host sums, for the transport's sends
+  shm::SignalArray in_landed_;    // [hosts]
+  Tally share_tally_, out_tally_, in_tally_;
+  uint64_t share_base_ = 0, out_base_ = 0, in_base_ = 0;
+  std::size_t share_block_ = 0, acc_block_ = 0;
+};
+
+}  // namespace fluxcpp::ops

@@ -1,0 +1,39 @@
+// Single-copy reads within a host (process_vm_readv): a rank reads each host peer's memory
+// straight from the peer's address space into its own output, and must not return (letting its
+// caller reuse its input) before every peer has finished reading its memory. Shared by AllGather
+// and All2AllSingle. Needs ptrace permission between the ranks, probed at create.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <vector>
+
+#include "ops/core/op_core.hpp"
+
+namespace fluxcpp::ops {
+
+class SingleCopy {
+ public:
+  SingleCopy() = default;
+  // Declares the regions ("read-done[L]", "withdrawn") before the core allocates.
+  SingleCopy(detail::ContextImpl& c, shm::Layout& layout);
+  // Collective over the host, after the core allocated the segment: checks that every rank can
+  // read every host peer's memory; raises on every rank if FLUXCPP_COPY_ENGINE=cma but it cannot.
+  void probe(OpCore& core);
+  bool usable() const { return ok_; }
+  pid_t pid(int host_rank) const { return pids_[host_rank]; }
+
+  // read(q) for every host peer q in ring order (it reads q's memory); each peer then learns
+  // that this rank is done with its memory, and this rank waits until every peer is done with
+  // its own. A failed read on any rank fails the call on both ends.
+  void pull(OpCore& core, const std::function<void(int q)>& read);
+
+ private:
+  shm::SignalArray done_;       // [L]: done[q] in the owner's segment, as 2 * call (+1: failed)
+  shm::SignalArray withdrawn_;  // [1]: the owner gave up waiting at this call
+  std::vector<pid_t> pids_;
+  bool ok_ = false;
+};
+
+}  // namespace fluxcpp::ops

@@ -57,6 +57,12 @@ class AgGemm {
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* gathered_input = nullptr);
 
+  // Zero-copy input (not collective): waits until every peer has finished reading this rank's
+  // slot for the previous forward (kTimeout naming the peer otherwise) and returns it: room for
+  // max_m/W rows of k input elements. Write this call's input there and pass it to forward as
+  // `input`: forward then skips copying it. Call it again before each write.
+  void* input_buffer();
+
   const AgGemmOptions& options() const;
 
  private:

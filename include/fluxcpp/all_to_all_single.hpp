@@ -38,6 +38,12 @@ class AllToAllSingle {
   void forward(const void* input, const int64_t* input_splits, void* output,
                const int64_t* output_splits);
 
+  // Zero-copy input (not collective): waits until every peer has finished reading this rank's
+  // slot for the previous forward (kTimeout naming the peer otherwise) and returns it: room for
+  // max_rows rows. Write this call's input there (laid out as `input`) and pass it to forward:
+  // forward then skips copying it. Call it again before each write.
+  void* input_buffer();
+
   const AllToAllSingleOptions& options() const;
 
  private:

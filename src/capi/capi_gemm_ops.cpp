@@ -4,7 +4,8 @@
 #include "ops/a2a_gemm.hpp"
 #include "ops/ag_gemm.hpp"
 #include "ops/gemm_rs.hpp"
-#include "ops/ulysses.hpp"
+#include "ops/a2a_transpose_gemm.hpp"
+#include "ops/gemm_a2a_transpose.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
 // error into the collective constructors (every rank then fails alike instead of hanging).

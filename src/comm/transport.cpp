@@ -59,9 +59,9 @@ void Transport::post(std::vector<Transfer> batch) {
       for (std::size_t c = 0; c < s.chunks; ++c) {
         const std::size_t off = c * chunk_, len = std::min(chunk_, s.t.bytes - off);
         MPI_Request r;
-        check_mpi(MPI_Irecv(s.t.buf + off, static_cast<int>(len), MPI_BYTE, s.t.peer, s.t.tag,
-                            comm_, &r),
-                  "MPI_Irecv");
+        check_mpi(
+            MPI_Irecv(s.t.buf + off, static_cast<int>(len), MPI_BYTE, s.t.peer, s.t.tag, comm_, &r),
+            "MPI_Irecv");
         reqs_.push_back(r);
         owner_.emplace_back(static_cast<int>(i), c);
       }
@@ -85,9 +85,9 @@ bool Transport::progress() noexcept {
         const std::size_t off = s.posted * chunk_, len = std::min(chunk_, s.t.bytes - off);
         if (s.t.signal != nullptr && shm::signal_load(*s.t.signal) < s.t.base + off + len) break;
         MPI_Request r;
-        check_mpi(MPI_Isend(s.t.buf + off, static_cast<int>(len), MPI_BYTE, s.t.peer, s.t.tag,
-                            comm_, &r),
-                  "MPI_Isend");
+        check_mpi(
+            MPI_Isend(s.t.buf + off, static_cast<int>(len), MPI_BYTE, s.t.peer, s.t.tag, comm_, &r),
+            "MPI_Isend");
         reqs_.push_back(r);
         owner_.emplace_back(static_cast<int>(i), s.posted);
         ++s.posted;

@@ -84,9 +84,9 @@ class Transport {
  private:
   struct Stream {
     Transfer t;
-    std::size_t chunks = 0;  // messages in all
-    std::size_t posted = 0;  // sends: messages posted so far
-    std::size_t done = 0;    // messages completed
+    std::size_t chunks = 0;    // messages in all
+    std::size_t posted = 0;    // sends: messages posted so far
+    std::size_t done = 0;      // messages completed
     std::vector<bool> landed;  // recv: which messages completed (they may finish out of order)
     std::size_t prefix = 0;    // recv: messages completed without a gap from the first
   };
@@ -99,10 +99,10 @@ class Transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::size_t chunk_ = 0;
   mutable std::mutex mu_;
-  std::vector<Stream> streams_;          // guarded by mu_
-  std::vector<MPI_Request> reqs_;        // guarded by mu_
+  std::vector<Stream> streams_;                     // guarded by mu_
+  std::vector<MPI_Request> reqs_;                   // guarded by mu_
   std::vector<std::pair<int, std::size_t>> owner_;  // (stream, message) of each request
-  std::atomic<std::size_t> pending_{0};  // messages not yet completed in this batch
+  std::atomic<std::size_t> pending_{0};             // messages not yet completed in this batch
   std::atomic<bool> failed_{false};
   std::unique_ptr<Error> error_;  // guarded by mu_; set once
   bool poisoned_ = false;

@@ -4,9 +4,9 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "ops/offload.hpp"
-#include "ops/op_checks.hpp"
-#include "ops/parallel_gemm.hpp"
+#include "ops/core/offload.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -23,9 +23,13 @@ A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions&
       c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-  const int W = c.world_size();
-  ex_.emplace(c, kOp, static_cast<std::size_t>(o.max_m) * in_row_, 2 * W,
-              std::array<const char*, 4>{"m", "", "", ""}, /*probe_cma=*/false, /*slots=*/2);
+  const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
+  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;  // zero-copy input
+  core_.emplace(c, spec, layout_);
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(c.comm(), [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
@@ -33,60 +37,59 @@ A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions&
   kernels::blas_set_threads(1);
 }
 
-std::string A2aGemmImpl::validate(const void* input, int64_t m, const void* weight,
-                                  const void* output, Path path) const {
-  if (path == Path::kCommOnly)
-    return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}});
-  return ops::check_forward(*ctx_, kOp, m, opts_.max_m,
-                            {{"input", input}, {"weight", weight}, {"output", output}});
+ops::A2aExchange::Plan A2aGemmImpl::plan(std::size_t blk) {
+  return {[blk](int, int) { return blk; }, [blk](int, int t) { return blk * t; },
+          [blk](int s) { return blk * s; }};
 }
 
 void A2aGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                           void* output, void* a2a_output) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, Path::kFused));
-  if (m == 0) return;
-  ex.guarded([&] {
-    run(Path::kFused, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
-        static_cast<char*>(a2a_output));
-  });
+  call(ops::Path::kFused, {static_cast<const char*>(input), m, weight, bias,
+                           static_cast<char*>(output), static_cast<char*>(a2a_output), false});
 }
 
 void A2aGemmImpl::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, nullptr, nullptr, Path::kCommOnly));
-  if (m == 0) return;
-  ex.guarded([&] {
-    run(Path::kCommOnly, static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
-        static_cast<char*>(a2a_output));
-  });
+  call(ops::Path::kCommOnly, {static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
+                              static_cast<char*>(a2a_output), false});
 }
 
 void A2aGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
                                     const void* bias, void* output) {
   // Local: no handshake, no waits. Blocks of other ranks are whatever the buffers hold.
-  ex_->check_local(validate(input, m, weight, output, Path::kGemmOnly));
-  if (m == 0) return;
-  run(Path::kGemmOnly, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
-      nullptr);
+  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), m, weight, bias,
+                              static_cast<char*>(output), nullptr, false});
 }
 
-void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
-                      char* output, char* a2a) {
+void A2aGemmImpl::call(ops::Path path, const Args& args) {
+  Args a = args;
+  ops::CallDescriptor d;
+  d.fields = {a.m, 0, 0, 0};
+  d.error =
+      path == ops::Path::kCommOnly
+          ? ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"input", a.input}})
+          : ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
+                               {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
+  const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
+  if (path == ops::Path::kGemmOnly)
+    a.zero_copy = a.input != nullptr && a.input == a2a_.out_slot();
+  else
+    a.zero_copy = zero_copy_.check(*core_, a2a_.out_slot(), a.input, m * in_row_,
+                                   {{a.output, m * out_row_}, {a.a2a, m * in_row_}}, d);
+  core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
+}
+
+void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
-  const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
-  const int64_t rows = m / W;
+  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int64_t rows = a.m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
-  const bool comm = path != Path::kGemmOnly, compute = path != Path::kCommOnly;
-  const uint64_t e = ex.epoch();
-  const ops::Deadline deadline = c.deadline();
-  if (compute) weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+  const bool comm = call.comm(), compute = call.compute();
+  if (compute)
+    weight_.prepare(opts_.input_dtype, a.weight, opts_.n, opts_.k, opts_.transpose_weight);
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
-  o.bias = bias;
+  o.bias = a.bias;
   // Each BLAS call packs the whole weight (n x k) again, so computing block by block costs W
   // packs; when the weight is at least as wide as a block is tall, that costs more than the
   // overlap wins: the blocks are then gathered into one buffer and multiplied in one call.
@@ -94,76 +97,85 @@ void A2aGemmImpl::run(Path path, const char* input, int64_t m, const void* weigh
   // Gather mode collects into our buffer, which gemm-only then reads (its own block refreshed
   // from `input`, the others as the last exchange left them).
   char* local = local_.data();
-  // Block s of the result: the GEMM over the rows s sent us, and their copy into a2a_output.
-  auto consume = [&](int s, const char* rows_from_s) {
+  // Rows [i0, i1) of block s of the result: the GEMM over the rows s sent us, and their copy
+  // into a2a_output.
+  auto consume = [&](int s, const char* from, int64_t i0, int64_t i1) {
+    const std::size_t off = static_cast<std::size_t>(i0) * in_row_;
+    const std::size_t len = static_cast<std::size_t>(i1 - i0) * in_row_;
     if (gather) {
-      if (comm || s == r) std::memcpy(local + blk * s, rows_from_s, blk);
+      if (comm || s == r) std::memcpy(local + blk * s + off, from + off, len);
       return;
     }
     if (compute) {
-      o.c = output + static_cast<std::size_t>(s) * rows * out_row_;
-      ops::parallel_gemm(c, weight_, rows_from_s, opts_.k, rows, 0, opts_.n, o);
+      o.c = a.output + (static_cast<std::size_t>(s) * rows + i0) * out_row_;
+      ops::tiled_gemm(*core_, weight_, from + off, opts_.k, i1 - i0, 0, opts_.n, o);
     }
-    if (a2a != nullptr) std::memcpy(a2a + blk * s, rows_from_s, blk);
+    if (a.a2a != nullptr) std::memcpy(a.a2a + blk * s + off, from + off, len);
   };
-  // 1. Publish: blocks for other hosts go to MPI first (the slowest path), then the blocks for
-  // host peers are staged in ring order, each published as soon as it is copied.
-  // With copy offload the staging runs on a comm stream while this thread computes our own
-  // block; the MPI sends then wait for their block's staged signal.
-  const bool offload = comm && compute && c.config().copy_offload && W > 1;
+  auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  const ops::A2aExchange::Plan p = plan(blk);
+
+  // 1. Publish: blocks for other hosts first (the slowest path; the transport sends each as it
+  // is published), then the blocks for host peers in ring order. With copy offload the staging
+  // runs on a comm stream while this thread computes our own block.
   auto stage = [&](int t) {
-    std::memcpy(ex.block(me, 0) + blk * t, input + blk * t, blk);
-    shm::signal_set(ex.extra_signal(me, t), e);
+    const ops::Outbox box = a2a_.to(t);
+    if (!a.zero_copy) std::memcpy(box.data(), a.input + blk * t, blk);
+    box.publish_all();
+    core_->poll();
+  };
+  auto stage_all = [&] {
+    for (int i = 1; i < W; ++i)
+      if (!on_host((r + i) % W)) stage((r + i) % W);
+    for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (c.node_rank() + i) % L));
   };
   ops::Offload copies(c);
-  if (offload)
-    copies.start([&] {
-      for (int i = 1; i < W; ++i)  // other hosts first: their path is the slowest
-        if (c.node_of((r + i) % W) != nid) stage((r + i) % W);
-      for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (me + i) % L));
-    });
-  if (comm && N > 1) {
-    std::vector<ops::BlockExchange::Transfer> xfers;
-    for (int t = 0; t < W; ++t) {
-      if (c.node_of(t) == nid) continue;
-      if (!offload) stage(t);
-      xfers.push_back({true, t, ex.block(me, 0) + blk * t, blk,
-                       offload ? &ex.extra_signal(me, t) : nullptr, offload ? e : 0});
-      xfers.push_back({false, t, ex.block(me, 1) + blk * t, blk, &ex.extra_signal(me, W + t), e});
-    }
-    ex.start_transfers(std::move(xfers), /*polite=*/compute);
+  if (comm) {
+    a2a_.begin(*core_, p);
+    if (compute && c.config().copy_offload && W > 1 && !a.zero_copy)
+      copies.start(stage_all);
+    else
+      stage_all();
   }
-  ops::BlockExchange::RailScope rail(ex, comm && N > 1);
-  if (comm && !offload)
-    for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (me + i) % L));
 
   // 2. Our own block needs nothing from anyone.
-  consume(r, input + blk * r);
+  consume(r, a.input + blk * r, 0, rows);
   // 3. Host peers in the matching ring order (peer r-i staged ours at its step i), each read in
   // place from the peer's segment once it has landed.
   for (int i = 1; i < L; ++i) {
-    const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-    if (comm) ex.wait_extra(q, r, e, deadline, s, "staged");
-    consume(s, ex.block(q, 0) + blk * r);
+    const int s = c.world_rank_of(nid, (c.node_rank() + L - i) % L);
+    if (!comm) {
+      consume(s, a2a_.data_of(s, p), 0, rows);
+      continue;
+    }
+    const ops::Inbox in = a2a_.from(s);
+    in.wait_all();
+    consume(s, in.data(), 0, rows);
   }
-  // 4. Other hosts' blocks as MPI delivers them.
-  for (int i = 1; i < N; ++i) {
-    const int n = (nid + i) % N;
-    for (int q = 0; q < c.node_size_of(n); ++q) {
-      const int s = c.world_rank_of(n, q);
-      if (comm) ex.wait_extra(me, W + s, e, deadline, s, "received");
-      consume(s, ex.block(me, 1) + blk * s);
+  // 4. Other hosts' blocks, row chunk by row chunk as MPI delivers them.
+  for (int i = 1; i < W; ++i) {
+    const int s = (r + W - i) % W;
+    if (on_host(s)) continue;
+    if (!comm) {
+      consume(s, a2a_.data_of(s, p), 0, rows);
+      continue;
+    }
+    const ops::Inbox in = a2a_.from(s);
+    for (int64_t done = 0; done < rows;) {
+      const int64_t avail =
+          static_cast<int64_t>(in.wait(static_cast<std::size_t>(done + 1) * in_row_) / in_row_);
+      consume(s, in.data(), done, avail);
+      done = avail;
     }
   }
   if (gather) {
     if (compute) {
-      o.c = output;
-      ops::parallel_gemm(c, weight_, local, opts_.k, m, 0, opts_.n, o);
+      o.c = a.output;
+      ops::tiled_gemm(*core_, weight_, local, opts_.k, a.m, 0, opts_.n, o);
     }
-    if (a2a != nullptr && comm) std::memcpy(a2a, local, blk * W);
+    if (a.a2a != nullptr && comm) std::memcpy(a.a2a, local, blk * W);
   }
-  if (offload) copies.finish();
-  if (comm && N > 1) rail.finish();
+  copies.finish();
 }
 
 }  // namespace detail
@@ -191,6 +203,9 @@ void A2aGemm::forward_gemm_only(const void* input, int64_t m, const void* weight
 }
 void A2aGemm::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
   checked(impl_).forward_comm_only(input, m, a2a_output);
+}
+void* A2aGemm::input_buffer() {
+  return checked(impl_).input_buffer();
 }
 const A2aGemmOptions& A2aGemm::options() const {
   return checked(impl_).options();

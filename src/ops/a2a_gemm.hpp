@@ -10,7 +10,9 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/a2a_gemm.hpp"
 #include "kernels/gemm.hpp"
-#include "ops/block_exchange.hpp"
+#include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/core/zero_copy.hpp"
 
 namespace fluxcpp::detail {
 
@@ -25,25 +27,36 @@ class A2aGemmImpl {
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* a2a_output);
+  void* input_buffer() { return zero_copy_.acquire(*core_, a2a_.out_slot()); }
   const A2aGemmOptions& options() const { return opts_; }
 
  private:
-  enum class Path { kFused, kGemmOnly, kCommOnly };
-  std::string validate(const void* input, int64_t m, const void* weight, const void* output,
-                       Path path) const;
-  void run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
-           char* output, char* a2a_output);
+  struct Args {
+    const char* input;
+    int64_t m;
+    const void* weight;
+    const void* bias;
+    char* output;
+    char* a2a;
+    bool zero_copy;
+  };
+  void call(ops::Path path, const Args& a);
+  void run(const ops::Call& call, const Args& a);
+  // Equal blocks: block t of a rank's input at t * blk, rank s's block at s * blk of a2a-in.
+  static ops::A2aExchange::Plan plan(std::size_t blk);
 
   std::shared_ptr<ContextImpl> ctx_;
   A2aGemmOptions opts_;
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
   kernels::GemmWeight weight_;
   std::vector<char> local_;  // gather mode: the exchanged rows, [max_m, k]
-  // Slot 0: this rank's input staged block by block (block t at t * m/W rows), read in place by
-  // host peers' GEMMs and sent by MPI; slot 1: the blocks received from other hosts (block s at
-  // s * m/W rows). Extra signals: [0, W) "block for world rank t staged", [W, 2W) "block from
-  // world rank s received".
-  std::optional<ops::BlockExchange> ex_;
+  // a2a-out: this rank's input staged block by block (block t at t * m/W rows), read in place by
+  // host peers' GEMMs and sent by MPI (also the zero-copy input buffer); a2a-in: the blocks
+  // received from other hosts.
+  shm::Layout layout_;
+  ops::A2aExchange a2a_;
+  std::optional<ops::OpCore> core_;
+  ops::ZeroCopyInput zero_copy_;
 };
 
 }  // namespace fluxcpp::detail

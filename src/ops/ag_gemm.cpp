@@ -5,9 +5,9 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "ops/offload.hpp"
-#include "ops/op_checks.hpp"
-#include "ops/parallel_gemm.hpp"
+#include "ops/core/offload.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -33,8 +33,13 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
-  ex_.emplace(c, kOp, max_block, 0, std::array<const char*, 4>{"m", "", "", ""},
-              /*probe_cma=*/false);
+  // The staged slot always exists: it is also the zero-copy input buffer.
+  gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
@@ -52,42 +57,41 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   kernels::blas_set_threads(1);
 }
 
-std::string AgGemmImpl::validate(const void* input, int64_t m, const void* weight,
-                                 const void* output, Path path) const {
-  if (path == Path::kCommOnly)
-    return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}});
-  return ops::check_forward(*ctx_, kOp, m, opts_.max_m,
-                            {{"input", input}, {"weight", weight}, {"output", output}});
-}
-
 void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output, void* gathered_input) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, Path::kFused));
-  if (m == 0) return;
-  ex.guarded([&] {
-    run(Path::kFused, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
-        static_cast<char*>(gathered_input));
-  });
+  call(ops::Path::kFused, {static_cast<const char*>(input), m, weight, bias,
+                           static_cast<char*>(output), static_cast<char*>(gathered_input), false});
 }
 
 void AgGemmImpl::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, nullptr, nullptr, Path::kCommOnly));
-  if (m == 0) return;
-  ex.guarded([&] {
-    run(Path::kCommOnly, static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
-        static_cast<char*>(gathered_input));
-  });
+  call(ops::Path::kCommOnly, {static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
+                              static_cast<char*>(gathered_input), false});
 }
 
 void AgGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
                                    const void* bias, void* output) {
   // Local: no handshake, no waits. Rows of other ranks are whatever the buffers hold.
-  ex_->check_local(validate(input, m, weight, output, Path::kGemmOnly));
-  if (m == 0) return;
-  run(Path::kGemmOnly, static_cast<const char*>(input), m, weight, bias, static_cast<char*>(output),
-      nullptr);
+  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), m, weight, bias,
+                              static_cast<char*>(output), nullptr, false});
+}
+
+void AgGemmImpl::call(ops::Path path, const Args& args) {
+  Args a = args;
+  ops::CallDescriptor d;
+  d.fields = {a.m, 0, 0, 0};
+  d.error =
+      path == ops::Path::kCommOnly
+          ? ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"input", a.input}})
+          : ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
+                               {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
+  const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
+  const std::size_t blk = m / ctx_->world_size() * in_row_;
+  if (path == ops::Path::kGemmOnly)
+    a.zero_copy = a.input != nullptr && a.input == gather_.staged_slot();
+  else
+    a.zero_copy = zero_copy_.check(*core_, gather_.staged_slot(), a.input, blk,
+                                   {{a.output, m * out_row_}, {a.gathered, m * in_row_}}, d);
+  core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
 void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) {
@@ -96,7 +100,7 @@ void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) 
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = bias;
-  ops::parallel_gemm(*ctx_, weight_, a, opts_.k, rows, 0, opts_.n, o);
+  ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o);
 }
 
 bool AgGemmImpl::gathers(int64_t rows) const {
@@ -108,116 +112,121 @@ bool AgGemmImpl::gathers(int64_t rows) const {
   return opts_.n >= rows;
 }
 
-void AgGemmImpl::run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
-                     char* output, char* gathered) {
+void AgGemmImpl::stage(const ops::Call& call, const Args& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
-  const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
-  const int64_t rows = m / W;
+  if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
+  const ops::Outbox own = gather_.own();
+  if (a.zero_copy) {  // the caller wrote it there
+    own.publish_all();
+    return;
+  }
+  // Chunk by chunk, each published at once: host peers and the transport start on the first.
+  const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
+                                             : static_cast<std::size_t>(c.config().chunk_bytes);
+  for (std::size_t off = 0; off < blk; off += step) {
+    std::memcpy(own.data() + off, a.input + off, std::min(step, blk - off));
+    own.publish(off + step);
+    if (call.path != ops::Path::kGemmOnly) core_->poll();
+  }
+}
+
+void AgGemmImpl::run(const ops::Call& call, const Args& a) {
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), L = c.node_size();
+  const int nid = c.node_id(), r = c.world_rank();
+  const int64_t rows = a.m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
-  const bool comm = path != Path::kGemmOnly, compute = path != Path::kCommOnly;
-  const bool gemm_only = path == Path::kGemmOnly;
+  const bool comm = call.comm(), compute = call.compute();
+  const bool gemm_only = call.path == ops::Path::kGemmOnly;
   // Gather mode: the host's rows are first copied, in global order, into one private buffer.
-  const bool gather = gathers(rows) || path == Path::kCommOnly;
+  const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
-  const bool direct = path == Path::kCommOnly && gathered != nullptr;
-  char* local = direct ? gathered : local_.data();
-  if (compute) weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
-  auto out_block = [&](int g) { return output + static_cast<std::size_t>(g) * rows * out_row_; };
-  const ops::Deadline deadline = c.deadline();
+  const bool direct = call.path == ops::Path::kCommOnly && a.gathered != nullptr;
+  char* local = direct ? a.gathered : local_.data();
+  if (compute)
+    weight_.prepare(opts_.input_dtype, a.weight, opts_.n, opts_.k, opts_.transpose_weight);
+  auto out_block = [&](int g) { return a.output + static_cast<std::size_t>(g) * rows * out_row_; };
+  auto on_host = [&](int g) { return c.node_of(g) == nid; };
 
-  // 1. Publish our rows: host peers read them from our segment, MPI sends them from there.
-  // With copy offload a comm stream stages them chunk by chunk while this thread computes.
-  const bool offload = comm && compute && c.config().copy_offload && (L > 1 || N > 1);
+  // 1. Publish our rows. With copy offload a comm stream stages them while this thread computes
+  // (the transport's sends wait for each chunk's signal either way).
   ops::Offload copies(c);
-  if (offload)
-    copies.start([&] { ex.stage_chunks(input, blk); });
-  else if (comm && (L > 1 || N > 1))
-    ex.stage(input, blk);
-  if (comm && N > 1) ex.start_rail(blk, /*polite=*/compute, /*staged_later=*/offload);
-  ops::BlockExchange::RailScope rail(ex, comm && N > 1);
+  if (comm) {
+    gather_.begin(*core_, blk);
+    if (compute && c.config().copy_offload && !a.zero_copy && (L > 1 || c.num_nodes() > 1))
+      copies.start([&] { stage(call, a, blk); });
+    else
+      stage(call, a, blk);
+  }
 
   if (gather) {
     // 2g. Copy the host's rows into `local` (own first, then peers in ring order, chunk by chunk
     // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
     if (comm) {
-      std::memcpy(local + blk * r, input, blk);
-      const std::size_t chunk = ex.chunk_bytes();
-      const uint64_t nchunks = ex.num_chunks(blk);
-      for (int i = 1; i < L; ++i) {
-        const int q = (me + i) % L;
-        char* to = local + blk * c.world_rank_of(nid, q);
-        for (uint64_t ch = 0; ch < nchunks;) {
-          const uint64_t have = std::min(nchunks, ex.wait(q, nid, ch + 1, deadline, "block"));
-          const std::size_t off = ch * chunk, end = std::min(blk, have * chunk);
-          std::memcpy(to + off, ex.block(q, nid) + off, end - off);
-          ch = have;
+      std::memcpy(local + blk * r, a.input, blk);
+      for (int g : gather_.others()) {
+        if (!on_host(g)) continue;
+        const ops::Inbox in = gather_.from(g);
+        for (std::size_t done = 0; done < blk;) {
+          const std::size_t have = in.wait(done + 1);
+          std::memcpy(local + blk * g + done, in.data() + done, have - done);
+          done = have;
         }
       }
     }
-    if (compute) {
+    if (compute)
       for (const auto& [first, count] : host_runs_)
-        gemm(local + blk * first, rows * count, bias, out_block(first));
-    }
+        gemm(local + blk * first, rows * count, a.bias, out_block(first));
   } else {
-    // 2z. Zero copy: our own rows first (they need nothing from anyone), then host peers in ring
-    // order read straight from their segments; each GEMM covers every row landed so far.
-    gemm(input, rows, bias, out_block(r));
-    const std::size_t chunk = ex.chunk_bytes();
-    for (int i = 1; i < L; ++i) {
-      const int q = (me + i) % L, g = c.world_rank_of(nid, q);
-      int64_t done = 0;
-      while (done < rows) {
-        int64_t avail = rows;
-        if (!gemm_only) {
-          // Chunks needed to complete row `done`, then every row those chunks complete.
-          const uint64_t need = ((done + 1) * in_row_ + chunk - 1) / chunk;
-          const uint64_t have = ex.wait(q, nid, need, deadline, "block");
-          avail =
-              std::min<int64_t>(rows, static_cast<int64_t>(std::min(blk, have * chunk) / in_row_));
-        }
-        gemm(ex.block(q, nid) + done * in_row_, avail - done, bias, out_block(g) + done * out_row_);
+    // 2z. Own rows first (they need nothing from anyone), then host peers in ring order, read
+    // straight from their segments; each GEMM covers every row landed so far.
+    gemm(a.input, rows, a.bias, out_block(r));
+    for (int g : gather_.others()) {
+      if (!on_host(g)) continue;
+      if (gemm_only) {
+        gemm(gather_.data_of(g), rows, a.bias, out_block(g));
+        continue;
+      }
+      const ops::Inbox in = gather_.from(g);
+      for (int64_t done = 0; done < rows;) {
+        const std::size_t have = in.wait(static_cast<std::size_t>(done + 1) * in_row_);
+        const int64_t avail = static_cast<int64_t>(have / in_row_);
+        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
         done = avail;
       }
     }
   }
 
   // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
-  // (and gathered) block by block as they land, while later ones are still in flight.
-  const uint64_t whole = ex.num_chunks(blk);
-  for (int i = 1; i < N; ++i) {
-    const int n = (nid + i) % N;
-    for (int j = 0; j < L; ++j) {
-      const int q = (me + j) % L, g = c.world_rank_of(n, q);
-      if (comm) ex.wait(q, n, whole, deadline, "rail");
-      if (compute) gemm(ex.block(q, n), rows, bias, out_block(g));
-      if (path == Path::kCommOnly) std::memcpy(local + blk * g, ex.block(q, n), blk);
+  // (and gathered) chunk by chunk as they land, while later ones are still in flight.
+  for (int g : gather_.others()) {
+    if (on_host(g)) continue;
+    if (gemm_only) {
+      gemm(gather_.data_of(g), rows, a.bias, out_block(g));
+      continue;
+    }
+    const ops::Inbox in = gather_.from(g);
+    for (int64_t done = 0; done < rows;) {
+      const std::size_t have = in.wait(static_cast<std::size_t>(done + 1) * in_row_);
+      const int64_t avail = static_cast<int64_t>(have / in_row_);
+      if (compute)
+        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
+      if (call.path == ops::Path::kCommOnly)
+        std::memcpy(local + blk * g + done * in_row_, in.data() + done * in_row_,
+                    static_cast<std::size_t>(avail - done) * in_row_);
+      done = avail;
     }
   }
 
   // 4. The gathered input, when asked for.
-  char* gout = direct || !comm ? nullptr : gathered;
+  char* gout = direct || !comm ? nullptr : a.gathered;
   if (gout != nullptr) {
-    if (gather) {
-      // The host's rows are in `local`; other hosts' rows were copied there only by comm-only.
-      std::memcpy(gout, local, static_cast<std::size_t>(m) * in_row_);
-      if (path != Path::kCommOnly)
-        for (int n = 0; n < N; ++n)
-          for (int q = 0; q < L && n != nid; ++q)
-            std::memcpy(gout + blk * c.world_rank_of(n, q), ex.block(q, n), blk);
-    } else {
-      std::memcpy(gout + blk * r, input, blk);
-      for (int n = 0; n < N; ++n)
-        for (int q = 0; q < L; ++q) {
-          const int g = c.world_rank_of(n, q);
-          if (g != r) std::memcpy(gout + blk * g, ex.block(q, n), blk);
-        }
-    }
+    std::memcpy(gout + blk * r, a.input, blk);
+    for (int g : gather_.others())
+      std::memcpy(gout + blk * g, gather && on_host(g) ? local + blk * g : gather_.data_of(g), blk);
   }
-  if (offload) copies.finish();
-  if (comm && N > 1) rail.finish();
+  copies.finish();
 }
 
 }  // namespace detail
@@ -245,6 +254,9 @@ void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight,
 }
 void AgGemm::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
   checked(impl_).forward_comm_only(input, m, gathered_input);
+}
+void* AgGemm::input_buffer() {
+  return checked(impl_).input_buffer();
 }
 const AgGemmOptions& AgGemm::options() const {
   return checked(impl_).options();

@@ -11,7 +11,9 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/ag_gemm.hpp"
 #include "kernels/gemm.hpp"
-#include "ops/block_exchange.hpp"
+#include "ops/core/gather_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/core/zero_copy.hpp"
 
 namespace fluxcpp::detail {
 
@@ -26,17 +28,26 @@ class AgGemmImpl {
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* gathered_input);
+  void* input_buffer() { return zero_copy_.acquire(*core_, gather_.staged_slot()); }
   const AgGemmOptions& options() const { return opts_; }
   AgGemmMode mode() const { return mode_; }
 
  private:
-  enum class Path { kFused, kGemmOnly, kCommOnly };
-  std::string validate(const void* input, int64_t m, const void* weight, const void* output,
-                       Path path) const;
-  void run(Path path, const char* input, int64_t m, const void* weight, const void* bias,
-           char* output, char* gathered);
-  // C rows [0, rows) of the output block at `out` from A rows at `a`, split over the compute
-  // workers by column slabs.
+  struct Args {
+    const char* input;
+    int64_t m;
+    const void* weight;
+    const void* bias;
+    char* output;
+    char* gathered;
+    bool zero_copy;
+  };
+  void call(ops::Path path, const Args& a);
+  void run(const ops::Call& call, const Args& a);
+  // Publishes our rows: host peers read them from our segment, MPI sends them from there.
+  void stage(const ops::Call& call, const Args& a, std::size_t blk);
+  // C rows [0, rows) of the output block at `out` from A rows at `a`, over the compute workers,
+  // in tiles with transfer progress in between while transfers are pending.
   void gemm(const char* a, int64_t rows, const void* bias, char* out);
   // Whether a call with `rows` rows per rank gathers the host's rows before one GEMM.
   bool gathers(int64_t rows) const;
@@ -47,8 +58,11 @@ class AgGemmImpl {
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes per row of input and output
   kernels::GemmWeight weight_;
   std::vector<std::pair<int, int64_t>> host_runs_;  // (first world rank, ranks) per run
-  std::vector<char> local_;  // copy mode and comm-only: the gathered rows, [max_m, k]
-  std::optional<ops::BlockExchange> ex_;
+  std::vector<char> local_;  // gather mode and comm-only: the gathered rows, [max_m, k]
+  shm::Layout layout_;
+  ops::GatherExchange gather_;
+  std::optional<ops::OpCore> core_;
+  ops::ZeroCopyInput zero_copy_;
 };
 
 }  // namespace fluxcpp::detail

@@ -4,7 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/core/op_checks.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -51,7 +51,8 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   ops::CallDescriptor d;
   d.fields = {m, 0, 0, 0};
   d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
-  const std::size_t shard = d.error.empty() ? static_cast<std::size_t>(m / ctx_->world_size()) * row_ : 0;
+  const std::size_t shard =
+      d.error.empty() ? static_cast<std::size_t>(m / ctx_->world_size()) * row_ : 0;
   const bool zero_copy =
       zero_copy_.check(*core_, gather_.staged_slot(), input, shard,
                        {{output, shard * static_cast<std::size_t>(ctx_->world_size())}}, d);

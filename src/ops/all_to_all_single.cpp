@@ -35,10 +35,15 @@ AllToAllSingleImpl::AllToAllSingleImpl(std::shared_ptr<ContextImpl> ctx,
   comm::agree_value(comm, kOp, "n", o.n);
   comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
   row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
-  const int W = c.world_size(), L = c.node_size();
-  ex_.emplace(c, kOp, static_cast<std::size_t>(o.max_rows) * row_, 2 * W + L + 1,
-              std::array<const char*, 4>{"", "", "", ""}, /*probe_cma=*/true, /*slots=*/2,
-              /*always_slots=*/false, sizeof(int64_t) * 4 * W);
+  const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
+  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, layout_);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
+  single_copy_.probe(*core_);
 }
 
 std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_splits,
@@ -66,79 +71,55 @@ std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_sp
   return {};
 }
 
-std::vector<int64_t> AllToAllSingleImpl::agree_splits(const int64_t* in_splits,
-                                                      const int64_t* out_splits) {
-  ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), nid = c.node_id();
-  const std::size_t per_rank = 2 * static_cast<std::size_t>(W);
-  // all[q][0..W): rank q's input_splits, all[q][W..2W): its output_splits.
-  std::vector<int64_t> all(per_rank * W);
-  if (c.num_nodes() == 1) {
-    // Published in the scratch area before the handshake, which proves every peer did so.
-    const std::size_t parity = ex.epoch() & 1;
-    for (int q = 0; q < L; ++q)
-      std::memcpy(&all[per_rank * c.world_rank_of(nid, q)],
-                  ex.scratch(q) + parity * per_rank * sizeof(int64_t), per_rank * sizeof(int64_t));
-  } else {
-    std::vector<int64_t> mine(per_rank);
-    std::memcpy(mine.data(), in_splits, W * sizeof(int64_t));
-    std::memcpy(mine.data() + W, out_splits, W * sizeof(int64_t));
-    ex.allgather(mine.data(), all.data(), per_rank * sizeof(int64_t));
-  }
+std::string AllToAllSingleImpl::check_splits() const {
+  const int W = ctx_->world_size();
+  const ops::Handshake& hs = core_->handshake();
   // Every rank checks every pair in the same order, so all of them report the same mismatch.
-  std::vector<int64_t> S(static_cast<std::size_t>(W) * W);
   for (int s = 0; s < W; ++s)
     for (int t = 0; t < W; ++t) {
-      const int64_t sent = all[per_rank * s + t], expected = all[per_rank * t + W + s];
+      const int64_t sent = hs.vector(s)[t], expected = hs.vector(t)[W + s];
       if (sent != expected)
-        raise(Errc::kInvalidArgument,
-              "{}: splits do not match: rank {} sends {} rows to rank {} (input_splits[{}]) but "
-              "rank {} expects {} rows from rank {} (output_splits[{}]) (reported by rank {})",
-              kOp, s, sent, t, t, t, expected, s, s, c.world_rank());
-      S[static_cast<std::size_t>(s) * W + t] = sent;
+        return fmt::format(
+            "{}: splits do not match: rank {} sends {} rows to rank {} (input_splits[{}]) but "
+            "rank {} expects {} rows from rank {} (output_splits[{}]) (reported by rank {})",
+            kOp, s, sent, t, t, t, expected, s, s, ctx_->world_rank());
     }
-  return S;
+  return {};
 }
 
 void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits, void* output,
                                  const int64_t* output_splits) {
-  ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  ex.check_usable();
-  const int W = c.world_size();
-  std::string err = validate(input, input_splits, output, output_splits);
-  if (c.num_nodes() == 1) {
-    // Publish this call's splits for the host peers (zeros when they are unusable: the
-    // handshake fails the call anyway). The area of parity p was last read during call e-2,
-    // which every peer finished before it published call e-1.
-    auto* mine = reinterpret_cast<int64_t*>(ex.scratch(c.node_rank())) +
-                 ((ex.epoch() + 1) & 1) * 2 * static_cast<std::size_t>(W);
+  const int W = ctx_->world_size();
+  ops::CallDescriptor d;
+  d.error = validate(input, input_splits, output, output_splits);
+  std::vector<int64_t> mine(2 * static_cast<std::size_t>(W), 0);  // zeros when unusable
+  int64_t in_rows = 0, out_rows = 0;
+  if (d.error.empty())
     for (int t = 0; t < W; ++t) {
-      mine[t] = err.empty() ? input_splits[t] : 0;
-      mine[W + t] = err.empty() ? output_splits[t] : 0;
+      mine[t] = input_splits[t];
+      mine[W + t] = output_splits[t];
+      in_rows += input_splits[t];
+      out_rows += output_splits[t];
     }
-  }
-  ex.begin({0, 0, 0, 0}, err, reinterpret_cast<uintptr_t>(input));
-  std::vector<int64_t> S;
-  try {
-    S = agree_splits(input_splits, output_splits);
-  } catch (const Error& e) {
-    if (e.code() != Errc::kInvalidArgument) ex.mark_broken();
-    throw;
-  }
-  ex.guarded([&] { run(static_cast<const char*>(input), static_cast<char*>(output), S); });
+  const bool zero_copy =
+      zero_copy_.check(*core_, a2a_.out_slot(), input, static_cast<std::size_t>(in_rows) * row_,
+                       {{output, static_cast<std::size_t>(out_rows) * row_}}, d);
+  d.vector = mine.data();
+  // Host peers read our input straight from our address space (single copy), or, when it is the
+  // zero-copy buffer, from our segment: 0 says so.
+  d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
+  d.agreed_check = [&] { return check_splits(); };
+  core_->run(ops::Path::kFused, d, /*noop=*/false, [&](const ops::Call&) {
+    run(static_cast<const char*>(input), zero_copy, static_cast<char*>(output));
+  });
 }
 
-void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<int64_t>& S) {
+void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), L = c.node_size(), N = c.num_nodes();
-  const int me = c.node_rank(), nid = c.node_id(), r = c.world_rank();
-  const uint64_t e = ex.epoch();
-  const ops::Deadline deadline = c.deadline();
-  auto rows = [&](int s, int t) { return S[static_cast<std::size_t>(s) * W + t]; };
-  // Row offset of rank s's block for rank t in s's input, and of s's rows in t's output.
+  const ops::Handshake& hs = core_->handshake();
+  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  auto rows = [&](int s, int t) { return hs.vector(s)[t]; };
+  // Byte offset of rank s's block for rank t in s's input, and of s's rows in t's output.
   auto in_off = [&](int s, int t) {
     int64_t o = 0;
     for (int u = 0; u < t; ++u) o += rows(s, u);
@@ -151,74 +132,64 @@ void AllToAllSingleImpl::run(const char* input, char* output, const std::vector<
   };
   auto bytes = [&](int s, int t) { return static_cast<std::size_t>(rows(s, t)) * row_; };
   auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  // Our staged input mirrors the input's layout; other hosts' rows land at our output offsets.
+  a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }});
+  auto stage = [&](int t) {
+    const ops::Outbox box = a2a_.to(t);
+    if (!zero_copy) std::memcpy(box.data(), input + in_off(r, t), box.bytes());
+    box.publish_all();
+  };
 
-  // 1. Across hosts: stage the blocks for other hosts' ranks and hand them to MPI first (the
-  // slowest path), receiving into slot 1 at the offsets of our output.
-  std::vector<ops::BlockExchange::Transfer> xfers;
-  if (N > 1) {
-    for (int t = 0; t < W; ++t) {
-      if (on_host(t)) continue;
-      if (bytes(r, t) > 0)
-        std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
-      xfers.push_back({true, t, ex.block(me, 0) + in_off(r, t), bytes(r, t), nullptr, 0});
-      xfers.push_back(
-          {false, t, ex.block(me, 1) + out_off(r, t), bytes(t, r), &ex.extra_signal(me, W + t), e});
-    }
-    // Nothing here overlaps with it: run it to completion on this thread (no hand-off).
-    ex.start_transfers(std::move(xfers), /*polite=*/false, /*now=*/true);
-  }
-  ops::BlockExchange::RailScope rail(ex, N > 1);
-
+  // 1. Blocks for other hosts first: the slowest path, the transport sends them as published.
+  for (int i = 1; i < W; ++i)
+    if (!on_host((r + i) % W)) stage((r + i) % W);
   // 2. Our own rows.
   if (bytes(r, r) > 0) std::memcpy(output + out_off(r, r), input + in_off(r, r), bytes(r, r));
-
   // 3. Within the host: single copy straight out of the peers' inputs when the blocks are large
   // (every rank decides from the same split matrix), else through the staged copies.
   if (L > 1) {
     std::size_t largest = 0;
     for (int s = 0; s < W; ++s)
       for (int t = 0; t < W; ++t)
-        if (s != t && c.node_of(s) == c.node_of(t)) largest = std::max(largest, bytes(s, t));
+        if (s != t && on_host(s) && on_host(t)) largest = std::max(largest, bytes(s, t));
     const CopyEngine engine = c.config().copy_engine;
     const bool cma =
-        ex.cma_ok() && engine != CopyEngine::kShm &&
+        single_copy_.usable() && engine != CopyEngine::kShm &&
         (engine == CopyEngine::kCma || static_cast<long>(largest) >= c.config().cma_min_bytes);
     if (cma) {
-      ex.cma_pull(2 * W, [&](int q) {
+      single_copy_.pull(*core_, [&](int q) {
         const int s = c.world_rank_of(nid, q);
-        if (bytes(s, r) > 0)
-          shm::cma_read(ex.pid(q), ex.extra(q) + in_off(s, r), output + out_off(r, s), bytes(s, r));
+        if (bytes(s, r) == 0) return;
+        const uint64_t addr = hs.word(q);
+        if (addr == 0)  // a zero-copy input: in the peer's segment, written before its handshake
+          std::memcpy(output + out_off(r, s), a2a_.from(s).data(), bytes(s, r));
+        else
+          shm::cma_read(single_copy_.pid(q), addr + in_off(s, r), output + out_off(r, s),
+                        bytes(s, r));
       });
     } else {
       // Stage the blocks for host peers in ring order, each published as soon as it is copied;
       // read the peers' blocks in the matching order (peer r-i stages ours at its step i).
+      for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (c.node_rank() + i) % L));
       for (int i = 1; i < L; ++i) {
-        const int t = c.world_rank_of(nid, (me + i) % L);
-        if (bytes(r, t) > 0)
-          std::memcpy(ex.block(me, 0) + in_off(r, t), input + in_off(r, t), bytes(r, t));
-        shm::signal_set(ex.extra_signal(me, t), e);
-      }
-      for (int i = 1; i < L; ++i) {
-        const int q = (me + L - i) % L, s = c.world_rank_of(nid, q);
-        ex.wait_extra(q, r, e, deadline, s, "staged");
-        if (bytes(s, r) > 0)
-          std::memcpy(output + out_off(r, s), ex.block(q, 0) + in_off(s, r), bytes(s, r));
+        const ops::Inbox in = a2a_.from(c.world_rank_of(nid, (c.node_rank() + L - i) % L));
+        in.wait_all();
+        if (in.bytes() > 0) std::memcpy(output + out_off(r, in.peer()), in.data(), in.bytes());
       }
     }
   }
-
-  // 4. Rows from other hosts, as they arrive.
-  if (N > 1) {
-    for (int i = 1; i < N; ++i) {
-      const int n = (nid + i) % N;
-      for (int q = 0; q < c.node_size_of(n); ++q) {
-        const int s = c.world_rank_of(n, q);
-        ex.wait_extra(me, W + s, e, deadline, s, "received");
-        if (bytes(s, r) > 0)
-          std::memcpy(output + out_off(r, s), ex.block(me, 1) + out_off(r, s), bytes(s, r));
-      }
+  // 4. Rows from other hosts, received straight at their output offsets in our in slot, copied
+  // out as they land.
+  for (int i = 1; i < W; ++i) {
+    const int s = (r + W - i) % W;
+    if (on_host(s)) continue;
+    const ops::Inbox in = a2a_.from(s);
+    char* to = output + out_off(r, s);
+    for (std::size_t done = 0; done < in.bytes();) {
+      const std::size_t have = in.wait(done + 1);
+      std::memcpy(to + done, in.data() + done, have - done);
+      done = have;
     }
-    rail.finish();
   }
 }
 
@@ -230,15 +201,24 @@ AllToAllSingle::AllToAllSingle(AllToAllSingle&&) noexcept = default;
 AllToAllSingle& AllToAllSingle::operator=(AllToAllSingle&&) noexcept = default;
 AllToAllSingle::~AllToAllSingle() = default;
 
+namespace {
+detail::AllToAllSingleImpl& checked(const std::unique_ptr<detail::AllToAllSingleImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "all_to_all_single: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
 void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
                              const int64_t* output_splits) {
-  if (!impl_) raise(Errc::kInvalidUsage, "all_to_all_single: forward on a moved-from op");
-  impl_->forward(input, input_splits, output, output_splits);
+  checked(impl_).forward(input, input_splits, output, output_splits);
+}
+
+void* AllToAllSingle::input_buffer() {
+  return checked(impl_).input_buffer();
 }
 
 const AllToAllSingleOptions& AllToAllSingle::options() const {
-  if (!impl_) raise(Errc::kInvalidUsage, "all_to_all_single: options() on a moved-from op");
-  return impl_->options();
+  return checked(impl_).options();
 }
 
 }  // namespace fluxcpp

@@ -9,7 +9,10 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/all_to_all_single.hpp"
-#include "ops/block_exchange.hpp"
+#include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/core/single_copy.hpp"
+#include "ops/core/zero_copy.hpp"
 
 namespace fluxcpp::detail {
 
@@ -21,24 +24,25 @@ class AllToAllSingleImpl {
 
   void forward(const void* input, const int64_t* input_splits, void* output,
                const int64_t* output_splits);
+  void* input_buffer() { return zero_copy_.acquire(*core_, a2a_.out_slot()); }
   const AllToAllSingleOptions& options() const { return opts_; }
 
  private:
   std::string validate(const void* input, const int64_t* in_splits, const void* output,
                        const int64_t* out_splits) const;
-  // Every rank's (input_splits, output_splits) of this call, checked pair by pair: the same
-  // verdict on every rank. Returns the split matrix S[s][t] = rows rank s sends to rank t.
-  std::vector<int64_t> agree_splits(const int64_t* in_splits, const int64_t* out_splits);
-  void run(const char* input, char* output, const std::vector<int64_t>& S);
+  // Every rank's (input_splits, output_splits), agreed in the handshake, checked pair by pair:
+  // the same verdict on every rank.
+  std::string check_splits() const;
+  void run(const char* input, bool zero_copy, char* output);
 
   std::shared_ptr<ContextImpl> ctx_;
   AllToAllSingleOptions opts_;
   std::size_t row_ = 0;  // bytes per row
-  // Slot 0: the staged input (what host peers read and MPI sends), slot 1: rows received from
-  // other hosts. Extra signals: [0, W) "rows for world rank t staged", [W, 2W) "rows from world
-  // rank s received by MPI", [2W, 2W + L] the single-copy done marks. Scratch: this call's
-  // splits, [parity][in, out][W].
-  std::optional<ops::BlockExchange> ex_;
+  shm::Layout layout_;
+  ops::A2aExchange a2a_;  // a2a-out holds the staged input (also the zero-copy input buffer)
+  ops::SingleCopy single_copy_;
+  std::optional<ops::OpCore> core_;
+  ops::ZeroCopyInput zero_copy_;
 };
 
 }  // namespace fluxcpp::detail

@@ -6,9 +6,9 @@
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/reduce.hpp"
-#include "ops/offload.hpp"
-#include "ops/op_checks.hpp"
-#include "ops/reduce_scatter.hpp"
+#include "ops/core/offload.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -27,8 +27,13 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const int W = c.world_size(), N = c.num_nodes();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
-  ex_.emplace(c, kOp, block, 0, std::array<const char*, 4>{"m", "", "", ""}, /*probe_cma=*/false,
-              W + 2 * N, /*always_slots=*/true);
+  // The partials are computed into the segment even when alone.
+  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;  // gemm-only writes the partials outside a call
+  core_.emplace(c, spec, layout_);
   comm::agree(comm, [&] {
     bias_acc_.resize(static_cast<std::size_t>(o.n) * dtype_size(acc_));
     if (N > 1) host_sum_.resize(block);
@@ -37,53 +42,40 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
   kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
 }
 
-std::string GemmRsImpl::validate(const void* input, int64_t m, const void* weight,
-                                 const void* output, bool gemm, bool reduce) const {
-  if (gemm && reduce)
-    return ops::check_forward(*ctx_, kOp, m, opts_.max_m,
-                              {{"input", input}, {"weight", weight}, {"output", output}});
-  if (gemm)
-    return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"weight", weight}});
-  return ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"output", output}});
-}
-
-char* GemmRsImpl::partial(int q, int t, int64_t m) const {
+char* GemmRsImpl::partial(int t, int64_t m) const {
   const std::size_t blk =
       static_cast<std::size_t>(m / ctx_->world_size()) * opts_.n * dtype_size(acc_);
-  return ex_->block(q, 0) + blk * t;
+  return reduce_.shares() + blk * t;
 }
 
 void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool publish) {
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int W = c.world_size(), r = c.world_rank(), me = c.node_rank();
+  const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = m / W;
   const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
   weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = acc_;
-  auto needed_by_peer = [&](int t) { return t != r && c.local_of(t) != me; };
-  const uint64_t e = ex.epoch();
-  if (opts_.n >= rows || W == 1) {
+  if (W == 1 || (opts_.n >= rows && c.num_nodes() == 1)) {
     // One call over all m rows: each BLAS call repacks the whole weight, which costs more than
-    // the overlap per block would win when the weight is wider than a block is tall.
-    o.c = partial(me, 0, m);
+    // the overlap per block would win when the weight is wider than a block is tall — unless a
+    // block has to cross hosts, whose transfer then hides behind the next block's GEMM.
+    o.c = partial(0, m);
     kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
     if (publish)
       for (int t = 0; t < W; ++t)
-        if (needed_by_peer(t))
-          shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(e, 1));
+        if (t != r) reduce_.share(t).publish_all();
     return;
   }
   // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
   // same rank; each is published as soon as it is done; our own block last.
   for (int i = 1; i <= W; ++i) {
     const int t = (r + i) % W;
-    o.c = partial(me, t, m);
-    kernels::gemm_tile(weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o);
-    if (publish && needed_by_peer(t))
-      shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(e, 1));
+    o.c = partial(t, m);
+    ops::tiled_gemm(*core_, weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o);
+    if (publish && t != r) reduce_.share(t).publish_all();
+    core_->poll();
   }
 }
 
@@ -93,7 +85,7 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias) {
   if (bias == nullptr) return;
   ContextImpl& c = *ctx_;
   const int64_t rows = m / c.world_size();
-  char* own = partial(c.node_rank(), c.world_rank(), m);
+  char* own = partial(c.world_rank(), m);
   if (acc_ == DType::kFloat64) {
     auto* p = reinterpret_cast<double*>(own);
     const auto* b = static_cast<const double*>(bias);
@@ -113,27 +105,27 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias) {
 }
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
-  ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int me = c.node_rank(), nid = c.node_id();
-  const int64_t count = m / c.world_size() * opts_.n;
-  const ops::Deadline deadline = c.deadline();
-  auto share = [&](int q, int t) -> const void* {
-    if (q != me) ex.wait(q, t, 1, deadline, "partial", c.world_rank_of(nid, q));
-    return partial(q, t, m);
-  };
-  reduce_row_blocks(c, ex, acc_, acc_, opts_.output_dtype, count, share, host_sum_.data(), output);
-  // gemm-only writes the partials outside the handshake: it waits for this.
-  if (c.node_size() > 1) ex.release_peers();
+  const int64_t count = m / ctx_->world_size() * opts_.n;
+  reduce_.reduce(
+      acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); }, host_sum_.data(),
+      output);
+}
+
+void GemmRsImpl::begin(int64_t m) {
+  const std::size_t blk =
+      static_cast<std::size_t>(m / ctx_->world_size()) * opts_.n * dtype_size(acc_);
+  reduce_.begin(*core_, blk, blk, /*direct=*/true);
 }
 
 void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(input, m, weight, output, true, true));
-  if (m == 0) return;
-  ex.guarded([&] {
+  ops::CallDescriptor d;
+  d.fields = {m, 0, 0, 0};
+  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m,
+                               {{"input", input}, {"weight", weight}, {"output", output}});
+  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     ContextImpl& c = *ctx_;
+    begin(m);
     if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
       compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
     } else {
@@ -151,20 +143,18 @@ void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* wei
   // computes; our own partial, computed last, is added at the end. Same order, same bits as
   // reduce().
   ContextImpl& c = *ctx_;
-  ops::BlockExchange& ex = *ex_;
-  const int L = c.node_size(), me = c.node_rank(), r = c.world_rank(), nid = c.node_id();
+  const int L = c.node_size(), me = c.node_rank(), r = c.world_rank();
   const int64_t count = m / c.world_size() * opts_.n;
   char* acc = presum_.data();
   ops::Offload copies(c);
   copies.start([&] {
-    const ops::Deadline deadline = c.deadline();
     for (int i = 0; i < L - 1; ++i) {
-      const int q = host_sum_order(me, L, i);
-      ex.wait(q, r, 1, deadline, "partial", c.world_rank_of(nid, q), copies.stop());
+      const ops::Inbox in = reduce_.share_of(ops::host_sum_order(me, L, i), r);
+      in.wait_all(copies.stop());
       if (i == 0) {
-        std::memcpy(acc, partial(q, r, m), static_cast<std::size_t>(count) * dtype_size(acc_));
+        std::memcpy(acc, in.data(), static_cast<std::size_t>(count) * dtype_size(acc_));
       } else {
-        const void* srcs[2] = {acc, partial(q, r, m)};
+        const void* srcs[2] = {acc, in.data()};
         kernels::reduce_sum(acc_, srcs, 2, acc_, acc, count);
       }
     }
@@ -172,31 +162,30 @@ void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* wei
   compute(input, m, weight, /*publish=*/true);
   add_bias(m, bias);
   copies.finish();
-  const void* srcs[2] = {acc, partial(me, r, m)};
+  const void* srcs[2] = {acc, partial(r, m)};
   kernels::reduce_sum(acc_, srcs, 2, opts_.output_dtype, output, count);
-  ex.release_peers();
 }
 
 void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {
-  ex_->check_local(validate(input, m, weight, nullptr, true, false));
-  if (m == 0) return;
-  // The partials live in our segment: host peers must be done reducing the last call's.
-  ex_->wait_released();
-  compute(static_cast<const char*>(input), m, weight, /*publish=*/false);
+  ops::CallDescriptor d;
+  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"weight", weight}});
+  // The partials live in our segment: the core first waits until host peers are done reducing
+  // the last call's.
+  core_->run(ops::Path::kGemmOnly, d, m == 0, [&](const ops::Call&) {
+    compute(static_cast<const char*>(input), m, weight, /*publish=*/false);
+  });
 }
 
 void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
-  ops::BlockExchange& ex = *ex_;
-  ex.begin({m, 0, 0, 0}, validate(nullptr, m, nullptr, output, false, true));
-  if (m == 0) return;
-  ex.guarded([&] {
+  ops::CallDescriptor d;
+  d.fields = {m, 0, 0, 0};
+  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"output", output}});
+  core_->run(ops::Path::kCommOnly, d, m == 0, [&](const ops::Call&) {
     // The partials are whatever the last gemm-only left: publish them for this call.
-    ContextImpl& c = *ctx_;
-    const int W = c.world_size(), r = c.world_rank(), me = c.node_rank();
+    begin(m);
     add_bias(m, bias);
-    for (int t = 0; t < W; ++t)
-      if (t != r && c.local_of(t) != me)
-        shm::signal_set(ex.progress(me, t), ops::BlockExchange::progress_value(ex.epoch(), 1));
+    for (int t = 0; t < ctx_->world_size(); ++t)
+      if (t != ctx_->world_rank()) reduce_.share(t).publish_all();
     reduce(m, output);
   });
 }

@@ -10,7 +10,8 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/gemm_rs.hpp"
 #include "kernels/gemm.hpp"
-#include "ops/block_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/core/reduce_exchange.hpp"
 
 namespace fluxcpp::detail {
 
@@ -26,17 +27,18 @@ class GemmRsImpl {
   const GemmRsOptions& options() const { return opts_; }
 
  private:
-  std::string validate(const void* input, int64_t m, const void* weight, const void* output,
-                       bool gemm, bool reduce) const;
   // The partial products, block by block into the segment (publishing each block a peer
-  // reduces as soon as it is done) or in one call when that is cheaper.
+  // reduces, or the transport sends, as soon as it is done) or in one call when that is cheaper.
   void compute(const char* input, int64_t m, const void* weight, bool publish);
   void add_bias(int64_t m, const void* bias);
+  // Starts the reduce exchange of a call with m rows.
+  void begin(int64_t m);
   void reduce(int64_t m, void* output);
   // forward with copy offload (one host, three or more ranks): see gemm_rs.cpp.
   void compute_offloaded(const char* input, int64_t m, const void* weight, const void* bias,
                          void* output);
-  char* partial(int q, int t, int64_t m) const;
+  // This rank's partial product of row block t, in the accumulation dtype.
+  char* partial(int t, int64_t m) const;
 
   std::shared_ptr<ContextImpl> ctx_;
   GemmRsOptions opts_;
@@ -45,9 +47,11 @@ class GemmRsImpl {
   std::vector<char> bias_acc_;  // bias widened to the accumulation dtype
   std::vector<char> host_sum_;  // multi-host scratch
   std::vector<char> presum_;    // copy offload: the peers' partials of our block, summed
-  // Slots [0, W) together hold this rank's partial products, [m, n] densely in the accumulation
-  // dtype (block t at t * m/W rows); [W, W+2N) are the host sums of reduce_row_blocks.
-  std::optional<ops::BlockExchange> ex_;
+  // The shares of the reduce exchange are this rank's partial products, [m, n] densely in the
+  // accumulation dtype (block t at t * m/W rows).
+  shm::Layout layout_;
+  ops::ReduceExchange reduce_;
+  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

@@ -50,7 +50,8 @@ SlotArray Layout::slots(std::string name, int count, std::size_t bytes) {
 
 void Layout::bind(const SymmetricBuffer& buffer) {
   bases_->base.clear();
-  for (int i = 0; i < buffer.size(); ++i) bases_->base.push_back(static_cast<char*>(buffer.peer(i)));
+  for (int i = 0; i < buffer.size(); ++i)
+    bases_->base.push_back(static_cast<char*>(buffer.peer(i)));
   bases_->bytes = buffer.bytes();
 }
 

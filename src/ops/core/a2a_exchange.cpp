@@ -42,11 +42,11 @@ void A2aExchange::begin(OpCore& core, const Plan& plan) {
   for (int i = 1; i < W; ++i) {  // ring order: receive from r-i, send to r+i
     const int s = (r + W - i) % W, d = (r + i) % W;
     if (c_->node_of(s) != nid)
-      t.push_back({false, s, kTag, in_.at(me) + recv_off_[s], recv_bytes_[s],
-                   &in_landed_.at(me, s), recv_base_[s]});
+      t.push_back({false, s, kTag, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
+                   recv_base_[s]});
     if (c_->node_of(d) != nid)
-      t.push_back({true, d, kTag, out_.at(me) + send_off_[d], send_bytes_[d],
-                   &out_ready_.at(me, d), send_base_[d]});
+      t.push_back({true, d, kTag, out_.at(me) + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
+                   send_base_[d]});
   }
   core.transport()->post(std::move(t));
 }
@@ -61,11 +61,17 @@ Inbox A2aExchange::from(int s) const {
   const int q = c_->local_of(s);
   if (c_->node_of(s) == c_->node_id())
     return Inbox(core_, s, out_.at(q) + recv_off_[s], recv_bytes_[s],
-                 &out_ready_.at(q, c_->world_rank()), recv_base_[s], &out_ready_,
-                 c_->world_rank(), q);
+                 &out_ready_.at(q, c_->world_rank()), recv_base_[s], &out_ready_, c_->world_rank(),
+                 q);
   const int me = c_->node_rank();
   return Inbox(core_, s, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
                recv_base_[s], &in_landed_, s, me);
+}
+
+const char* A2aExchange::data_of(int s, const Plan& plan) const {
+  const int r = c_->world_rank();
+  if (c_->node_of(s) == c_->node_id()) return out_.at(c_->local_of(s)) + plan.out_offset(s, r);
+  return in_.at(c_->node_rank()) + plan.in_offset(s);
 }
 
 }  // namespace fluxcpp::ops

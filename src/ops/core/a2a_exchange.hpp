@@ -34,6 +34,9 @@ class A2aExchange {
   void begin(OpCore& core, const Plan& plan);
   Outbox to(int t) const;
   Inbox from(int s) const;
+  // Where rank s's block for this rank is read, without waiting or starting a call: for local
+  // paths that compute on whatever the buffers hold.
+  const char* data_of(int s, const Plan& plan) const;
   char* out_slot() const { return out_.count() > 0 ? out_.at(c_->node_rank()) : nullptr; }
   std::size_t out_capacity() const { return out_.bytes(); }
 

@@ -6,8 +6,8 @@ namespace {
 constexpr int kTag = 2;
 }  // namespace
 
-GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout,
-                               std::size_t max_block, bool needed)
+GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_block,
+                               bool needed)
     : c_(&c), needed_(needed) {
   const int N = c.num_nodes();
   staged_ = layout.slots("staged", needed ? 1 : 0, max_block);
@@ -36,8 +36,8 @@ void GatherExchange::begin(OpCore& core, std::size_t block) {
   }
   for (int i = 1; i < N; ++i) {
     const int n = (nid + N - i) % N;
-    t.push_back({true, c_->world_rank_of(n, me), kTag, staged_.at(me), block,
-                 &staged_ready_.at(me), staged_base_});
+    t.push_back({true, c_->world_rank_of(n, me), kTag, staged_.at(me), block, &staged_ready_.at(me),
+                 staged_base_});
   }
   core.transport()->post(std::move(t));
 }
@@ -55,6 +55,11 @@ Inbox GatherExchange::from(int g) const {
   // Another host's block arrives at the host rank with its local rank.
   return Inbox(core_, g, rail_in_.at(q, n), block_, &rail_landed_.at(q, n), rail_base_,
                &rail_landed_, n, q);
+}
+
+const char* GatherExchange::data_of(int g) const {
+  const int q = c_->local_of(g), n = c_->node_of(g);
+  return n == c_->node_id() ? staged_.at(q) : rail_in_.at(q, n);
 }
 
 }  // namespace fluxcpp::ops

@@ -29,6 +29,9 @@ class GatherExchange {
   // order their blocks reach this host).
   const std::vector<int>& others() const { return others_; }
   char* staged_slot() const { return needed_ ? staged_.at(c_->node_rank()) : nullptr; }
+  // Where world rank g's block is read (g != this rank), without waiting: for local paths that
+  // compute on whatever the buffers hold.
+  const char* data_of(int g) const;
   std::size_t capacity() const { return staged_.bytes(); }
 
  private:

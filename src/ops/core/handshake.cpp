@@ -123,10 +123,10 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
   };
   const auto deadline = c.deadline();
   MPI_Request req;
-  comm::check_mpi(MPI_Iallgather(b->mine.data(), static_cast<int>(width), MPI_INT64_T,
-                                 b->all.data(), static_cast<int>(width), MPI_INT64_T, rail_.get(),
-                                 &req),
-                  "MPI_Iallgather");
+  comm::check_mpi(
+      MPI_Iallgather(b->mine.data(), static_cast<int>(width), MPI_INT64_T, b->all.data(),
+                     static_cast<int>(width), MPI_INT64_T, rail_.get(), &req),
+      "MPI_Iallgather");
   comm::wait_bounded(req, deadline, b, missing);
   bool any_bad = false;
   for (int n = 0; n < N; ++n) any_bad = any_bad || b->all[width * n] != 0;
@@ -148,7 +148,8 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
     peer.serial = static_cast<uint64_t>(p[3]);
     peer.call = static_cast<uint64_t>(p[4]);
     for (int f = 0; f < kCallFields; ++f) peer.fields[f] = p[5 + f];
-    if (any_bad) std::memcpy(peer.message, &b->texts[static_cast<std::size_t>(kMessage) * n], kMessage);
+    if (any_bad)
+      std::memcpy(peer.message, &b->texts[static_cast<std::size_t>(kMessage) * n], kMessage);
     peer.message[kMessage - 1] = '\0';
     check_peer(call, d.fields, peer, c.world_rank_of(n, me), v);
   }

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct CallDescriptor {
   Errc error_code = Errc::kInvalidArgument;  // kInvalidArgument, or kInvalidUsage for misuse
   uint64_t word = 0;                         // published as is (e.g. an input address)
   const int64_t* vector = nullptr;           // vector_len values, or null for zeros
+  // Run on every rank after a successful handshake, on data every rank shares (the agreed
+  // vectors): returns "" or the kInvalidArgument message (the same on every rank, by
+  // construction; it leaves the op usable).
+  std::function<std::string()> agreed_check;
 };
 
 class Handshake {

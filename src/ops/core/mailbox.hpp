@@ -44,8 +44,15 @@ class Inbox {
   // `names`/`index`/`owner_host_rank` only name the signal in a timeout.
   Inbox(OpCore* core, int peer, const char* data, std::size_t bytes, const shm::Signal* signal,
         uint64_t base, const shm::SignalArray* names, int index, int owner_host_rank)
-      : core_(core), peer_(peer), data_(data), bytes_(bytes), signal_(signal), base_(base),
-        names_(names), index_(index), owner_(owner_host_rank) {}
+      : core_(core),
+        peer_(peer),
+        data_(data),
+        bytes_(bytes),
+        signal_(signal),
+        base_(base),
+        names_(names),
+        index_(index),
+        owner_(owner_host_rank) {}
   int peer() const { return peer_; }  // world rank the data comes from
   const char* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }

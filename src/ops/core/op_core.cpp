@@ -87,8 +87,8 @@ OpCore::~OpCore() {
 
 void OpCore::check_usable() const {
   if (!broken_.empty())
-    raise(Errc::kInvalidUsage, "{}: the op failed earlier and must be destroyed (first failure: {})",
-          spec_.op, broken_);
+    raise(Errc::kInvalidUsage,
+          "{}: the op failed earlier and must be destroyed (first failure: {})", spec_.op, broken_);
   if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", spec_.op);
 }
 
@@ -108,13 +108,16 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
   } catch (const Error& e) {
     // Rejected arguments and misuse leave the op usable; a call-identity mismatch, a timeout or
     // an MPI failure leave the peers at an unknown point of the protocol.
-    if (hs_.mismatched() ||
-        (e.code() != Errc::kInvalidArgument && e.code() != Errc::kInvalidUsage))
+    if (hs_.mismatched() || (e.code() != Errc::kInvalidArgument && e.code() != Errc::kInvalidUsage))
       broken_ = e.what();
     throw;
   } catch (const std::exception& e) {
     broken_ = e.what();
     throw;
+  }
+  if (d.agreed_check) {
+    std::string err = d.agreed_check();
+    if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
   }
   call.deadline = ctx_->deadline();
 }
@@ -129,7 +132,8 @@ void OpCore::fail(Path path, std::exception_ptr e) noexcept {
   if (!breaks(path, e)) return;
   if (broken_.empty()) broken_ = describe(e);
   if (transport_ && !transport_->idle())
-    transport_->abandon(Error(Errc::kInternal, std::string(spec_.op) + ": call abandoned: " + broken_));
+    transport_->abandon(
+        Error(Errc::kInternal, std::string(spec_.op) + ": call abandoned: " + broken_));
 }
 
 void OpCore::release_peers() {

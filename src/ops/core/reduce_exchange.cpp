@@ -13,8 +13,7 @@ int host_sum_order(int me, int L, int i) {
 }
 
 ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
-                               std::size_t max_share_block, std::size_t max_acc_block,
-                               bool needed)
+                               std::size_t max_share_block, std::size_t max_acc_block, bool needed)
     : c_(&c) {
   const int W = c.world_size(), N = c.num_nodes();
   shares_ = layout.slots("shares", needed ? 1 : 0, max_share_block * W);
@@ -25,10 +24,12 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
   in_landed_ = layout.signals("host-in-landed", N > 1 ? N : 0);
 }
 
-void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block) {
+void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block,
+                           bool direct) {
   core_ = &core;
   share_block_ = share_block;
   acc_block_ = acc_block;
+  direct_ = direct && c_->node_size() == 1;
   share_base_ = share_tally_.begin(share_block);
   out_base_ = out_tally_.begin(acc_block);
   in_base_ = in_tally_.begin(acc_block);
@@ -38,15 +39,21 @@ void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t ac
   std::vector<comm::Transport::Transfer> t;
   for (int i = 1; i < N; ++i) {
     const int n = (nid + i) % N, peer = c_->world_rank_of(n, me);
-    t.push_back({false, peer, kTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
-    t.push_back({true, peer, kTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
+    t.push_back(
+        {false, peer, kTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
+    if (direct_)
+      t.push_back({true, peer, kTag, shares() + share_block * peer, acc_block,
+                   &share_ready_.at(me, peer), share_base_});
+    else
+      t.push_back(
+          {true, peer, kTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
   }
   core.transport()->post(std::move(t));
 }
 
 Outbox ReduceExchange::share(int t) const {
-  return Outbox(shares() + share_block_ * t, share_block_,
-                &share_ready_.at(c_->node_rank(), t), share_base_);
+  return Outbox(shares() + share_block_ * t, share_block_, &share_ready_.at(c_->node_rank(), t),
+                share_base_);
 }
 
 Inbox ReduceExchange::share_of(int q, int t) const {
@@ -83,19 +90,25 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
   }
   // This host's sums for the ranks with our local rank on the other hosts first: they cross the
   // link while we sum our own block.
-  for (int i = 1; i < N; ++i) {
+  for (int i = 1; i < N && !direct_; ++i) {
     const int n = (nid + i) % N;
     std::vector<const void*> srcs = host_shares(c_->world_rank_of(n, me), own);
     kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_out_.at(me, n), count);
     shm::signal_max(out_ready_.at(me, n), out_base_ + acc_block_);
     core_->poll();
   }
+  // This host's sum of our block (alone on the host with shares in the accumulation type: the
+  // share itself — the same bits without a copy).
   std::vector<const void*> srcs = host_shares(r, own);
-  kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum, count);
+  const void* mine = srcs[0];
+  if (L > 1 || share_dtype != acc) {
+    kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum, count);
+    mine = host_sum;
+  }
   std::vector<const void*> hosts(N);
   for (int n = 0; n < N; ++n) {
     if (n == nid) {
-      hosts[n] = host_sum;
+      hosts[n] = mine;
       continue;
     }
     const Inbox in(core_, c_->world_rank_of(n, me), host_in_.at(me, n), acc_block_,

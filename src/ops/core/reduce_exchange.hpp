@@ -30,8 +30,11 @@ class ReduceExchange {
                  std::size_t max_acc_block, bool needed);
 
   // Starts a call with blocks of `share_block` bytes (shares) and `acc_block` bytes (host sums):
-  // posts the host-sum transfers (each send goes once its sum is published).
-  void begin(OpCore& core, std::size_t share_block, std::size_t acc_block);
+  // posts the host-sum transfers (each send goes once its sum is published). `direct`: alone on
+  // its host with shares already in the accumulation type, a rank's share of block t is its
+  // host's sum: it is sent straight from the shares slot once share(t) is published, while the
+  // op computes the next block.
+  void begin(OpCore& core, std::size_t share_block, std::size_t acc_block, bool direct = false);
   // This rank's shares: block t at shares() + t * share_block.
   char* shares() const { return shares_.count() > 0 ? shares_.at(c_->node_rank()) : nullptr; }
   Outbox share(int t) const;
@@ -39,7 +42,7 @@ class ReduceExchange {
   // The fixed-order sum of this rank's block, `count` elements: shares are in share_dtype, host
   // sums in acc, the result rounded once into out_dtype at `output`. own(t): this rank's own
   // share of block t (its input or its shares slot). host_sum: scratch of acc_block bytes (used
-  // across hosts only). `stop`: see OpCore::wait.
+  // across hosts only).
   void reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
               const std::function<const void*(int t)>& own, void* host_sum, void* output);
 
@@ -58,6 +61,7 @@ class ReduceExchange {
   Tally share_tally_, out_tally_, in_tally_;
   uint64_t share_base_ = 0, out_base_ = 0, in_base_ = 0;
   std::size_t share_block_ = 0, acc_block_ = 0;
+  bool direct_ = false;
 };
 
 }  // namespace fluxcpp::ops

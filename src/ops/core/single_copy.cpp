@@ -23,15 +23,16 @@ void SingleCopy::probe(OpCore& core) {
   // Each rank reads a word a peer wrote into its segment, through the peer's own address space.
   auto* word = reinterpret_cast<volatile uint64_t*>(&withdrawn_.at(me).payload[0]);
   *word = 0x5EED0000ull + static_cast<uint64_t>(me);
-  std::vector<std::string> info = c.allgather(fmt::format(
-      "{} {}", static_cast<long>(getpid()), reinterpret_cast<uintptr_t>(word)));
+  std::vector<std::string> info = c.allgather(
+      fmt::format("{} {}", static_cast<long>(getpid()), reinterpret_cast<uintptr_t>(word)));
   bool ok = true;
   for (int q = 0; q < L; ++q) {
     long pid = 0;
     unsigned long long addr = 0;
     std::sscanf(info[q].c_str(), "%ld %llu", &pid, &addr);
     pids_.push_back(static_cast<pid_t>(pid));
-    if (q != me) ok = ok && shm::cma_probe(pid_t(pid), addr, 0x5EED0000ull + static_cast<uint64_t>(q));
+    if (q != me)
+      ok = ok && shm::cma_probe(pid_t(pid), addr, 0x5EED0000ull + static_cast<uint64_t>(q));
   }
   int all_ok = ok ? 1 : 0;
   comm::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, c.node_comm()),

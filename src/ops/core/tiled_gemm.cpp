@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/parallel_gemm.hpp"
+#include "ops/core/parallel_gemm.hpp"
 
 namespace fluxcpp::ops {
 

@@ -27,8 +27,7 @@ class ZeroCopyInput {
   // At the start of a forward: whether `input` is the slot, and (into d, unless d already
   // carries an error) the misuse checks. `outputs`: (pointer, bytes) of every output.
   bool check(const OpCore& core, const char* slot, const void* input, std::size_t input_bytes,
-             std::initializer_list<std::pair<const void*, std::size_t>> outputs,
-             CallDescriptor& d);
+             std::initializer_list<std::pair<const void*, std::size_t>> outputs, CallDescriptor& d);
 
  private:
   bool armed_ = false;

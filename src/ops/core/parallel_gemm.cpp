@@ -1,4 +1,4 @@
-#include "ops/parallel_gemm.hpp"
+#include "ops/core/parallel_gemm.hpp"
 
 #include <algorithm>
 #include <exception>

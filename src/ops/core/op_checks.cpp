@@ -1,4 +1,4 @@
-#include "ops/op_checks.hpp"
+#include "ops/core/op_checks.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,175 @@
+#include "ops/gemm_a2a_transpose.hpp"
+
+#include <cstring>
+
+#include "error_util.hpp"
+#include "ops/core/offload.hpp"
+#include "ops/core/tiled_gemm.hpp"
+#include "ops/ulysses_shapes.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+constexpr const char* kOp = "gemm_a2a_transpose";
+}  // namespace
+
+GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
+                                           const GemmA2aTransposeOptions& o,
+                                           const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ContextImpl& c = *ctx_;
+  ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
+                            o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
+  const int W = c.world_size();
+  const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
+  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
+  // The GEMM writes into a2a-out even when alone.
+  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"bs", "seq", "", ""};
+  spec.releases = true;  // gemm-only writes the blocks outside a call
+  core_.emplace(c, spec, layout_);
+  kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
+}
+
+void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
+                                   const void* bias, void* output) {
+  ops::CallDescriptor d;
+  d.fields = {bs, seq, 0, 0};
+  d.error = ops::ulysses_check_forward(*ctx_, kOp, bs, seq, opts_.max_bs, opts_.max_seq,
+                                       {{"input", input}, {"weight", weight}, {"output", output}});
+  core_->run(ops::Path::kFused, d, bs * seq == 0, [&](const ops::Call& call) {
+    run(call, static_cast<const char*>(input), bs, seq, weight, bias, static_cast<char*>(output));
+  });
+}
+
+void GemmA2aTransposeImpl::forward_gemm_only(const void* input, int64_t bs, int64_t seq,
+                                             const void* weight, const void* bias) {
+  ops::CallDescriptor d;
+  d.error = ops::ulysses_check_forward(*ctx_, kOp, bs, seq, opts_.max_bs, opts_.max_seq,
+                                       {{"input", input}, {"weight", weight}});
+  core_->run(ops::Path::kGemmOnly, d, bs * seq == 0, [&](const ops::Call& call) {
+    run(call, static_cast<const char*>(input), bs, seq, weight, bias, nullptr);
+  });
+}
+
+void GemmA2aTransposeImpl::forward_comm_only(int64_t bs, int64_t seq, void* output) {
+  ops::CallDescriptor d;
+  d.fields = {bs, seq, 0, 0};
+  d.error = ops::ulysses_check_forward(*ctx_, kOp, bs, seq, opts_.max_bs, opts_.max_seq,
+                                       {{"output", output}});
+  core_->run(ops::Path::kCommOnly, d, bs * seq == 0, [&](const ops::Call& call) {
+    run(call, nullptr, bs, seq, nullptr, nullptr, static_cast<char*>(output));
+  });
+}
+
+void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t bs, int64_t seq,
+                               const void* weight, const void* bias, char* output) {
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const ops::UlyssesDims d = ops::ulysses_dims(W, bs, seq, opts_.nheads, opts_.head_dim);
+  const std::size_t esz = dtype_size(opts_.output_dtype);
+  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
+  const std::size_t row = static_cast<std::size_t>(d.cols) * esz;
+  const bool comm = call.comm(), compute = call.compute();
+  auto on_host = [&](int s) { return c.node_of(s) == nid; };
+  if (comm) a2a_.begin(*core_, ops::equal_blocks(blk));
+  if (compute)
+    weight_.prepare(opts_.input_dtype, weight, opts_.nheads * opts_.head_dim, opts_.hidden, false);
+  kernels::GemmOut o;
+  o.ldc = d.cols;
+  o.dtype = opts_.output_dtype;
+  o.bias = bias;
+  // Columns [t·cols, (t+1)·cols) of y = input · weightᵀ + bias: the head group of rank t.
+  auto produce = [&](int t) {
+    if (compute) {
+      o.c = a2a_.out_slot() + blk * t;
+      ops::tiled_gemm(*core_, weight_, input, opts_.hidden, d.rows, t * d.cols, (t + 1) * d.cols,
+                      o);
+    }
+    if (comm) a2a_.to(t).publish_all();
+  };
+  // Rows [i0, i1) (row i = (b, t')) of source s's block [bs, seq/W, heads_loc·head_dim] into
+  // output [bs, heads_loc, seq, head_dim] at sequence position s·seq/W + t'.
+  const std::size_t run_bytes = static_cast<std::size_t>(d.head_dim) * esz;
+  auto place = [&](int s, const char* from, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.s_loc, t = i % d.s_loc;
+      for (int64_t h = 0; h < d.heads_loc; ++h)
+        std::memcpy(output + ((static_cast<std::size_t>(b * d.heads_loc + h) * d.seq) +
+                              static_cast<std::size_t>(s) * d.s_loc + t) *
+                                 run_bytes,
+                    from + static_cast<std::size_t>(i) * row + h * run_bytes, run_bytes);
+    }
+  };
+  auto take = [&](int s, const std::atomic<bool>* stop) {
+    const ops::Inbox in = a2a_.from(s);
+    in.wait_all(stop);
+    place(s, in.data(), 0, d.rows);
+  };
+
+  // With copy offload the host's blocks are transposed in by a comm stream while this thread
+  // computes the next block; otherwise this thread alternates between the two.
+  const bool offload = comm && compute && c.config().copy_offload && L > 1;
+  ops::Offload copies(c);
+  if (offload)
+    copies.start([&] {
+      for (int i = 1; i < W; ++i)  // r-1, r-2, ...: the order in which peers produce ours
+        if (on_host((r + W - i) % W)) take((r + W - i) % W, copies.stop());
+    });
+  // Step i: produce the block for rank r+i, then take in the one rank r-i produced for us at its
+  // own step i. Our own block comes last: peers need theirs first.
+  for (int i = 1; i < W; ++i) {
+    produce((r + i) % W);
+    const int s = (r + W - i) % W;
+    if (comm && !offload && on_host(s)) take(s, nullptr);
+  }
+  produce(r);
+  if (!comm) return;
+  place(r, a2a_.out_slot() + blk * r, 0, d.rows);
+  // Blocks of other hosts, row by row as MPI delivers them.
+  for (int i = 1; i < W; ++i) {
+    const int s = (r + W - i) % W;
+    if (on_host(s)) continue;
+    const ops::Inbox in = a2a_.from(s);
+    for (int64_t done = 0; done < d.rows;) {
+      const int64_t avail = static_cast<int64_t>(in.wait((done + 1) * row) / row);
+      place(s, in.data(), done, avail);
+      done = avail;
+    }
+  }
+  copies.finish();
+}
+
+}  // namespace detail
+
+namespace {
+detail::GemmA2aTransposeImpl& checked(const std::unique_ptr<detail::GemmA2aTransposeImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "gemm_a2a_transpose: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+GemmA2aTranspose::GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options)
+    : impl_(std::make_unique<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
+GemmA2aTranspose::GemmA2aTranspose(GemmA2aTranspose&&) noexcept = default;
+GemmA2aTranspose& GemmA2aTranspose::operator=(GemmA2aTranspose&&) noexcept = default;
+GemmA2aTranspose::~GemmA2aTranspose() = default;
+void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
+                               const void* bias, void* output) {
+  checked(impl_).forward(input, bs, seq, weight, bias, output);
+}
+void GemmA2aTranspose::forward_gemm_only(const void* input, int64_t bs, int64_t seq,
+                                         const void* weight, const void* bias) {
+  checked(impl_).forward_gemm_only(input, bs, seq, weight, bias);
+}
+void GemmA2aTranspose::forward_comm_only(int64_t bs, int64_t seq, void* output) {
+  checked(impl_).forward_comm_only(bs, seq, output);
+}
+const GemmA2aTransposeOptions& GemmA2aTranspose::options() const {
+  return checked(impl_).options();
+}
+
+}  // namespace fluxcpp

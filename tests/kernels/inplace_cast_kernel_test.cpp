@@ -1,0 +1,368 @@
+// inplace_cast without a context, single process: the step schedule's safety property, every pair
+// on every instruction set this CPU has, the steps run in adversarial orders and on concurrent
+// threads, the public API with ctx == nullptr, its argument errors, and independence from the
+// caller's floating-point environment. Results are compared with tests/support/cast_reference.hpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfenv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cast_reference.hpp"
+#include "fluxcpp/error.hpp"
+#include "fluxcpp/inplace_cast.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/inplace_cast.hpp"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace fluxcpp::test {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+using kernels::CastIsa;
+using kernels::CastStep;
+
+constexpr std::size_t kGuard = 64;
+constexpr unsigned char kPoison = 0xA5;
+
+struct Case {
+  CastPair pair;
+  int64_t count;
+  Bytes input, expected;
+};
+
+// Inputs and reference outputs, computed once per (pair, count).
+const Case& case_for(CastPair p, int64_t count) {
+  static std::map<std::pair<int, int64_t>, Case> cache;
+  const int key = static_cast<int>(p.from) * 3 + static_cast<int>(p.to);
+  auto it = cache.find({key, count});
+  if (it == cache.end()) {
+    Case c{p, count, cast_input(p.from, count, 0x5eed0000u + static_cast<uint64_t>(key)), {}};
+    c.expected = cast_expected(c.input, p.from, p.to, count);
+    it = cache.emplace(std::make_pair(key, count), std::move(c)).first;
+  }
+  return it->second;
+}
+
+std::size_t footprint(const Case& c) {
+  return static_cast<std::size_t>(c.count) *
+         std::max(dtype_size(c.pair.from), dtype_size(c.pair.to));
+}
+
+// The input at byte `offset` of a buffer with room for the larger dtype, poisoned around it.
+Bytes fresh_buffer(const Case& c, std::size_t offset = 0) {
+  Bytes b(offset + footprint(c) + kGuard, kPoison);
+  std::copy(c.input.begin(), c.input.end(), b.begin() + static_cast<std::ptrdiff_t>(offset));
+  return b;
+}
+
+// Outputs match the reference and nothing outside the buffer's footprint was written.
+void expect_converted(const Bytes& b, const Case& c, const std::string& how,
+                      std::size_t offset = 0) {
+  std::string report;
+  const int64_t bad = cast_mismatches(b.data() + offset, c.expected, c.input, c.pair.from,
+                                      c.pair.to, c.count, &report);
+  EXPECT_EQ(bad, 0) << how << " " << pair_name(c.pair) << " count=" << c.count << ": " << bad
+                    << " wrong elements\n"
+                    << report;
+  bool guard_ok = true;
+  for (std::size_t i = 0; i < offset; ++i) guard_ok = guard_ok && b[i] == kPoison;
+  for (std::size_t i = offset + footprint(c); i < b.size(); ++i)
+    guard_ok = guard_ok && b[i] == kPoison;
+  EXPECT_TRUE(guard_ok) << how << " " << pair_name(c.pair) << " count=" << c.count
+                        << ": wrote outside [data, data + count*max(sizeof(from), sizeof(to)))";
+}
+
+std::vector<int64_t> sizes_with_odd() {
+  std::vector<int64_t> s = cast_small_sizes();
+  for (int64_t n : {2, 3, 8, 31, 32, 63, 64, 65, 1000, 4097}) s.push_back(n);
+  for (int64_t n : cast_odd_sizes()) s.push_back(n);
+  return s;
+}
+
+std::vector<CastIsa> isas() {
+  std::vector<CastIsa> v;
+  for (CastIsa i : {CastIsa::kScalar, CastIsa::kSse2, CastIsa::kAvx2})
+    if (kernels::cast_isa_available(i)) v.push_back(i);
+  return v;
+}
+const char* isa_name(CastIsa i) {
+  switch (i) {
+    case CastIsa::kAuto: return "auto";
+    case CastIsa::kScalar: return "scalar";
+    case CastIsa::kSse2: return "sse2";
+    case CastIsa::kAvx2: return "avx2";
+  }
+  return "?";
+}
+
+// Runs the steps of a cast: unsplit steps on this thread; each splittable step cut into `pieces`
+// pieces, run concurrently on threads (concurrent) or one after another from the last piece to the
+// first (an order in which a plain split of the buffer would overwrite unread input).
+void run_steps(unsigned char* data, const Case& c, int64_t serial, int pieces, bool concurrent) {
+  const DType from = c.pair.from, to = c.pair.to;
+  for (const CastStep& s : kernels::inplace_cast_steps(c.count, from, to, serial)) {
+    if (!s.split) {
+      kernels::inplace_cast_range(data, s.begin, s.end, from, to);
+      continue;
+    }
+    const int64_t n = s.end - s.begin, piece = (n + pieces - 1) / pieces;
+    std::vector<std::thread> threads;
+    for (int p = pieces - 1; p >= 0; --p) {
+      const int64_t b = std::min(s.end, s.begin + p * piece), e = std::min(s.end, b + piece);
+      auto work = [=] { kernels::inplace_cast_range(data, b, e, from, to); };
+      if (concurrent && p > 0)
+        threads.emplace_back(work);
+      else
+        work();
+    }
+    for (auto& t : threads) t.join();
+  }
+}
+
+// ---- the schedule -------------------------------------------------------------------------
+
+bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 < b1 && b0 < a1;
+}
+
+TEST(InplaceCastSteps, SplittableStepsNeverOverwriteInputStillToBeRead) {
+  std::vector<int64_t> counts;
+  for (int64_t n = 1; n <= 300; ++n) counts.push_back(n);
+  for (int64_t n : cast_odd_sizes()) counts.push_back(n);
+  counts.push_back(int64_t{1} << 26);
+  for (CastPair p : cast_pairs()) {
+    const int64_t sf = static_cast<int64_t>(dtype_size(p.from));
+    const int64_t st = static_cast<int64_t>(dtype_size(p.to));
+    for (int64_t count : counts) {
+      for (int64_t serial : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{64}, count / 64 + 1}) {
+        const std::vector<CastStep> steps =
+            kernels::inplace_cast_steps(count, p.from, p.to, serial);
+        const std::string where =
+            pair_name(p) + " count=" + std::to_string(count) + " serial=" + std::to_string(serial);
+        // The steps cover [0, count) once; exactly one is unsplit, of min(count, serial).
+        std::vector<CastStep> sorted = steps;
+        std::sort(sorted.begin(), sorted.end(),
+                  [](const CastStep& a, const CastStep& b) { return a.begin < b.begin; });
+        int64_t next = 0, unsplit = 0;
+        for (const CastStep& s : sorted) {
+          ASSERT_EQ(s.begin, next) << where;
+          ASSERT_LT(s.begin, s.end) << where;
+          next = s.end;
+          if (!s.split) {
+            ++unsplit;
+            EXPECT_EQ(s.end - s.begin, std::min(count, serial)) << where;
+          }
+        }
+        ASSERT_EQ(next, count) << where;
+        ASSERT_EQ(unsplit, 1) << where;
+        // A splittable step writes no input byte of itself or of a later step; the unsplit step
+        // none of a later step (its own it reads first: the walk direction).
+        for (std::size_t k = 0; k < steps.size(); ++k) {
+          const int64_t o0 = steps[k].begin * st, o1 = steps[k].end * st;
+          for (std::size_t j = steps[k].split ? k : k + 1; j < steps.size(); ++j)
+            ASSERT_FALSE(overlaps(o0, o1, steps[j].begin * sf, steps[j].end * sf))
+                << where << ": step " << k << " [" << steps[k].begin << ", " << steps[k].end
+                << ") writes input of step " << j << " [" << steps[j].begin << ", " << steps[j].end
+                << ")";
+        }
+        // Geometric: about log2(count / serial) steps.
+        std::size_t log2_ratio = 0;
+        while ((std::min(count, serial) << log2_ratio) < count) ++log2_ratio;
+        EXPECT_LE(steps.size(), log2_ratio + 1) << where;
+      }
+    }
+  }
+}
+
+// ---- the reference ------------------------------------------------------------------------
+
+// A check of the test's own reference: on every generated input it agrees with the C++
+// conversions (which compile to the hardware's cvtsd2ss / cvtss2sd) and with the bf16 helpers of
+// kernels/cast.hpp (bf16 -> f32 quietened like the other pairs).
+TEST(InplaceCastReference, AgreesWithTheCompilersConversions) {
+  for (CastPair p : cast_pairs()) {
+    const Case& c = case_for(p, 1048571);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < c.count && bad < 5; ++i) {
+      const uint64_t in = load_bits(c.input.data(), p.from, i);
+      uint64_t hw = 0;
+      if (p.from == DType::kFloat32) {
+        float f;
+        const auto u = static_cast<uint32_t>(in);
+        std::memcpy(&f, &u, 4);
+        if (p.to == DType::kBFloat16) {
+          hw = kernels::f32_to_bf16(f);
+        } else {
+          const double d = f;
+          std::memcpy(&hw, &d, 8);
+        }
+      } else if (p.from == DType::kFloat64) {
+        double d;
+        std::memcpy(&d, &in, 8);
+        const float f = static_cast<float>(d);
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        hw = u;
+      } else {
+        const float f = kernels::bf16_to_f32(static_cast<uint16_t>(in));
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        hw = std::isnan(f) ? (u | 0x00400000u) : u;
+      }
+      const uint64_t ref = reference_cast(in, p.from, p.to);
+      if (!cast_matches(ref, hw, p.to)) {
+        ++bad;
+        ADD_FAILURE() << pair_name(p) << " input 0x" << std::hex << in << ": reference 0x" << ref
+                      << ", compiler 0x" << hw;
+      }
+    }
+  }
+}
+
+// ---- the kernel ---------------------------------------------------------------------------
+
+TEST(InplaceCastKernel, EveryPairOnEveryInstructionSet) {
+  for (CastIsa isa : isas())
+    for (CastPair p : cast_pairs())
+      for (int64_t count : sizes_with_odd()) {
+        const Case& c = case_for(p, count);
+        // Any alignment: also one and two bytes off.
+        for (std::size_t offset : {std::size_t{0}, std::size_t{1}, std::size_t{2}}) {
+          if (offset > 0 && count > 5000) continue;
+          Bytes b = fresh_buffer(c, offset);
+          kernels::inplace_cast_range(b.data() + offset, 0, count, p.from, p.to, isa);
+          expect_converted(b, c, std::string(isa_name(isa)) + " offset " + std::to_string(offset),
+                           offset);
+        }
+      }
+}
+
+TEST(InplaceCastKernel, StepsOnConcurrentThreads) {
+  for (CastPair p : cast_pairs())
+    for (int64_t count : {int64_t{100000}, int64_t{1048571}, int64_t{4194301}})
+      for (int threads : {2, 3, 4})
+        for (int64_t serial : {int64_t{1000}, count / 64}) {
+          const Case& c = case_for(p, count);
+          Bytes b = fresh_buffer(c);
+          run_steps(b.data(), c, serial, threads, true);
+          expect_converted(b, c,
+                           std::to_string(threads) + " threads, serial " + std::to_string(serial));
+        }
+}
+
+TEST(InplaceCastKernel, StepsWithPiecesInReverseOrder) {
+  for (CastPair p : cast_pairs())
+    for (int64_t count : {int64_t{33}, int64_t{1000}, int64_t{2097143}})
+      for (int pieces : {2, 7}) {
+        const Case& c = case_for(p, count);
+        Bytes b = fresh_buffer(c);
+        run_steps(b.data(), c, 1, pieces, false);
+        expect_converted(b, c, std::to_string(pieces) + " pieces last first");
+      }
+}
+
+// The comparison catches a split that ignores the overlap: halves of the whole buffer converted in
+// the wrong order (upper half first when narrowing, lower half first when widening).
+TEST(InplaceCastKernel, PlainSplitInTheWrongOrderIsCaught) {
+  for (CastPair p : cast_pairs()) {
+    const Case& c = case_for(p, 1000);
+    Bytes b = fresh_buffer(c);
+    const bool narrowing = dtype_size(p.from) > dtype_size(p.to);
+    const int64_t first_b = narrowing ? 500 : 0, first_e = narrowing ? 1000 : 500;
+    kernels::inplace_cast_range(b.data(), first_b, first_e, p.from, p.to);
+    kernels::inplace_cast_range(b.data(), narrowing ? 0 : 500, narrowing ? 500 : 1000, p.from,
+                                p.to);
+    EXPECT_GT(cast_mismatches(b.data(), c.expected, c.input, p.from, p.to, c.count, nullptr), 100)
+        << pair_name(p);
+  }
+}
+
+// ---- the public API without a context -----------------------------------------------------
+
+TEST(InplaceCast, NullContextEveryPair) {
+  for (CastPair p : cast_pairs())
+    for (int64_t count : sizes_with_odd()) {
+      const Case& c = case_for(p, count);
+      Bytes b = fresh_buffer(c);
+      inplace_cast(nullptr, b.data(), count, p.from, p.to);
+      expect_converted(b, c, "ctx=nullptr");
+    }
+}
+
+void expect_invalid(void* data, int64_t count, DType from, DType to,
+                    const std::vector<std::string>& words) {
+  try {
+    inplace_cast(nullptr, data, count, from, to);
+    ADD_FAILURE() << "no error for count=" << count << " " << static_cast<int>(from) << "->"
+                  << static_cast<int>(to);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inplace_cast"), std::string::npos) << e.what();
+    for (const auto& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos)
+          << "'" << e.what() << "' does not name " << w;
+  }
+}
+
+TEST(InplaceCast, InvalidArgumentsNameTheValues) {
+  Bytes b(64, kPoison);
+  const DType all[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+  for (DType from : all)
+    for (DType to : all) {
+      if (kernels::inplace_cast_supported(from, to)) continue;
+      expect_invalid(
+          b.data(), 4, from, to,
+          {std::string("from=") + dtype_name(from), std::string("to=") + dtype_name(to)});
+      expect_invalid(b.data(), 0, from, to, {"unsupported"});  // even with nothing to convert
+    }
+  expect_invalid(b.data(), 4, static_cast<DType>(7), DType::kFloat32, {"from=7"});
+  expect_invalid(b.data(), 4, DType::kFloat32, static_cast<DType>(-1), {"to=-1"});
+  expect_invalid(b.data(), -1, DType::kFloat32, DType::kBFloat16, {"count=-1"});
+  expect_invalid(b.data(), int64_t{1} << 61, DType::kFloat32, DType::kFloat64,
+                 {"count=2305843009213693952"});
+  expect_invalid(nullptr, 5, DType::kFloat64, DType::kFloat32, {"data is NULL", "count=5"});
+  EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](unsigned char x) { return x == kPoison; }))
+      << "a rejected call wrote to the buffer";
+  EXPECT_NO_THROW(inplace_cast(nullptr, nullptr, 0, DType::kFloat32, DType::kBFloat16));
+}
+
+// Rounding toward +Inf, flush-to-zero and denormals-are-zero in the caller's environment change
+// nothing, and the caller's environment is as it was afterwards.
+TEST(InplaceCast, IgnoresTheCallersFloatingPointEnvironment) {
+  for (CastIsa isa : isas())
+    for (CastPair p : cast_pairs()) {
+      const Case& c = case_for(p, 4097);
+      Bytes b = fresh_buffer(c);
+      const int saved_round = std::fegetround();
+      ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+#if defined(__SSE2__)
+      const unsigned saved_csr = _mm_getcsr();
+      _mm_setcsr(_mm_getcsr() | 0x8040u);  // FTZ | DAZ
+      const unsigned set_csr = _mm_getcsr();
+#endif
+      kernels::inplace_cast_range(b.data(), 0, c.count, p.from, p.to, isa);
+#if defined(__SSE2__)
+      const unsigned after_csr = _mm_getcsr();
+      _mm_setcsr(saved_csr);
+      EXPECT_EQ(after_csr & ~0x3fu, set_csr & ~0x3fu) << "MXCSR control bits not restored";
+#endif
+      const int after_round = std::fegetround();
+      std::fesetround(saved_round);
+      EXPECT_EQ(after_round, FE_UPWARD);
+      expect_converted(b, c, std::string(isa_name(isa)) + " under FE_UPWARD + FTZ/DAZ");
+    }
+}
+
+}  // namespace
+}  // namespace fluxcpp::test

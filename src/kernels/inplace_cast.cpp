@@ -112,41 +112,37 @@ void inplace_cast_range(void* data, int64_t begin, int64_t end, DType from, DTyp
   }
 }
 
-// Why the steps are safe. Measure bytes in units of the smaller element size and let r = 2 be the
-// size ratio (true of every supported pair).
-// Narrowing: input i occupies [r*i, r*i + r), output i occupies [i, i + 1). The outputs of
-// elements [L, H) cover [L, H), i.e. inputs [L/r, H/r) rounded outward. If H <= r*L, all of
-// those are below L: inputs of earlier steps, already read. So [L, r*L) can be split over
-// threads freely: no piece writes a byte any piece of this or a later step still has to read. The
-// first step [0, A) writes over its own inputs (outputs [0, A) cover inputs [0, A/r)); one forward
-// walk reads each before overwriting it.
-// Widening: input i occupies [i, i + 1), output i occupies [r*i, r*i + r), over inputs
-// [r*i, r*i + r). The outputs of [L, H) cover inputs [r*L, r*H); with L >= H/r those are all at
-// or above H: inputs of earlier steps (the walk goes from the top down). The last step [0, A)
-// covers inputs [0, r*A), its own and earlier ones; one backward walk reads each first.
-std::vector<CastStep> inplace_cast_steps(int64_t count, DType from, DType to, int64_t serial) {
-  std::vector<CastStep> steps;
-  if (count <= 0) return steps;
-  const int64_t a = std::min(count, std::max<int64_t>(serial, 1));
-  const int64_t sf = static_cast<int64_t>(dtype_size(from));
-  const int64_t st = static_cast<int64_t>(dtype_size(to));
-  if (sf > st) {
-    steps.push_back({0, a, false});
-    for (int64_t lo = a; lo < count;) {
-      const int64_t hi = std::min(count, lo * sf / st);  // hi*st <= lo*sf: outputs below lo
-      steps.push_back({lo, hi, true});
-      lo = hi;
+// Why the plan is safe. Every supported pair has size ratio 2; measure bytes in units of the
+// smaller element. Let chain t's piece of step j be P_j = [c_t * 2^j, c_(t+1) * 2^j) (clipped to
+// count), where a = c_0 < c_1 < ... < c_T = 2a cut [a, 2a).
+// Narrowing: input i occupies [2i, 2i+2), output i occupies [i, i+1). The outputs of P_j cover
+// inputs [c_t * 2^(j-1), c_(t+1) * 2^(j-1)) = P_(j-1), the same chain's previous piece, which
+// that thread has finished reading; for j = 0 they cover [a/2, a), inside `serial`, which ran
+// before any chain. So no thread ever writes a byte that another thread (or a later piece) still
+// has to read, whatever the interleaving. `serial` = [0, a) overwrites only its own inputs
+// (outputs [0, a) cover inputs [0, a/2)); its forward walk reads each first.
+// Widening: input i occupies [i, i+1), output i occupies [2i, 2i+2). The outputs of P_j cover
+// inputs [c_t * 2^(j+1), c_(t+1) * 2^(j+1)) = P_(j+1), the same chain's previous piece (chains
+// walk j downward), or lie past count for the top step. `serial` = [0, a) runs after every chain
+// has finished; its outputs cover inputs [0, 2a), its own and finished ones; its backward walk
+// reads each of its own first.
+CastPlan inplace_cast_plan(int64_t count, DType from, DType to, int threads, int doublings) {
+  CastPlan plan;
+  plan.serial_first = dtype_size(from) > dtype_size(to);
+  const int64_t a = (count + (int64_t{1} << doublings) - 1) >> doublings;
+  plan.serial = {0, std::min(count, a)};
+  if (a >= count) return plan;
+  plan.chains.resize(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    const int64_t c0 = a + a * t / threads, c1 = a + a * (t + 1) / threads;
+    auto& chain = plan.chains[static_cast<std::size_t>(t)];
+    for (int step = 0; step < doublings; ++step) {
+      const int j = plan.serial_first ? step : doublings - 1 - step;
+      const CastRange r{std::min(count, c0 << j), std::min(count, c1 << j)};
+      if (r.begin < r.end) chain.push_back(r);
     }
-  } else {
-    for (int64_t hi = count; hi > a;) {
-      const int64_t lo =
-          std::max(a, (hi * sf + st - 1) / st);  // lo*st >= hi*sf: outputs at or above hi
-      steps.push_back({lo, hi, true});
-      hi = lo;
-    }
-    steps.push_back({0, a, false});
   }
-  return steps;
+  return plan;
 }
 
 }  // namespace fluxcpp::kernels

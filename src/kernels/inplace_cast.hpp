@@ -1,5 +1,5 @@
 // In-place dtype conversion of one buffer: f32 -> bf16 and f64 -> f32 (narrowing), bf16 -> f32 and
-// f32 -> f64 (widening). Memory only; ops/inplace_cast runs the steps below on threads.
+// f32 -> f64 (widening). Memory only; ops/inplace_cast runs the plan below on threads.
 //
 // Layout: element i of the input sits at data + i*sizeof(from), element i of the output at
 // data + i*sizeof(to). Narrowing: output i is at or before input i, so a forward walk never
@@ -34,19 +34,26 @@ bool cast_isa_available(CastIsa isa);
 void inplace_cast_range(void* data, int64_t begin, int64_t end, DType from, DType to,
                         CastIsa isa = CastIsa::kAuto);
 
-// One step of a whole-buffer cast. Steps run in order, each after the previous has finished. A
-// step with split == false must run as one inplace_cast_range call (its outputs overwrite its own
-// inputs, which the walk direction makes safe). A step with split == true may be cut into pieces
-// run concurrently in any order: its outputs overwrite only inputs of steps already finished.
-struct CastStep {
+struct CastRange {
   int64_t begin = 0, end = 0;
-  bool split = false;
 };
 
-// The steps of a cast of `count` elements: one unsplit step of min(count, serial) elements (first
-// when narrowing, last when widening) and splittable steps that grow (narrowing) or shrink
-// (widening) geometrically by the size ratio, about log2(count / serial) of them. The argument
-// for their safety is at the definition. Supported pairs only; serial >= 1.
-std::vector<CastStep> inplace_cast_steps(int64_t count, DType from, DType to, int64_t serial);
+// How several threads share a whole-buffer cast. `serial` runs alone, as one inplace_cast_range
+// call: before the chains when narrowing (serial_first), after all of them when widening. Each
+// chain is run by one thread, its ranges one after another in order; the chains run concurrently
+// with no synchronisation between them. Every element is in exactly one range.
+struct CastPlan {
+  CastRange serial;
+  bool serial_first = true;
+  std::vector<std::vector<CastRange>> chains;
+};
+
+// The plan for `count` elements on `threads` chains: serial = [0, A) with A = ceil(count /
+// 2^doublings); then `doublings` geometric steps [A*2^j, A*2^(j+1)) (clipped to count), each cut
+// into `threads` pieces at the same proportions, and chain t holds piece t of every step (in
+// increasing j when narrowing, decreasing when widening). Why no chain ever overwrites input
+// another thread has yet to read is argued at the definition. Supported pairs only;
+// threads >= 1, 0 <= doublings <= 30.
+CastPlan inplace_cast_plan(int64_t count, DType from, DType to, int threads, int doublings);
 
 }  // namespace fluxcpp::kernels

@@ -15,16 +15,13 @@ namespace fluxcpp::ops {
 namespace {
 
 constexpr const char* kOp = "inplace_cast";
-// Fewest elements worth handing to another thread: a piece must outlast the wake-up and the
-// wait of a compute worker (tens of microseconds), i.e. a few hundred KiB of traffic.
-constexpr int64_t kMinPiece = 64 * 1024;
-// Pieces start at multiples of this many elements, so that two threads share no output cache
-// line but at the piece boundaries of a step.
-constexpr int64_t kPieceAlign = 64;
-// The unsplit step (run by the calling thread alone while the workers idle) takes 1/kSerialShare
-// of the elements; the rest takes about log2(kSerialShare) splittable steps, one enqueue/wait
-// round each.
-constexpr int64_t kSerialShare = 64;
+// Below this many elements the calling thread works alone: waking the compute workers and waiting
+// for them (tens of microseconds) would cost more than they save.
+constexpr int64_t kMinParallel = 256 * 1024;
+// The part run by one thread alone (kernels::CastPlan::serial) is count / 2^doublings with as many
+// doublings as keep it at least kMinSerial elements, at most kMaxDoublings (1/256 of the work).
+constexpr int64_t kMinSerial = 4096;
+constexpr int kMaxDoublings = 8;
 
 std::string dtype_text(DType t) {
   if (dtype_valid(t)) return dtype_name(t);
@@ -45,26 +42,25 @@ void check_args(const void* data, int64_t count, DType from, DType to) {
                     count, dtype_name(from), dtype_name(to));
 }
 
-// One splittable step over up to `threads` threads: the calling thread takes the first piece,
-// compute worker w the w-th (worker 0 stays idle, as in parallel_gemm). Returns only once every
-// enqueued piece has finished, whatever fails, so no worker touches the buffer afterwards.
-void run_split(detail::ContextImpl& c, void* data, kernels::CastStep s, DType from, DType to,
-               int threads) {
-  const int64_t n = s.end - s.begin;
-  const int t = static_cast<int>(std::clamp<int64_t>(n / kMinPiece, 1, threads));
-  if (t == 1) return kernels::inplace_cast_range(data, s.begin, s.end, from, to);
-  const int64_t piece = ((n + t - 1) / t + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+// The chains of a plan: chain t > 0 on compute worker t (worker 0 stays idle, as in
+// parallel_gemm), chain 0 on the calling thread. Returns only once every enqueued chain has
+// finished, whatever fails, so no worker touches the buffer afterwards.
+void run_chains(detail::ContextImpl& c, void* data, const kernels::CastPlan& plan, DType from,
+                DType to) {
+  auto run = [data, from, to](const std::vector<kernels::CastRange>& chain) {
+    for (const kernels::CastRange& r : chain)
+      kernels::inplace_cast_range(data, r.begin, r.end, from, to);
+  };
   std::vector<uint64_t> tickets;
   std::exception_ptr failed;
   try {
-    tickets.reserve(static_cast<std::size_t>(t));
-    for (int w = 1; w < t; ++w) {
-      const int64_t b = std::min(s.end, s.begin + w * piece), e = std::min(s.end, b + piece);
-      if (b >= e) break;
+    tickets.reserve(plan.chains.size());
+    for (std::size_t t = 1; t < plan.chains.size(); ++t) {
+      const std::vector<kernels::CastRange>* chain = &plan.chains[t];
       tickets.push_back(
-          c.compute_worker(w).enqueue([=] { kernels::inplace_cast_range(data, b, e, from, to); }));
+          c.compute_worker(static_cast<int>(t)).enqueue([run, chain] { run(*chain); }));
     }
-    kernels::inplace_cast_range(data, s.begin, std::min(s.end, s.begin + piece), from, to);
+    if (!plan.chains.empty()) run(plan.chains[0]);
   } catch (...) {
     failed = std::current_exception();
   }
@@ -86,19 +82,19 @@ void inplace_cast(detail::ContextImpl* c, void* data, int64_t count, DType from,
   if (c != nullptr && c->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
   if (count == 0) return;
   const int threads = c == nullptr ? 1 : std::max(1, c->num_compute_workers());
-  if (threads == 1 || count < 2 * kMinPiece) {
+  if (threads == 1 || count < kMinParallel) {
     kernels::inplace_cast_range(data, 0, count, from, to);
     return;
   }
-  // Steps run one after another; see kernels::inplace_cast_steps for why the pieces of a
-  // splittable step never overwrite input that another thread (or a later step) still reads.
-  const int64_t serial = std::max(kMinPiece, count / kSerialShare);
-  for (const kernels::CastStep& s : kernels::inplace_cast_steps(count, from, to, serial)) {
-    if (s.split)
-      run_split(*c, data, s, from, to, threads);
-    else
-      kernels::inplace_cast_range(data, s.begin, s.end, from, to);
-  }
+  // One round of work for the workers: kernels::inplace_cast_plan argues why its chains can run
+  // concurrently without any synchronisation between them.
+  int doublings = 0;
+  while (doublings < kMaxDoublings && (count >> (doublings + 1)) >= kMinSerial) ++doublings;
+  const kernels::CastPlan plan = kernels::inplace_cast_plan(count, from, to, threads, doublings);
+  const kernels::CastRange serial = plan.serial;
+  if (plan.serial_first) kernels::inplace_cast_range(data, serial.begin, serial.end, from, to);
+  run_chains(*c, data, plan, from, to);
+  if (!plan.serial_first) kernels::inplace_cast_range(data, serial.begin, serial.end, from, to);
 }
 
 }  // namespace fluxcpp::ops

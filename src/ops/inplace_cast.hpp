@@ -1,5 +1,5 @@
-// InplaceCast: kernels::inplace_cast_range over the steps of kernels::inplace_cast_steps, each
-// splittable step shared between the calling thread and the context's compute workers.
+// InplaceCast: kernels::inplace_cast_range over the plan of kernels::inplace_cast_plan, its chains
+// shared between the calling thread and the context's compute workers.
 #pragma once
 
 #include <cstdint>

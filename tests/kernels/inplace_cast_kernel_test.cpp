@@ -1,6 +1,6 @@
-// inplace_cast without a context, single process: the step schedule's safety property, every pair
-// on every instruction set this CPU has, the steps run in adversarial orders and on concurrent
-// threads, the public API with ctx == nullptr, its argument errors, and independence from the
+// inplace_cast without a context, single process: the thread plan's safety property, every pair
+// on every instruction set this CPU has, plans run on concurrent threads and in reverse chain
+// order, the public API with ctx == nullptr, its argument errors, and independence from the
 // caller's floating-point environment. Results are compared with tests/support/cast_reference.hpp.
 #include <gtest/gtest.h>
 
@@ -30,7 +30,8 @@ namespace {
 
 using Bytes = std::vector<unsigned char>;
 using kernels::CastIsa;
-using kernels::CastStep;
+using kernels::CastPlan;
+using kernels::CastRange;
 
 constexpr std::size_t kGuard = 64;
 constexpr unsigned char kPoison = 0xA5;
@@ -106,37 +107,40 @@ const char* isa_name(CastIsa i) {
   return "?";
 }
 
-// Runs the steps of a cast: unsplit steps on this thread; each splittable step cut into `pieces`
-// pieces, run concurrently on threads (concurrent) or one after another from the last piece to the
-// first (an order in which a plain split of the buffer would overwrite unread input).
-void run_steps(unsigned char* data, const Case& c, int64_t serial, int pieces, bool concurrent) {
+// Runs a plan: its chains concurrently on threads (chain 0 on this one), or one after another
+// from the last chain to the first.
+void run_plan(unsigned char* data, const Case& c, int threads, int doublings, bool concurrent) {
   const DType from = c.pair.from, to = c.pair.to;
-  for (const CastStep& s : kernels::inplace_cast_steps(c.count, from, to, serial)) {
-    if (!s.split) {
-      kernels::inplace_cast_range(data, s.begin, s.end, from, to);
-      continue;
-    }
-    const int64_t n = s.end - s.begin, piece = (n + pieces - 1) / pieces;
-    std::vector<std::thread> threads;
-    for (int p = pieces - 1; p >= 0; --p) {
-      const int64_t b = std::min(s.end, s.begin + p * piece), e = std::min(s.end, b + piece);
-      auto work = [=] { kernels::inplace_cast_range(data, b, e, from, to); };
-      if (concurrent && p > 0)
-        threads.emplace_back(work);
-      else
-        work();
-    }
-    for (auto& t : threads) t.join();
+  const CastPlan plan = kernels::inplace_cast_plan(c.count, from, to, threads, doublings);
+  auto run_chain = [&](std::size_t t) {
+    for (const CastRange& r : plan.chains[t])
+      kernels::inplace_cast_range(data, r.begin, r.end, from, to);
+  };
+  const CastRange serial = plan.serial;
+  if (plan.serial_first) kernels::inplace_cast_range(data, serial.begin, serial.end, from, to);
+  std::vector<std::thread> workers;
+  for (std::size_t t = plan.chains.size(); t-- > 0;) {
+    if (concurrent && t > 0)
+      workers.emplace_back(run_chain, t);
+    else
+      run_chain(t);
   }
+  for (auto& w : workers) w.join();
+  if (!plan.serial_first) kernels::inplace_cast_range(data, serial.begin, serial.end, from, to);
 }
 
-// ---- the schedule -------------------------------------------------------------------------
+// ---- the plan -----------------------------------------------------------------------------
 
-bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-  return a0 < b1 && b0 < a1;
+using Span = std::pair<int64_t, int64_t>;
+bool overlaps(Span a, Span b) {
+  return a.first < b.second && b.first < a.second;
 }
 
-TEST(InplaceCastSteps, SplittableStepsNeverOverwriteInputStillToBeRead) {
+// The property the threads rely on: while a range runs, nothing it writes is input of a range that
+// may not have finished reading, i.e. of another chain (at any progress), of a later range of its
+// own chain, or of `serial` when that runs after the chains. And `serial`, when it runs first,
+// writes no input of any chain.
+TEST(InplaceCastPlan, NoRangeOverwritesInputThatMayStillBeUnread) {
   std::vector<int64_t> counts;
   for (int64_t n = 1; n <= 300; ++n) counts.push_back(n);
   for (int64_t n : cast_odd_sizes()) counts.push_back(n);
@@ -144,44 +148,60 @@ TEST(InplaceCastSteps, SplittableStepsNeverOverwriteInputStillToBeRead) {
   for (CastPair p : cast_pairs()) {
     const int64_t sf = static_cast<int64_t>(dtype_size(p.from));
     const int64_t st = static_cast<int64_t>(dtype_size(p.to));
-    for (int64_t count : counts) {
-      for (int64_t serial : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{64}, count / 64 + 1}) {
-        const std::vector<CastStep> steps =
-            kernels::inplace_cast_steps(count, p.from, p.to, serial);
-        const std::string where =
-            pair_name(p) + " count=" + std::to_string(count) + " serial=" + std::to_string(serial);
-        // The steps cover [0, count) once; exactly one is unsplit, of min(count, serial).
-        std::vector<CastStep> sorted = steps;
-        std::sort(sorted.begin(), sorted.end(),
-                  [](const CastStep& a, const CastStep& b) { return a.begin < b.begin; });
-        int64_t next = 0, unsplit = 0;
-        for (const CastStep& s : sorted) {
-          ASSERT_EQ(s.begin, next) << where;
-          ASSERT_LT(s.begin, s.end) << where;
-          next = s.end;
-          if (!s.split) {
-            ++unsplit;
-            EXPECT_EQ(s.end - s.begin, std::min(count, serial)) << where;
+    auto in = [&](CastRange r) { return Span{r.begin * sf, r.end * sf}; };
+    auto out = [&](CastRange r) { return Span{r.begin * st, r.end * st}; };
+    for (int64_t count : counts)
+      for (int threads : {1, 2, 3, 4, 7})
+        for (int doublings : {0, 1, 2, 5, 8}) {
+          const CastPlan plan = kernels::inplace_cast_plan(count, p.from, p.to, threads, doublings);
+          const std::string where = pair_name(p) + " count=" + std::to_string(count) +
+                                    " threads=" + std::to_string(threads) +
+                                    " doublings=" + std::to_string(doublings);
+          ASSERT_EQ(plan.serial_first, sf > st) << where;
+          const int64_t a = (count + (int64_t{1} << doublings) - 1) >> doublings;
+          ASSERT_EQ(plan.serial.begin, 0) << where;
+          ASSERT_EQ(plan.serial.end, std::min(count, a)) << where;
+          // Every element in exactly one range.
+          std::vector<CastRange> all = {plan.serial};
+          for (const auto& chain : plan.chains) all.insert(all.end(), chain.begin(), chain.end());
+          std::sort(all.begin(), all.end(),
+                    [](const CastRange& x, const CastRange& y) { return x.begin < y.begin; });
+          int64_t next = 0;
+          for (const CastRange& r : all) {
+            ASSERT_EQ(r.begin, next) << where;
+            ASSERT_LT(r.begin, r.end) << where;
+            next = r.end;
           }
+          ASSERT_EQ(next, count) << where;
+          ASSERT_TRUE(plan.chains.empty() ||
+                      plan.chains.size() == static_cast<std::size_t>(threads))
+              << where;
+          // The overlaps.
+          int64_t most = 0, least = count;
+          for (std::size_t t = 0; t < plan.chains.size(); ++t) {
+            int64_t total = 0;
+            for (std::size_t k = 0; k < plan.chains[t].size(); ++k) {
+              const CastRange r = plan.chains[t][k];
+              total += r.end - r.begin;
+              if (plan.serial_first)
+                ASSERT_FALSE(overlaps(out(plan.serial), in(r)))
+                    << where << ": serial writes input of chain " << t;
+              else
+                ASSERT_FALSE(overlaps(out(r), in(plan.serial)))
+                    << where << ": chain " << t << " writes input of serial";
+              for (std::size_t u = 0; u < plan.chains.size(); ++u)
+                for (std::size_t m = u == t ? k + 1 : 0; m < plan.chains[u].size(); ++m)
+                  ASSERT_FALSE(overlaps(out(r), in(plan.chains[u][m])))
+                      << where << ": chain " << t << " range " << k << " [" << r.begin << ", "
+                      << r.end << ") writes input of chain " << u << " range " << m;
+            }
+            most = std::max(most, total);
+            least = std::min(least, total);
+          }
+          // Balanced: chains differ by the rounding of the cut and the clipping of the top step.
+          if (!plan.chains.empty() && a >= threads)
+            EXPECT_LE(most - least, (int64_t{2} << doublings) + 1) << where;
         }
-        ASSERT_EQ(next, count) << where;
-        ASSERT_EQ(unsplit, 1) << where;
-        // A splittable step writes no input byte of itself or of a later step; the unsplit step
-        // none of a later step (its own it reads first: the walk direction).
-        for (std::size_t k = 0; k < steps.size(); ++k) {
-          const int64_t o0 = steps[k].begin * st, o1 = steps[k].end * st;
-          for (std::size_t j = steps[k].split ? k : k + 1; j < steps.size(); ++j)
-            ASSERT_FALSE(overlaps(o0, o1, steps[j].begin * sf, steps[j].end * sf))
-                << where << ": step " << k << " [" << steps[k].begin << ", " << steps[k].end
-                << ") writes input of step " << j << " [" << steps[j].begin << ", " << steps[j].end
-                << ")";
-        }
-        // Geometric: about log2(count / serial) steps.
-        std::size_t log2_ratio = 0;
-        while ((std::min(count, serial) << log2_ratio) < count) ++log2_ratio;
-        EXPECT_LE(steps.size(), log2_ratio + 1) << where;
-      }
-    }
   }
 }
 
@@ -248,28 +268,32 @@ TEST(InplaceCastKernel, EveryPairOnEveryInstructionSet) {
       }
 }
 
-TEST(InplaceCastKernel, StepsOnConcurrentThreads) {
+TEST(InplaceCastKernel, PlanOnConcurrentThreads) {
   for (CastPair p : cast_pairs())
     for (int64_t count : {int64_t{100000}, int64_t{1048571}, int64_t{4194301}})
       for (int threads : {2, 3, 4})
-        for (int64_t serial : {int64_t{1000}, count / 64}) {
+        for (int doublings : {2, 8}) {
           const Case& c = case_for(p, count);
           Bytes b = fresh_buffer(c);
-          run_steps(b.data(), c, serial, threads, true);
-          expect_converted(b, c,
-                           std::to_string(threads) + " threads, serial " + std::to_string(serial));
+          run_plan(b.data(), c, threads, doublings, true);
+          expect_converted(
+              b, c,
+              std::to_string(threads) + " threads, " + std::to_string(doublings) + " doublings");
         }
 }
 
-TEST(InplaceCastKernel, StepsWithPiecesInReverseOrder) {
+TEST(InplaceCastKernel, PlanWithChainsLastFirst) {
   for (CastPair p : cast_pairs())
-    for (int64_t count : {int64_t{33}, int64_t{1000}, int64_t{2097143}})
-      for (int pieces : {2, 7}) {
-        const Case& c = case_for(p, count);
-        Bytes b = fresh_buffer(c);
-        run_steps(b.data(), c, 1, pieces, false);
-        expect_converted(b, c, std::to_string(pieces) + " pieces last first");
-      }
+    for (int64_t count : {int64_t{1}, int64_t{33}, int64_t{1000}, int64_t{2097143}})
+      for (int threads : {2, 7})
+        for (int doublings : {0, 1, 5, 8}) {
+          const Case& c = case_for(p, count);
+          Bytes b = fresh_buffer(c);
+          run_plan(b.data(), c, threads, doublings, false);
+          expect_converted(b, c,
+                           std::to_string(threads) + " chains last first, " +
+                               std::to_string(doublings) + " doublings");
+        }
 }
 
 // The comparison catches a split that ignores the overlap: halves of the whole buffer converted in

@@ -13,11 +13,12 @@
 namespace fluxcpp::kernels {
 namespace {
 
-// The f64 <-> f32 conversions run on hardware that reads the rounding mode and the
-// flush-to-zero / denormals-are-zero bits from MXCSR, which the caller may have changed
-// (fesetround, -ffast-math startup code). The contract fixes nearest even and exact denormals,
-// so a range runs under the default MXCSR (also: every exception masked) and restores the
-// caller's afterwards, status flags included.
+// The f64 <-> f32 conversions read the rounding mode and the flush-to-zero / denormals-are-zero
+// bits from MXCSR, which the caller may have changed (fesetround, -ffast-math startup code), and
+// the NaN tests compare lanes as floats, which traps on a signalling NaN if the caller unmasked
+// FE_INVALID. The contract fixes nearest even and exact denormals, so a range runs under the
+// default MXCSR (every exception masked) and restores the caller's afterwards, status flags
+// included.
 class DefaultFpEnvironment {
  public:
 #if defined(__SSE2__)
@@ -99,17 +100,15 @@ void inplace_cast_range(void* data, int64_t begin, int64_t end, DType from, DTyp
   // A vector body converts a contiguous part of the range in the walk's direction and the scalar
   // loop continues the same walk, so the order over the whole range stays strictly forward
   // (narrowing) or strictly backward (widening).
-  if (from == DType::kFloat32 && to == DType::kBFloat16) {
+  DefaultFpEnvironment env;
+  if (from == DType::kFloat32 && to == DType::kBFloat16)
     f32_to_bf16_scalar(p, v ? v->f32_to_bf16(p, begin, end) : begin, end);
-  } else if (from == DType::kBFloat16) {
+  else if (from == DType::kBFloat16)
     bf16_to_f32_scalar(p, begin, v ? v->bf16_to_f32(p, begin, end) : end);
-  } else if (from == DType::kFloat64) {
-    DefaultFpEnvironment env;
+  else if (from == DType::kFloat64)
     f64_to_f32_scalar(p, v ? v->f64_to_f32(p, begin, end) : begin, end);
-  } else {
-    DefaultFpEnvironment env;
+  else
     f32_to_f64_scalar(p, begin, v ? v->f32_to_f64(p, begin, end) : end);
-  }
 }
 
 // Why the plan is safe. Every supported pair has size ratio 2; measure bytes in units of the

@@ -21,11 +21,13 @@ namespace {
 // arithmetic as kernels::f32_to_bf16: add 0x7fff plus the lowest kept bit (nearest even; a carry
 // into the exponent rounds up to the next binade or to Inf); NaN keeps its sign and gets the
 // quiet bit instead, so rounding can never turn it into Inf.
+// The NaN test is one unordered compare of the lanes as floats (the caller runs it under the
+// default MXCSR, so a signalling NaN cannot trap and DAZ cannot matter).
 inline __m128i bf16_bits_sse2(__m128i u) {
   const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
   const __m128i rounded = _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7fff)), lsb);
-  const __m128i magnitude = _mm_and_si128(u, _mm_set1_epi32(0x7fffffff));
-  const __m128i nan = _mm_cmpgt_epi32(magnitude, _mm_set1_epi32(0x7f800000));
+  const __m128 f = _mm_castsi128_ps(u);
+  const __m128i nan = _mm_castps_si128(_mm_cmpunord_ps(f, f));
   const __m128i quiet = _mm_or_si128(u, _mm_set1_epi32(0x00400000));
   const __m128i r = _mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, rounded));
   return _mm_srai_epi32(r, 16);
@@ -89,10 +91,11 @@ int64_t f32_to_f64_sse2(unsigned char* p, int64_t b, int64_t e) {
 FLUXCPP_AVX2 inline __m256i bf16_bits_avx2(__m256i u) {
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-  const __m256i magnitude = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-  return _mm256_srai_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+  const __m256 f = _mm256_castsi256_ps(u);
+  const __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+  const __m256 quiet = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)));
+  const __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(rounded), quiet, nan);
+  return _mm256_srai_epi32(_mm256_castps_si256(r), 16);
 }
 
 FLUXCPP_AVX2 int64_t f32_to_bf16_avx2(unsigned char* p, int64_t b, int64_t e) {

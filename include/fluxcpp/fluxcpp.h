@@ -184,6 +184,24 @@ fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t
 /* NULL is a no-op. */
 fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op);
 
+/* ---- inplace_cast (FLUX InplaceCast) ------------------------------------------------------ */
+/* Local (not collective), blocking. Converts `count` elements of dtype `from` at `data` into
+ * elements of dtype `to` over the same memory: element i of the result (at data + i*sizeof(to)) =
+ * convert(element i of the input (at data + i*sizeof(from))). Pairs:
+ *   f32 -> bf16, f64 -> f32  narrowing: round to nearest even (overflow gives +-Inf, denormals
+ *                            exact); afterwards bytes [count*sizeof(to), count*sizeof(from)) are
+ *                            unspecified.
+ *   bf16 -> f32, f32 -> f64  widening, exact; the buffer must hold count*sizeof(to) bytes.
+ * Every NaN comes out as a quiet NaN with its sign; +-Inf and +-0 stay. Independent of the
+ * caller's rounding mode and FTZ/DAZ bits. Any alignment. count == 0 is a no-op.
+ * ctx NULL: the calling thread does the work; otherwise the context's compute threads share it
+ * with the calling thread (the context must not be in another call meanwhile).
+ * FLUXCPP_ERROR_INVALID_ARGUMENT (buffer untouched, message naming the values): another pair,
+ * count < 0 or too large for int64 byte counts, data NULL with count > 0.
+ * FLUXCPP_ERROR_INVALID_USAGE: a closed context. */
+fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
+                                      fluxcpp_dtype_t from, fluxcpp_dtype_t to);
+
 #ifdef __cplusplus
 }
 #endif

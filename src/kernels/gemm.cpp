@@ -233,16 +233,4 @@ void gemm_rows(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, co
   }
 }
 
-int blas_set_threads(int threads) {
-  if (threads < 1)
-    invalid("blas_set_threads: threads must be >= 1, got " + std::to_string(threads));
-  const int previous = openblas_get_num_threads();
-  openblas_set_num_threads(threads);
-  return previous;
-}
-
-int blas_get_threads() {
-  return openblas_get_num_threads();
-}
-
 }  // namespace fluxcpp::kernels

@@ -143,14 +143,4 @@ const char* binding_name(Binding b) {
   return b == Binding::kCore ? "core" : "none";
 }
 
-const char* log_level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
-  }
-  return "?";
-}
-
 }  // namespace fluxcpp

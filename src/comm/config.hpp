@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "fluxcpp/context.hpp"
+#include "log.hpp"
 
 namespace fluxcpp {
 
-enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 enum class Binding : int { kNone = 0, kCore = 1 };
 enum class CopyEngine : int { kAuto = 0, kShm = 1, kCma = 2 };
 
@@ -46,6 +46,5 @@ struct Config {
 Config resolve_config(const ContextOptions& options, int cpus_per_rank, bool oversubscribed);
 
 const char* binding_name(Binding b);
-const char* log_level_name(LogLevel l);
 
 }  // namespace fluxcpp

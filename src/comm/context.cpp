@@ -2,10 +2,10 @@
 
 #include "comm/affinity.hpp"
 #include "comm/context_impl.hpp"
-#include "comm/log.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/version.hpp"
+#include "log.hpp"
 
 namespace fluxcpp {
 

@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "fluxcpp/error.hpp"
@@ -21,6 +25,28 @@ template <typename... Args>
 [[noreturn]] void raise_errno(int err, fmt::format_string<Args...> f, Args&&... args) {
   throw Error(Errc::kSystem, fmt::format("{}: {}", fmt::format(f, std::forward<Args>(args)...),
                                          std::strerror(err)));
+}
+
+// Resizes `c` (a std::vector or std::string) to n elements. An allocation failure raises
+// kSystem naming the op, the buffer and the bytes: "ag_gemm: cannot allocate 4294967296 bytes
+// for the gather buffer: out of memory", rather than a bare std::bad_alloc.
+template <typename Container>
+void resize_or_raise(Container& c, std::size_t n, const char* op, const char* what) {
+  constexpr std::size_t elem = sizeof(typename Container::value_type);
+  try {
+    c.resize(n);
+  } catch (const std::bad_alloc&) {
+    // n * elem may not fit in size_t; then print both factors.
+    if (n > std::numeric_limits<std::size_t>::max() / elem)
+      raise(Errc::kSystem, "{}: cannot allocate {} x {} bytes for {}: out of memory", op, n, elem,
+            what);
+    raise(Errc::kSystem, "{}: cannot allocate {} bytes for {}: out of memory", op, n * elem, what);
+  } catch (const std::length_error&) {
+    raise(Errc::kSystem,
+          "{}: cannot allocate {} elements of {} bytes for {}: larger than the "
+          "address space",
+          op, n, elem, what);
+  }
 }
 
 }  // namespace fluxcpp

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <limits>
 #include <new>
 #include <stdexcept>
 #include <utility>
@@ -36,16 +35,12 @@ void resize_or_raise(Container& c, std::size_t n, const char* op, const char* wh
   try {
     c.resize(n);
   } catch (const std::bad_alloc&) {
-    // n * elem may not fit in size_t; then print both factors.
-    if (n > std::numeric_limits<std::size_t>::max() / elem)
-      raise(Errc::kSystem, "{}: cannot allocate {} x {} bytes for {}: out of memory", op, n, elem,
-            what);
+    // n <= max_size() here, so n * elem fits in size_t.
     raise(Errc::kSystem, "{}: cannot allocate {} bytes for {}: out of memory", op, n * elem, what);
   } catch (const std::length_error&) {
     raise(Errc::kSystem,
-          "{}: cannot allocate {} elements of {} bytes for {}: larger than the "
-          "address space",
-          op, n, elem, what);
+          "{}: cannot allocate {} elements of {} bytes for {}: more than the address space", op, n,
+          elem, what);
   }
 }
 

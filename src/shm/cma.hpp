@@ -34,8 +34,8 @@ int yama_ptrace_scope() noexcept;
 // reference while it reads peers with cma. Thread-safe; move-only.
 //
 // Linux keeps one ptracer per process and offers no way to read it: the undo also clears a
-// permission set by someone else after the first reference (MPI libraries set theirs at
-// MPI_Init, before, and cma_probe_team does not take a reference when a probe works without).
+// permission someone else set while a reference was held. (cma_probe_team takes no reference
+// when the probe works without one, e.g. because the process consented before.)
 class PtracerGrant {
  public:
   PtracerGrant() = default;  // holds no reference

@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "comm/config.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "fluxcpp/fluxcpp.hpp"
@@ -188,6 +189,21 @@ TEST_F(ContextTest, LaunchGuard) {
   { Context world(MPI_COMM_WORLD, test_options()); }
   { Context self(MPI_COMM_SELF, test_options()); }
   unsetenv("WORLD_SIZE");
+}
+
+// How an op reads its own declared setting.
+TEST_F(ContextTest, EnvChoiceReadsADeclaredVariable) {
+  const auto choices = {"auto", "zero_copy", "copy"};
+  unsetenv("FLUXCPP_AG_GEMM_MODE");
+  EXPECT_EQ(env_choice("FLUXCPP_AG_GEMM_MODE", choices), 0);  // the declared default
+  setenv("FLUXCPP_AG_GEMM_MODE", "copy", 1);
+  EXPECT_EQ(env_choice("FLUXCPP_AG_GEMM_MODE", choices), 2);
+  setenv("FLUXCPP_AG_GEMM_MODE", "sideways", 1);
+  expect_code([&] { env_choice("FLUXCPP_AG_GEMM_MODE", choices); }, Errc::kInvalidArgument,
+              "config: FLUXCPP_AG_GEMM_MODE='sideways' must be auto, zero_copy or copy");
+  unsetenv("FLUXCPP_AG_GEMM_MODE");
+  expect_code([&] { env_choice("FLUXCPP_NOT_DECLARED", {"a"}); }, Errc::kInternal,
+              "undeclared variable FLUXCPP_NOT_DECLARED");
 }
 
 TEST_F(ContextTest, BindingToCoresWorks) {

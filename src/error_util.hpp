@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "fluxcpp/error.hpp"
@@ -21,6 +24,24 @@ template <typename... Args>
 [[noreturn]] void raise_errno(int err, fmt::format_string<Args...> f, Args&&... args) {
   throw Error(Errc::kSystem, fmt::format("{}: {}", fmt::format(f, std::forward<Args>(args)...),
                                          std::strerror(err)));
+}
+
+// Resizes `c` (a std::vector or std::string) to n elements. An allocation failure raises
+// kSystem naming the op, the buffer and the bytes: "ag_gemm: cannot allocate 4294967296 bytes
+// for the gather buffer: out of memory", rather than a bare std::bad_alloc.
+template <typename Container>
+void resize_or_raise(Container& c, std::size_t n, const char* op, const char* what) {
+  constexpr std::size_t elem = sizeof(typename Container::value_type);
+  try {
+    c.resize(n);
+  } catch (const std::bad_alloc&) {
+    // n <= max_size() here, so n * elem fits in size_t.
+    raise(Errc::kSystem, "{}: cannot allocate {} bytes for {}: out of memory", op, n * elem, what);
+  } catch (const std::length_error&) {
+    raise(Errc::kSystem,
+          "{}: cannot allocate {} elements of {} bytes for {}: more than the address space", op, n,
+          elem, what);
+  }
 }
 
 }  // namespace fluxcpp

@@ -10,7 +10,9 @@ namespace fluxcpp {
 struct ContextOptions {
   int ranks_per_node = 0;   // 0: detect hosts (MPI_COMM_TYPE_SHARED); >0: groups of that many
                             // consecutive ranks act as one host
-  double timeout_s = 0.0;   // peer-wait timeout; 0: FLUXCPP_TIMEOUT_S or its default
+  double timeout_s = 0.0;   // peer-wait timeout, seconds; 0: FLUXCPP_TIMEOUT_S or its default;
+                            // +inf (or beyond a deadline's range, e.g. 1e10): wait forever;
+                            // NaN or negative: kInvalidArgument
   int compute_threads = 0;  // GEMM workers per rank; 0: FLUXCPP_COMPUTE_THREADS or automatic
   int comm_threads = 0;     // copy/progress threads per rank; 0: FLUXCPP_COMM_THREADS or 1
 };
@@ -22,7 +24,9 @@ class ContextImpl;
 // A duplicated communicator, its host layout, settings, worker threads and logging.
 // Construction is collective over `comm` (every rank, same options); on an invalid option on any
 // rank, every rank throws Error(kInvalidArgument). Multi-host contexts need MPI initialised with
-// MPI_THREAD_MULTIPLE (else kInvalidUsage). Movable, not copyable. Operators keep the runtime
+// MPI_THREAD_MULTIPLE (else kInvalidUsage). A comm that is MPI_COMM_WORLD of size 1 while the
+// launcher's environment says it started more processes is kInvalidUsage (see the launch guard
+// in docs/design.md). Movable, not copyable. Operators keep the runtime
 // alive, so a Context may be destroyed before the operators planned on it.
 class Context {
  public:

@@ -41,7 +41,9 @@ typedef struct {
   size_t struct_size;  /* sizeof(fluxcpp_context_config_t) */
   int ranks_per_node;  /* 0: detect hosts; >0: groups of that many consecutive ranks act as one host
                         */
-  double timeout_s;    /* peer-wait timeout; 0: FLUXCPP_TIMEOUT_S or the default */
+  double timeout_s;    /* peer-wait timeout in seconds; 0: FLUXCPP_TIMEOUT_S or the default;
+                          INFINITY (or too large for a deadline, e.g. 1e10): wait forever; NaN or
+                          negative: FLUXCPP_ERROR_INVALID_ARGUMENT */
   int compute_threads; /* GEMM workers per rank; 0: default */
   int comm_threads;    /* copy/progress threads per rank; 0: default */
 } fluxcpp_context_config_t;
@@ -49,7 +51,10 @@ typedef struct {
   { sizeof(fluxcpp_context_config_t), 0, 0.0, 0, 0 }
 
 /* Collective. config NULL: defaults. A context spanning several hosts needs MPI initialised
- * with MPI_THREAD_MULTIPLE (else FLUXCPP_ERROR_INVALID_USAGE). */
+ * with MPI_THREAD_MULTIPLE (else FLUXCPP_ERROR_INVALID_USAGE). Launch guard: a comm that is
+ * MPI_COMM_WORLD of size 1 while the launcher's environment says it started more processes
+ * (WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE) is
+ * FLUXCPP_ERROR_INVALID_USAGE: the processes were not started as one MPI job. */
 fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_config_t* config,
                                         fluxcpp_context_t* ctx);
 /* Collective; NULL is a no-op. Ops created on the context stay usable until destroyed. */

@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-#include "comm/log.hpp"
+#include "log.hpp"
 
 namespace fluxcpp::comm {
 

@@ -7,10 +7,16 @@
 
 namespace fluxcpp {
 
+// env_choice returns the index of the value in its list: the lists below follow the enums.
+static_assert(static_cast<int>(Binding::kCore) == 1 && static_cast<int>(LogLevel::kDebug) == 3 &&
+                  static_cast<int>(CopyEngine::kCma) == 2,
+              "choice lists follow the enum order");
+
 const std::vector<EnvVar>& env_vars() {
   static const std::vector<EnvVar> vars = {
       {"FLUXCPP_TIMEOUT_S", "60",
-       "seconds a rank waits for a peer's signal before failing with FLUXCPP_ERROR_TIMEOUT"},
+       "seconds a rank waits for a peer's signal before failing with FLUXCPP_ERROR_TIMEOUT; "
+       "inf (or a value beyond what a deadline can hold, e.g. 1e10): wait forever"},
       {"FLUXCPP_COMPUTE_THREADS", "0",
        "GEMM workers per rank; 0: the CPUs this rank may use divided by the ranks sharing them"},
       {"FLUXCPP_COMM_THREADS", "1", "copy/progress threads (streams) per rank"},
@@ -34,6 +40,10 @@ const std::vector<EnvVar>& env_vars() {
        "reduce data on a comm thread while the calling thread computes; "
        "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
        "threads"},
+      {"FLUXCPP_LAUNCH_GUARD", "on",
+       "on: a context over an MPI_COMM_WORLD of one rank fails when the launcher's environment "
+       "(WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE) "
+       "says it started more processes; off: allow one-rank contexts in such a job"},
       {"FLUXCPP_AG_GEMM_MODE", "auto",
        "ag_gemm: zero_copy (GEMM blocks read host peers' rows in their segments as they land), "
        "copy (gather the host's rows locally, then one GEMM) or auto (copy when n >= m/W)"},
@@ -47,6 +57,19 @@ std::string env_value(const char* name) {
   for (const auto& e : env_vars())
     if (std::string(e.name) == name) return e.default_value;
   raise(Errc::kInternal, "config: undeclared variable {}", name);
+}
+
+int env_choice(const char* name, std::initializer_list<const char*> choices) {
+  const std::string v = env_value(name);
+  std::string list;  // "a, b or c"
+  int i = 0;
+  for (const char* c : choices) {
+    if (v == c) return i;
+    if (i > 0) list += i + 1 == static_cast<int>(choices.size()) ? " or " : ", ";
+    list += c;
+    ++i;
+  }
+  raise(Errc::kInvalidArgument, "config: {}='{}' must be {}", name, v, list);
 }
 
 namespace {
@@ -69,92 +92,58 @@ long parse_long(const char* name, long lo, long hi) {
   return v;
 }
 
+// Seconds > 0, or inf / anything beyond a deadline's range (wait forever). strtod also reads
+// "nan" and negative numbers, which are errors.
+double parse_timeout(const char* name) {
+  std::string s = env_value(name);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  FLUXCPP_CHECK_ARG(end != s.c_str() && *end == '\0' && v > 0,
+                    "config: {}='{}' must be a number of seconds > 0, or inf to wait forever", name,
+                    s);
+  return v;
+}
+
 }  // namespace
 
 Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubscribed) {
-  FLUXCPP_CHECK_ARG(o.timeout_s >= 0.0, "context: timeout_s={} must be >= 0", o.timeout_s);
+  // NaN fails the comparison, so it is rejected with negative values.
+  FLUXCPP_CHECK_ARG(o.timeout_s >= 0.0,
+                    "context: timeout_s={} must be >= 0 (0: FLUXCPP_TIMEOUT_S or its default; "
+                    "inf: wait forever)",
+                    o.timeout_s);
   FLUXCPP_CHECK_ARG(o.compute_threads >= 0 && o.compute_threads <= 1024,
                     "context: compute_threads={} must be in [0, 1024]", o.compute_threads);
   FLUXCPP_CHECK_ARG(o.comm_threads >= 0 && o.comm_threads <= 64,
                     "context: comm_threads={} must be in [0, 64]", o.comm_threads);
   Config c;
-  c.timeout_s = o.timeout_s > 0 ? o.timeout_s : parse_double("FLUXCPP_TIMEOUT_S", 1e-3, 1e9);
-  FLUXCPP_CHECK_ARG(c.timeout_s > 0, "context: timeout_s must be > 0");
+  c.timeout_s = o.timeout_s > 0 ? o.timeout_s : parse_timeout("FLUXCPP_TIMEOUT_S");
   long ct =
       o.compute_threads > 0 ? o.compute_threads : parse_long("FLUXCPP_COMPUTE_THREADS", 0, 1024);
   c.compute_threads = ct > 0 ? static_cast<int>(ct) : (cpus_per_rank > 0 ? cpus_per_rank : 1);
   long mt = o.comm_threads > 0 ? o.comm_threads : parse_long("FLUXCPP_COMM_THREADS", 1, 64);
   c.comm_threads = static_cast<int>(mt);
 
-  std::string bind = env_value("FLUXCPP_BIND");
-  if (bind == "none") {
-    c.binding = Binding::kNone;
-  } else if (bind == "core") {
-    c.binding = Binding::kCore;
-  } else {
-    raise(Errc::kInvalidArgument, "config: FLUXCPP_BIND='{}' must be none or core", bind);
-  }
-  std::string lvl = env_value("FLUXCPP_LOG_LEVEL");
-  if (lvl == "error")
-    c.log_level = LogLevel::kError;
-  else if (lvl == "warn")
-    c.log_level = LogLevel::kWarn;
-  else if (lvl == "info")
-    c.log_level = LogLevel::kInfo;
-  else if (lvl == "debug")
-    c.log_level = LogLevel::kDebug;
-  else
-    raise(Errc::kInvalidArgument,
-          "config: FLUXCPP_LOG_LEVEL='{}' must be error, warn, info or debug", lvl);
+  c.binding = static_cast<Binding>(env_choice("FLUXCPP_BIND", {"none", "core"}));
+  c.log_level =
+      static_cast<LogLevel>(env_choice("FLUXCPP_LOG_LEVEL", {"error", "warn", "info", "debug"}));
 
   c.spin_us = env_value("FLUXCPP_SPIN_US") == "auto" ? (oversubscribed ? 0.0 : 20.0)
                                                      : parse_double("FLUXCPP_SPIN_US", 0, 1e6);
   c.yield_us = parse_double("FLUXCPP_YIELD_US", 0, 1e6);
   c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
   c.net_chunk_bytes = parse_long("FLUXCPP_NET_CHUNK_KB", 4, 1L << 20) * 1024;
-  std::string engine = env_value("FLUXCPP_COPY_ENGINE");
-  if (engine == "auto")
-    c.copy_engine = CopyEngine::kAuto;
-  else if (engine == "shm")
-    c.copy_engine = CopyEngine::kShm;
-  else if (engine == "cma")
-    c.copy_engine = CopyEngine::kCma;
-  else
-    raise(Errc::kInvalidArgument, "config: FLUXCPP_COPY_ENGINE='{}' must be auto, shm or cma",
-          engine);
+  c.copy_engine =
+      static_cast<CopyEngine>(env_choice("FLUXCPP_COPY_ENGINE", {"auto", "shm", "cma"}));
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
-  std::string off = env_value("FLUXCPP_COPY_OFFLOAD");
-  if (off == "auto")
-    c.copy_offload = cpus_per_rank > c.compute_threads;
-  else if (off == "on" || off == "off")
-    c.copy_offload = off == "on";
-  else
-    raise(Errc::kInvalidArgument, "config: FLUXCPP_COPY_OFFLOAD='{}' must be auto, on or off", off);
-  std::string agm = env_value("FLUXCPP_AG_GEMM_MODE");
-  if (agm == "auto")
-    c.ag_gemm_mode = 0;
-  else if (agm == "zero_copy")
-    c.ag_gemm_mode = 1;
-  else if (agm == "copy")
-    c.ag_gemm_mode = 2;
-  else
-    raise(Errc::kInvalidArgument,
-          "config: FLUXCPP_AG_GEMM_MODE='{}' must be auto, zero_copy or copy", agm);
+  const int off = env_choice("FLUXCPP_COPY_OFFLOAD", {"auto", "on", "off"});
+  c.copy_offload = off == 0 ? cpus_per_rank > c.compute_threads : off == 1;
+  c.ag_gemm_mode = env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"});
   return c;
 }
 
 const char* binding_name(Binding b) {
   return b == Binding::kCore ? "core" : "none";
-}
-
-const char* log_level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
-  }
-  return "?";
 }
 
 }  // namespace fluxcpp

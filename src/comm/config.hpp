@@ -2,14 +2,15 @@
 // Every variable is declared once, in config.cpp, with its default and help text.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "fluxcpp/context.hpp"
+#include "log.hpp"
 
 namespace fluxcpp {
 
-enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 enum class Binding : int { kNone = 0, kCore = 1 };
 enum class CopyEngine : int { kAuto = 0, kShm = 1, kCma = 2 };
 
@@ -25,6 +26,12 @@ const std::vector<EnvVar>& env_vars();
 // Value of a declared variable: the environment's if set and non-empty, else its default.
 std::string env_value(const char* name);
 
+// A declared variable whose value is one of `choices`: returns its index. Raises
+// kInvalidArgument "config: NAME='value' must be a, b or c" otherwise. Ops read their own
+// settings with it (declared in env_vars() like every other, so --help-env lists them), inside
+// their collective create so that a bad value fails on every rank.
+int env_choice(const char* name, std::initializer_list<const char*> choices);
+
 struct Config {
   double timeout_s = 60.0;
   int compute_threads = 1;
@@ -37,6 +44,8 @@ struct Config {
   long net_chunk_bytes = 2L << 20;  // largest MPI message between hosts (comm/transport.hpp)
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
+  // Deprecated: ag_gemm's own setting. The op is to read it itself with
+  // env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}); this field goes then.
   int ag_gemm_mode = 0;       // values of fluxcpp::AgGemmMode
   bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
 };
@@ -47,6 +56,5 @@ struct Config {
 Config resolve_config(const ContextOptions& options, int cpus_per_rank, bool oversubscribed);
 
 const char* binding_name(Binding b);
-const char* log_level_name(LogLevel l);
 
 }  // namespace fluxcpp

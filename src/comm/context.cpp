@@ -1,11 +1,12 @@
 #include <algorithm>
+#include <cstdlib>
 
 #include "comm/affinity.hpp"
 #include "comm/context_impl.hpp"
-#include "comm/log.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/version.hpp"
+#include "log.hpp"
 
 namespace fluxcpp {
 
@@ -16,6 +17,38 @@ int version() noexcept {
 namespace detail {
 
 using comm::check_mpi;
+
+namespace {
+
+// Launch guard. Processes started by a launcher that is not MPI's own (torchrun), or by one whose
+// process manager this MPI does not speak (srun without --mpi, another MPI's mpirun), each see
+// an MPI_COMM_WORLD of one rank. A context over it would run every rank alone at W = 1 and give
+// silently wrong results, so it is refused with a hint. These variables each mean "the launcher
+// started N processes of one job"; SLURM_NTASKS is not among them because a batch script sees
+// the allocation's task count while it runs as one process.
+void check_launch(MPI_Comm user_comm, int size) {
+  if (size != 1) return;
+  int cmp = MPI_UNEQUAL;
+  check_mpi(MPI_Comm_compare(user_comm, MPI_COMM_WORLD, &cmp), "MPI_Comm_compare");
+  if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) return;
+  if (env_choice("FLUXCPP_LAUNCH_GUARD", {"on", "off"}) == 1) return;
+  for (const char* var : {"WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                          "MV2_COMM_WORLD_SIZE"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n <= 1) continue;
+    raise(Errc::kInvalidUsage,
+          "context: MPI_COMM_WORLD has 1 rank but {}={}: the launcher started {} processes that "
+          "each initialised MPI alone. Start them as one MPI job: mpirun -np {} <program>, or "
+          "srun --mpi=pmix -n {} <program> (FLUXCPP_LAUNCH_GUARD=off allows one-rank contexts "
+          "in such a job on purpose)",
+          var, v, n, n, n);
+  }
+}
+
+}  // namespace
 
 ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
                          const std::string& local_error) {
@@ -34,6 +67,7 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
     comm::agree(comm_, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
+      check_launch(user_comm, size_);
       FLUXCPP_CHECK_ARG(options.ranks_per_node >= 0, "context: ranks_per_node={} must be >= 0",
                         options.ranks_per_node);
     });
@@ -64,7 +98,10 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     });
 
     // Layout of every rank: (host, rank on host). Hosts are numbered by their lowest rank.
-    std::vector<int> pairs(2 * static_cast<std::size_t>(size_));
+    std::vector<int> pairs;
+    comm::agree(comm_, [&] {
+      resize_or_raise(pairs, 2 * static_cast<std::size_t>(size_), "context", "the rank layout");
+    });
     int leader = rank_;
     MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_comm_);
     int mine[2] = {leader, node_rank_};
@@ -147,7 +184,12 @@ void ContextImpl::release() noexcept {
 std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
   int len = static_cast<int>(mine.size()), maxlen = 0;
   check_mpi(MPI_Allreduce(&len, &maxlen, 1, MPI_INT, MPI_MAX, node_comm_), "MPI_Allreduce");
-  std::string buf(static_cast<std::size_t>(maxlen) * node_size_, '\0');
+  std::string buf;
+  // Agreed: a rank that cannot allocate must not leave its peers inside the allgather.
+  comm::agree(node_comm_, [&] {
+    resize_or_raise(buf, static_cast<std::size_t>(maxlen) * node_size_, "context",
+                    "the host's allgather buffer");
+  });
   std::string padded = mine;
   padded.resize(maxlen, '\0');
   check_mpi(

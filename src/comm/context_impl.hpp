@@ -10,6 +10,7 @@
 
 #include "comm/config.hpp"
 #include "comm/stream.hpp"
+#include "deadline.hpp"
 #include "fluxcpp/context.hpp"
 #include "shm/signal.hpp"
 #include "shm/symmetric_buffer.hpp"
@@ -49,10 +50,9 @@ class ContextImpl : public shm::HostTeam {
 
   const Config& config() const { return config_; }
   shm::WaitPolicy wait_policy() const { return policy_; }
+  // now() + timeout_s, saturated: an infinite or huge timeout gives time_point::max() (never).
   std::chrono::steady_clock::time_point deadline() const {
-    return std::chrono::steady_clock::now() +
-           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-               std::chrono::duration<double>(config_.timeout_s));
+    return deadline_after(config_.timeout_s);
   }
   bool thread_multiple() const { return thread_level_ >= MPI_THREAD_MULTIPLE; }
 

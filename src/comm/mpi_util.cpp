@@ -1,5 +1,6 @@
 #include "comm/mpi_util.hpp"
 
+#include <new>
 #include <vector>
 
 #include "error_util.hpp"
@@ -40,6 +41,10 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
   } catch (const Error& e) {
     code = static_cast<int>(e.code());
     msg = e.what();
+  } catch (const std::bad_alloc&) {
+    // Allocations that know what they are for raise their own message (resize_or_raise).
+    code = static_cast<int>(Errc::kSystem);
+    msg = fmt::format("out of memory (rank {})", rank);
   } catch (const std::exception& e) {
     code = static_cast<int>(Errc::kInternal);
     msg = e.what();
@@ -63,22 +68,18 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value) {
   int size = 1;
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  struct {
-    long long v;
-    int r;
-  } lo{}, hi{};
-  // MINLOC/MAXLOC on (value, rank) pairs need a long-int pair type; compare via two reductions.
-  long long mm[2] = {value, -value};
+  // One reduction finds both extremes: min(~v) = ~max(v), and ~ (unlike -) is defined for
+  // every value, LLONG_MIN included.
+  long long mm[2] = {value, ~value};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_LONG_LONG, MPI_MIN, comm), "MPI_Allreduce");
-  if (mm[0] == -mm[1]) return;
+  const long long lo = mm[0], hi = ~mm[1];
+  if (lo == hi) return;
   int rank = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  int who[2] = {value == mm[0] ? rank : size, value == -mm[1] ? rank : size};
+  int who[2] = {value == lo ? rank : size, value == hi ? rank : size};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, who, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  lo = {mm[0], who[0]};
-  hi = {-mm[1], who[1]};
   raise(Errc::kInvalidArgument, "{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}",
-        op, name, lo.r, lo.v, hi.r, hi.v);
+        op, name, who[0], lo, who[1], hi);
 }
 
 }  // namespace fluxcpp::comm

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "error_util.hpp"
 #include "fluxcpp/error.hpp"
 #include "kernels/cast.hpp"
 
@@ -24,7 +25,8 @@ thread_local std::vector<float> t_a_scratch;
 thread_local std::vector<float> t_c_scratch;
 
 float* scratch(std::vector<float>& buf, int64_t count) {
-  if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<size_t>(count));
+  if (static_cast<int64_t>(buf.size()) < count)
+    resize_or_raise(buf, static_cast<size_t>(count), "gemm", "the f32 scratch of a bf16 tile");
   return buf.data();
 }
 
@@ -136,7 +138,8 @@ void GemmWeight::prepare(DType dtype, const void* weight, int64_t n, int64_t k, 
     return;
   }
   // Converted once per forward; every tile then runs plain sgemm on it.
-  converted_.resize(static_cast<size_t>(height * width));
+  resize_or_raise(converted_, static_cast<size_t>(height * width), "gemm",
+                  "the f32 copy of the bf16 weight");
   const auto* src = static_cast<const uint16_t*>(weight);
   if (width > 0) {  // an empty matrix may come with a null pointer
     for (int64_t r = 0; r < height; ++r) {
@@ -231,18 +234,6 @@ void gemm_rows(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, co
                               : static_cast<const char*>(a) + static_cast<size_t>(r * lda) * a_elem;
     gemm_tile(w, a_block, lda, nr, 0, w.n(), block);
   }
-}
-
-int blas_set_threads(int threads) {
-  if (threads < 1)
-    invalid("blas_set_threads: threads must be >= 1, got " + std::to_string(threads));
-  const int previous = openblas_get_num_threads();
-  openblas_set_num_threads(threads);
-  return previous;
-}
-
-int blas_get_threads() {
-  return openblas_get_num_threads();
 }
 
 }  // namespace fluxcpp::kernels

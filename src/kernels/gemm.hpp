@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fluxcpp/types.hpp"
+#include "kernels/blas_threads.hpp"  // BLAS calls here run under a BlasSingleThreadScope
 
 namespace fluxcpp::kernels {
 
@@ -59,10 +60,5 @@ void gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, in
 // Same as gemm_tile over all n columns, walking rows in blocks of `block_rows` (0: whole).
 void gemm_rows(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, const GemmOut& out,
                int64_t block_rows = 0);
-
-// Limits OpenBLAS to one thread per call so that fluxcpp's own workers provide the parallelism
-// (OpenBLAS's own pool would oversubscribe the cores). Returns the previous setting.
-int blas_set_threads(int threads);
-int blas_get_threads();
 
 }  // namespace fluxcpp::kernels

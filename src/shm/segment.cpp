@@ -12,8 +12,8 @@
 
 #include <utility>
 
-#include "comm/log.hpp"
 #include "error_util.hpp"
+#include "log.hpp"
 
 namespace fluxcpp::shm {
 

@@ -1,10 +1,15 @@
-/* The C ABI driven from C99: context, all_gather, errors. Prints "N passed, M failed". */
+/* The C ABI driven from C99: context, all_gather, errors, timeouts, the launch guard. Prints
+ * "N passed, M failed". */
+#define _POSIX_C_SOURCE 200112L /* setenv, nanosleep */
+
 #include <fluxcpp/fluxcpp.h>
 
+#include <math.h> /* INFINITY, NAN: macros only, no libm */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capi_check.h"
 
@@ -67,6 +72,58 @@ int main(int argc, char** argv) {
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bad dtype gave %d", (int)s);
   s = fluxcpp_all_gather_forward(NULL, in, 0, out);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
+
+  /* timeouts: +inf and 1e10 (beyond a deadline's range) wait for a late peer; NaN and negative
+   * are invalid arguments on every rank */
+  const double forever[2] = {INFINITY, 1e10};
+  for (int i = 0; i < 2; ++i) {
+    fluxcpp_context_config_t tc = FLUXCPP_CONTEXT_CONFIG_INIT;
+    tc.timeout_s = forever[i];
+    fluxcpp_context_t tctx = NULL;
+    s = fluxcpp_context_create(MPI_COMM_WORLD, &tc, &tctx);
+    CHECK(s == FLUXCPP_SUCCESS, "timeout_s=%g: %s", forever[i], fluxcpp_last_error());
+    fluxcpp_all_gather_t tag = NULL;
+    s = fluxcpp_all_gather_create(tctx, rows * world, k, FLUXCPP_FLOAT64, &tag);
+    CHECK(s == FLUXCPP_SUCCESS, "timeout_s=%g: all_gather_create: %s", forever[i],
+          fluxcpp_last_error());
+    if (rank == 0) {
+      struct timespec late = {0, 50 * 1000 * 1000};
+      nanosleep(&late, NULL);
+    }
+    s = fluxcpp_all_gather_forward(tag, in, rows * world, out);
+    CHECK(s == FLUXCPP_SUCCESS, "timeout_s=%g: a peer 50 ms late: %s", forever[i],
+          fluxcpp_last_error());
+    CHECK(memcmp(out, ref, sizeof(double) * rows * k * world) == 0, "timeout_s=%g: result",
+          forever[i]);
+    CHECK(fluxcpp_all_gather_destroy(tag) == FLUXCPP_SUCCESS, "destroy");
+    CHECK(fluxcpp_context_destroy(tctx) == FLUXCPP_SUCCESS, "context_destroy");
+  }
+  const double bad_timeouts[2] = {NAN, -1.0};
+  const char* bad_text[2] = {"timeout_s=nan", "timeout_s=-1"};
+  for (int i = 0; i < 2; ++i) {
+    fluxcpp_context_config_t tc = FLUXCPP_CONTEXT_CONFIG_INIT;
+    tc.timeout_s = rank == world - 1 ? bad_timeouts[i] : 5.0;
+    fluxcpp_context_t tctx = NULL;
+    s = fluxcpp_context_create(MPI_COMM_WORLD, &tc, &tctx);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && tctx == NULL, "%s gave %d", bad_text[i], (int)s);
+    CHECK(strstr(fluxcpp_last_error(), bad_text[i]) != NULL, "last_error: %s",
+          fluxcpp_last_error());
+  }
+
+  /* launch guard: a world of one in a job whose launcher started two processes */
+  if (world == 1) {
+    fluxcpp_context_t gctx = NULL;
+    setenv("WORLD_SIZE", "2", 1);
+    s = fluxcpp_context_create(MPI_COMM_WORLD, NULL, &gctx);
+    CHECK(s == FLUXCPP_ERROR_INVALID_USAGE && gctx == NULL, "WORLD_SIZE=2 gave %d", (int)s);
+    CHECK(strstr(fluxcpp_last_error(), "mpirun -np 2") != NULL, "last_error: %s",
+          fluxcpp_last_error());
+    setenv("WORLD_SIZE", "1", 1);
+    s = fluxcpp_context_create(MPI_COMM_WORLD, NULL, &gctx);
+    CHECK(s == FLUXCPP_SUCCESS, "WORLD_SIZE=1: %s", fluxcpp_last_error());
+    CHECK(fluxcpp_context_destroy(gctx) == FLUXCPP_SUCCESS, "context_destroy");
+    unsetenv("WORLD_SIZE");
+  }
 
   CHECK(fluxcpp_all_gather_destroy(ag) == FLUXCPP_SUCCESS, "destroy");
   CHECK(fluxcpp_all_gather_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");

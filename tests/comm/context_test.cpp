@@ -1,8 +1,19 @@
-// Context: layout detection, forced hosts, options and the thread-level rule.
-#include <cstdlib>
+// Context: layout detection, forced hosts, options, timeouts, the thread-level rule and the
+// launch guard.
+#include <fmt/format.h>
 
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+
+#include "comm/config.hpp"
+#include "comm/context_impl.hpp"
+#include "comm/mpi_util.hpp"
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "shm/signal.hpp"
 
 namespace fluxcpp::test {
 namespace {
@@ -83,6 +94,116 @@ TEST_F(ContextTest, BadEnvironmentFailsOnEveryRank) {
   expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "FLUXCPP_TIMEOUT_S");
   unsetenv("FLUXCPP_TIMEOUT_S");
   Context ok(MPI_COMM_WORLD, o);
+}
+
+// A wait satisfied after ~50 ms succeeds under a context whose timeout is infinite or too large
+// for a deadline (before, now() + 1e10 s overflowed into the past and every wait timed out).
+TEST_F(ContextTest, InfiniteAndHugeTimeoutsWaitForever) {
+  for (double t : {std::numeric_limits<double>::infinity(), 1e10, 1e300}) {
+    ContextOptions o = test_options(t);
+    detail::ContextImpl ctx(MPI_COMM_WORLD, o);
+    EXPECT_EQ(ctx.config().timeout_s, t);
+    EXPECT_EQ(ctx.deadline(), std::chrono::steady_clock::time_point::max()) << "timeout_s=" << t;
+    shm::Signal s;
+    std::thread producer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      shm::signal_set(s, 1);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(shm::signal_wait(s, 1, ctx.deadline(), ctx.wait_policy())) << "timeout_s=" << t;
+    const std::chrono::duration<double, std::milli> waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited.count(), 40.0) << "ms until the wait returned, timeout_s=" << t;
+    producer.join();
+    ctx.close();
+  }
+  // A finite timeout stays finite.
+  detail::ContextImpl finite(MPI_COMM_WORLD, test_options(5));
+  EXPECT_LT(finite.deadline(), std::chrono::steady_clock::now() + std::chrono::seconds(6));
+}
+
+TEST_F(ContextTest, NanOrNegativeTimeoutIsInvalid) {
+  const int last = world_size() - 1;
+  ContextOptions o = test_options();
+  o.timeout_s = world_rank() == last ? std::nan("") : 1.0;
+  expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "timeout_s=nan");
+  o.timeout_s = world_rank() == last ? -1.0 : 1.0;
+  expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "timeout_s=-1");
+}
+
+TEST_F(ContextTest, TimeoutFromTheEnvironment) {
+  ContextOptions o = test_options();
+  o.timeout_s = 0;  // fall back to the environment
+  for (const char* bad : {"nan", "-1", "0", "-inf"}) {
+    if (world_rank() == 0) setenv("FLUXCPP_TIMEOUT_S", bad, 1);
+    expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument,
+                std::string("FLUXCPP_TIMEOUT_S='") + bad + "'");
+  }
+  for (const char* forever : {"inf", "1e10"}) {
+    setenv("FLUXCPP_TIMEOUT_S", forever, 1);
+    detail::ContextImpl ctx(MPI_COMM_WORLD, o);
+    EXPECT_EQ(ctx.deadline(), std::chrono::steady_clock::time_point::max()) << forever;
+  }
+  unsetenv("FLUXCPP_TIMEOUT_S");
+}
+
+// Ranks that pass the extreme values: the comparison must not negate INT64_MIN.
+TEST_F(ContextTest, AgreeValueAtTheInt64Extremes) {
+  const long long lo = std::numeric_limits<long long>::min();
+  const long long hi = std::numeric_limits<long long>::max();
+  comm::agree_value(MPI_COMM_WORLD, "test", "x", lo);  // all equal: no error
+  comm::agree_value(MPI_COMM_WORLD, "test", "x", hi);
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  const int last = world_size() - 1;
+  const long long mine = world_rank() == 0 ? lo : (world_rank() == last ? hi : 0);
+  expect_code(
+      [&] { comm::agree_value(MPI_COMM_WORLD, "test", "x", mine); }, Errc::kInvalidArgument,
+      fmt::format("test: ranks disagree on x: rank 0 passed {}, rank {} passed {}", lo, last, hi));
+}
+
+// Launch guard: processes that a launcher started as N but that each see an MPI_COMM_WORLD of
+// one rank (torchrun, srun without MPI support) are told how to launch.
+TEST_F(ContextTest, LaunchGuard) {
+  if (world_size() == 1) {
+    setenv("WORLD_SIZE", "2", 1);
+    expect_code([&] { Context c(MPI_COMM_WORLD, test_options()); }, Errc::kInvalidUsage,
+                "WORLD_SIZE=2");
+    expect_code([&] { Context c(MPI_COMM_WORLD, test_options()); }, Errc::kInvalidUsage,
+                "mpirun -np 2");
+    // MPI_COMM_SELF is congruent with a world of one.
+    expect_code([&] { Context c(MPI_COMM_SELF, test_options()); }, Errc::kInvalidUsage,
+                "srun --mpi=pmix");
+    setenv("FLUXCPP_LAUNCH_GUARD", "off", 1);
+    { Context off(MPI_COMM_WORLD, test_options()); }
+    unsetenv("FLUXCPP_LAUNCH_GUARD");
+    setenv("WORLD_SIZE", "1", 1);
+    { Context one(MPI_COMM_WORLD, test_options()); }
+    unsetenv("WORLD_SIZE");
+    setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+    expect_code([&] { Context c(MPI_COMM_WORLD, test_options()); }, Errc::kInvalidUsage,
+                "SLURM_STEP_NUM_TASKS=4");
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    return;
+  }
+  // A real multi-rank world, or a one-rank communicator that is not the world: no guard.
+  setenv("WORLD_SIZE", "64", 1);
+  { Context world(MPI_COMM_WORLD, test_options()); }
+  { Context self(MPI_COMM_SELF, test_options()); }
+  unsetenv("WORLD_SIZE");
+}
+
+// How an op reads its own declared setting.
+TEST_F(ContextTest, EnvChoiceReadsADeclaredVariable) {
+  const auto choices = {"auto", "zero_copy", "copy"};
+  unsetenv("FLUXCPP_AG_GEMM_MODE");
+  EXPECT_EQ(env_choice("FLUXCPP_AG_GEMM_MODE", choices), 0);  // the declared default
+  setenv("FLUXCPP_AG_GEMM_MODE", "copy", 1);
+  EXPECT_EQ(env_choice("FLUXCPP_AG_GEMM_MODE", choices), 2);
+  setenv("FLUXCPP_AG_GEMM_MODE", "sideways", 1);
+  expect_code([&] { env_choice("FLUXCPP_AG_GEMM_MODE", choices); }, Errc::kInvalidArgument,
+              "config: FLUXCPP_AG_GEMM_MODE='sideways' must be auto, zero_copy or copy");
+  unsetenv("FLUXCPP_AG_GEMM_MODE");
+  expect_code([&] { env_choice("FLUXCPP_NOT_DECLARED", {"a"}); }, Errc::kInternal,
+              "undeclared variable FLUXCPP_NOT_DECLARED");
 }
 
 TEST_F(ContextTest, BindingToCoresWorks) {

@@ -531,15 +531,6 @@ TEST(Gemm, ConcurrentCallersShareWeight) {
   }
 }
 
-TEST(Gemm, BlasThreads) {
-  const int previous = blas_set_threads(1);
-  EXPECT_GE(previous, 1);
-  EXPECT_EQ(blas_get_threads(), 1);
-  EXPECT_EQ(blas_set_threads(previous), 1);
-  EXPECT_EQ(blas_get_threads(), previous);
-  EXPECT_THROW(blas_set_threads(0), Error);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Casts
 

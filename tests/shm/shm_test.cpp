@@ -6,9 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "comm/stream.hpp"
+#include "deadline.hpp"
 #include "fluxcpp/error.hpp"
 #include "shm/segment.hpp"
 #include "shm/signal.hpp"
@@ -136,6 +138,49 @@ TEST(Signal, ManyIncrementsNoneLost) {
     EXPECT_TRUE(shm::signal_wait(s, i, clock_type::now() + 10s, {}));
   EXPECT_TRUE(shm::signal_wait(s, kN, clock_type::now() + 10s, {}));
   producer.join();
+}
+
+// A deadline of time_point::max() (an infinite timeout) waits, through every phase, until the
+// value arrives; nothing in the wait's arithmetic may overflow it into the past.
+TEST(Signal, DeadlineMaxWaitsUntilSet) {
+  for (shm::WaitPolicy policy : {shm::WaitPolicy{}, shm::WaitPolicy{0ns, 0ns}}) {
+    shm::Signal s;
+    std::thread producer([&] {
+      std::this_thread::sleep_for(50ms);
+      shm::signal_set(s, 1);
+    });
+    const auto t0 = clock_type::now();
+    uint64_t observed = 99;
+    EXPECT_TRUE(shm::signal_wait(s, 1, clock_type::time_point::max(), policy, &observed));
+    const std::chrono::duration<double, std::milli> waited = clock_type::now() - t0;
+    EXPECT_GE(waited.count(), 40.0) << "ms until the wait returned: before the producer set it";
+    producer.join();
+  }
+}
+
+TEST(Deadline, SaturatesInsteadOfOverflowing) {
+  const auto max = clock_type::time_point::max();
+  EXPECT_EQ(deadline_after(std::numeric_limits<double>::infinity()), max);
+  EXPECT_EQ(deadline_after(1e10), max);  // 1e19 ns: beyond int64 nanoseconds
+  EXPECT_EQ(deadline_after(std::numeric_limits<double>::max()), max);
+  // The largest timeouts that still fit stay finite and in the future.
+  const auto t0 = clock_type::now();
+  const auto d = deadline_after(1e9);
+  EXPECT_LT(d, max);
+  EXPECT_GT(d, t0 + std::chrono::hours(24 * 365 * 30));
+  const auto small = deadline_after(0.25);
+  EXPECT_GE(small, t0 + 250ms);
+  EXPECT_LT(small, clock_type::now() + 250ms + 1s);
+  EXPECT_EQ(deadline_add(max, 5s), max);
+  EXPECT_EQ(deadline_add(max - 1s, 5s), max);
+  EXPECT_EQ(deadline_add(t0, 5s), t0 + 5s);
+}
+
+TEST(Deadline, InfiniteTimeoutWaitsForAStream) {
+  comm::Stream st("test", {});
+  uint64_t t = st.enqueue([] { std::this_thread::sleep_for(50ms); });
+  EXPECT_TRUE(st.wait(t, deadline_after(std::numeric_limits<double>::infinity())));
+  EXPECT_TRUE(st.wait(t, deadline_add(deadline_after(1e10), 5s)));
 }
 
 TEST(Stream, RunsTasksInOrderAndPropagatesErrors) {

@@ -1,4 +1,4 @@
-#include "comm/log.hpp"
+#include "log.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -10,6 +10,16 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
 std::atomic<int> g_rank{-1};
 std::atomic<int> g_size{0};
 }  // namespace
+
+const char* log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kDebug: return "debug";
+  }
+  return "?";
+}
 
 void log_set(LogLevel level, int rank, int world_size) {
   g_level.store(static_cast<int>(level));

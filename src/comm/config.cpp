@@ -138,7 +138,6 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
   const int off = env_choice("FLUXCPP_COPY_OFFLOAD", {"auto", "on", "off"});
   c.copy_offload = off == 0 ? cpus_per_rank > c.compute_threads : off == 1;
-  c.ag_gemm_mode = env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"});
   return c;
 }
 

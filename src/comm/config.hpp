@@ -38,15 +38,12 @@ struct Config {
   int comm_threads = 1;
   Binding binding = Binding::kNone;
   LogLevel log_level = LogLevel::kWarn;
-  double spin_us = 20.0;          // busy-wait budget of a signal wait before yielding
-  double yield_us = 200.0;        // sched_yield budget before sleeping on the futex
-  long chunk_bytes = 256 * 1024;  // pipeline chunk of the copy engines
+  double spin_us = 20.0;            // busy-wait budget of a signal wait before yielding
+  double yield_us = 200.0;          // sched_yield budget before sleeping on the futex
+  long chunk_bytes = 256 * 1024;    // pipeline chunk of the copy engines
   long net_chunk_bytes = 2L << 20;  // largest MPI message between hosts (comm/transport.hpp)
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
-  // Deprecated: ag_gemm's own setting. The op is to read it itself with
-  // env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}); this field goes then.
-  int ag_gemm_mode = 0;       // values of fluxcpp::AgGemmMode
   bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
 };
 

@@ -27,14 +27,15 @@ A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions&
   a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
   ops::OpCore::Spec spec;
   spec.op = kOp;
+  spec.gemm = true;
   spec.fields = {"m", "", "", ""};
   spec.releases = true;  // zero-copy input
   core_.emplace(c, spec, layout_);
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
-  comm::agree(c.comm(), [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
-  // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
-  kernels::blas_set_threads(1);
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
+  });
 }
 
 ops::A2aExchange::Plan A2aGemmImpl::plan(std::size_t blk) {

@@ -30,12 +30,13 @@ A2aTransposeGemmImpl::A2aTransposeGemmImpl(std::shared_ptr<ContextImpl> ctx,
   a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
   ops::OpCore::Spec spec;
   spec.op = kOp;
+  spec.gemm = true;
   spec.fields = {"bs", "seq", "", ""};
   core_.emplace(c, spec, layout_);
   comm::agree(c.comm(), [&] {
-    a2a_buf_.resize(static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz);
+    resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
+                    "the exchanged rows");
   });
-  kernels::blas_set_threads(1);
 }
 
 void A2aTransposeGemmImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,

@@ -26,8 +26,12 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
       [&] {
         const int mode = static_cast<int>(o.mode);
         FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
+        // The op's own setting (declared with the others, so --help-env lists it).
+        mode_ = o.mode != AgGemmMode::kAuto
+                    ? o.mode
+                    : static_cast<AgGemmMode>(
+                          env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
       });
-  mode_ = o.mode != AgGemmMode::kAuto ? o.mode : static_cast<AgGemmMode>(c.config().ag_gemm_mode);
   comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
@@ -37,12 +41,15 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
   gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
   ops::OpCore::Spec spec;
   spec.op = kOp;
+  spec.gemm = true;
   spec.fields = {"m", "", "", ""};
   spec.releases = true;
   core_.emplace(c, spec, layout_);
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
-  comm::agree(comm, [&] { local_.resize(static_cast<std::size_t>(o.max_m) * in_row_); });
+  comm::agree(comm, [&] {
+    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
+  });
   // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
   std::vector<int> host(c.node_size());
   for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
@@ -53,8 +60,6 @@ AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
     host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
     a = b;
   }
-  // Our workers are the parallelism: each BLAS call runs on one thread (see docs/design.md).
-  kernels::blas_set_threads(1);
 }
 
 void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,

@@ -28,10 +28,10 @@ GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
   a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
   ops::OpCore::Spec spec;
   spec.op = kOp;
+  spec.gemm = true;
   spec.fields = {"bs", "seq", "", ""};
   spec.releases = true;  // gemm-only writes the blocks outside a call
   core_.emplace(c, spec, layout_);
-  kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
 }
 
 void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,

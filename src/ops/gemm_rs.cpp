@@ -31,15 +31,16 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
   reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
   ops::OpCore::Spec spec;
   spec.op = kOp;
+  spec.gemm = true;
   spec.fields = {"m", "", "", ""};
   spec.releases = true;  // gemm-only writes the partials outside a call
   core_.emplace(c, spec, layout_);
   comm::agree(comm, [&] {
-    bias_acc_.resize(static_cast<std::size_t>(o.n) * dtype_size(acc_));
-    if (N > 1) host_sum_.resize(block);
-    if (N == 1 && c.node_size() > 2 && c.config().copy_offload) presum_.resize(block);
+    resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
+    if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
+    if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
+      resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
   });
-  kernels::blas_set_threads(1);  // our workers are the parallelism (docs/design.md)
 }
 
 char* GemmRsImpl::partial(int t, int64_t m) const {

@@ -40,7 +40,9 @@ ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
   spec.op = kOp;
   spec.fields = {"m", "", "", ""};
   core_.emplace(c, spec, layout_);
-  if (c.num_nodes() > 1) comm::agree(comm, [&] { host_sum_.resize(elems * dtype_size(acc_)); });
+  if (c.num_nodes() > 1)
+    comm::agree(comm,
+                [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
 }
 
 void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {

@@ -204,11 +204,4 @@ CmaPeers cma_probe_team(HostTeam& team, PtracerGrant& grant) {
   return result;
 }
 
-void cma_allow_peers() noexcept {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (yama_ptrace_scope() == 1) new PtracerGrant(PtracerGrant::acquire());  // never released
-  });
-}
-
 }  // namespace fluxcpp::shm

@@ -67,10 +67,6 @@ struct CmaPeers {
 };
 CmaPeers cma_probe_team(HostTeam& team, PtracerGrant& grant);
 
-// Deprecated (use cma_probe_team and hold its grant): takes a reference that is never released,
-// under Yama policy 1 only.
-void cma_allow_peers() noexcept;
-
 // Test seams: how the Yama policy is read, how the ptracer is set (prctl(PR_SET_PTRACER, who);
 // returns 0 on success) and how cma_probe_team reads a peer. Returns the previous hooks.
 struct CmaHooks {

@@ -105,12 +105,5 @@ TEST_F(PtracerGrantTest, ReferencesFromManyThreads) {
   EXPECT_EQ(g_calls.size(), 2u);
 }
 
-TEST_F(PtracerGrantTest, DeprecatedAllowPeersOnlyUnderRestrictedPolicy) {
-  g_scope = 0;
-  cma_allow_peers();
-  EXPECT_TRUE(g_calls.empty());
-  EXPECT_EQ(PtracerGrant::references(), 0);
-}
-
 }  // namespace
 }  // namespace fluxcpp::shm

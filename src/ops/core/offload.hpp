@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "comm/context_impl.hpp"
+#include "deadline.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::ops {
@@ -35,7 +36,7 @@ class Offload {
     if (t == 0) return;
     bool done = false;
     try {
-      done = stream().wait(t, c_.deadline() + std::chrono::seconds(5));
+      done = stream().wait(t, deadline_add(c_.deadline(), std::chrono::seconds(5)));
     } catch (...) {
       ticket_ = 0;
       throw;

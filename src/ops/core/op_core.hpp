@@ -17,6 +17,7 @@
 
 #include "comm/context_impl.hpp"
 #include "comm/transport.hpp"
+#include "kernels/blas_threads.hpp"
 #include "ops/core/handshake.hpp"
 #include "shm/layout.hpp"
 #include "shm/symmetric_buffer.hpp"
@@ -47,6 +48,9 @@ class OpCore {
     // (a gemm-only path, the caller through a zero-copy input buffer): every call then ends by
     // releasing the host peers' segments, and such writers wait for the release first.
     bool releases = false;
+    // The op runs GEMMs: each call holds OpenBLAS at one thread (our workers are the
+    // parallelism) and restores the caller's setting when the last call leaves.
+    bool gemm = false;
   };
 
   // Collective. `layout` holds the op's regions (declared before); the core adds its own,
@@ -122,6 +126,8 @@ class ContextEntry {
 template <class Body>
 void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
   ContextEntry entry(*ctx_, spec_.op);
+  std::optional<kernels::BlasSingleThreadScope> blas;
+  if (spec_.gemm && path != Path::kCommOnly) blas.emplace();
   Call call;
   begin_call(path, d, call);
   if (noop) return;

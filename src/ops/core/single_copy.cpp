@@ -1,9 +1,5 @@
 #include "ops/core/single_copy.hpp"
 
-#include <unistd.h>
-
-#include <cstdio>
-
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "shm/cma.hpp"
@@ -17,28 +13,12 @@ SingleCopy::SingleCopy(detail::ContextImpl& c, shm::Layout& layout) {
 
 void SingleCopy::probe(OpCore& core) {
   detail::ContextImpl& c = core.ctx();
-  const int L = c.node_size(), me = c.node_rank();
-  if (L == 1 || c.config().copy_engine == CopyEngine::kShm) return;
-  shm::cma_allow_peers();
-  // Each rank reads a word a peer wrote into its segment, through the peer's own address space.
-  auto* word = reinterpret_cast<volatile uint64_t*>(&withdrawn_.at(me).payload[0]);
-  *word = 0x5EED0000ull + static_cast<uint64_t>(me);
-  std::vector<std::string> info = c.allgather(
-      fmt::format("{} {}", static_cast<long>(getpid()), reinterpret_cast<uintptr_t>(word)));
-  bool ok = true;
-  for (int q = 0; q < L; ++q) {
-    long pid = 0;
-    unsigned long long addr = 0;
-    std::sscanf(info[q].c_str(), "%ld %llu", &pid, &addr);
-    pids_.push_back(static_cast<pid_t>(pid));
-    if (q != me)
-      ok = ok && shm::cma_probe(pid_t(pid), addr, 0x5EED0000ull + static_cast<uint64_t>(q));
-  }
-  int all_ok = ok ? 1 : 0;
-  comm::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, c.node_comm()),
-                  "MPI_Allreduce");
-  *word = 0;  // only now: every peer has read it (the allreduce is a barrier)
-  ok_ = all_ok != 0;
+  if (c.node_size() == 1 || c.config().copy_engine == CopyEngine::kShm) return;
+  // Each rank reads a word a peer wrote, through the peer's own address space; the ptracer
+  // permission is asked for only if the Yama policy requires it, and held while the op lives.
+  const shm::CmaPeers peers = shm::cma_probe_team(c, grant_);
+  pids_ = peers.pids;
+  ok_ = peers.ok;
   comm::agree(c.comm(), [&] {
     if (c.config().copy_engine == CopyEngine::kCma && !ok_)
       raise(Errc::kSystem,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/core/op_core.hpp"
+#include "shm/cma.hpp"
 
 namespace fluxcpp::ops {
 
@@ -34,6 +35,7 @@ class SingleCopy {
   shm::SignalArray withdrawn_;  // [1]: the owner gave up waiting at this call
   std::vector<pid_t> pids_;
   bool ok_ = false;
+  shm::PtracerGrant grant_;  // held while single copies may be used
 };
 
 }  // namespace fluxcpp::ops

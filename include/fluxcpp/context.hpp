@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "fluxcpp/export.h"
+
 namespace fluxcpp {
 
 struct ContextOptions {
@@ -24,7 +26,7 @@ class ContextImpl;
 // rank, every rank throws Error(kInvalidArgument). Multi-host contexts need MPI initialised with
 // MPI_THREAD_MULTIPLE (else kInvalidUsage). Movable, not copyable. Operators keep the runtime
 // alive, so a Context may be destroyed before the operators planned on it.
-class Context {
+class FLUXCPP_API Context {
  public:
   Context(MPI_Comm comm, const ContextOptions& options = {});
   Context(Context&&) noexcept = default;

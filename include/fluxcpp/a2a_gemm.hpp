@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -23,7 +24,7 @@ namespace detail {
 class A2aGemmImpl;
 }
 
-class A2aGemm {
+class FLUXCPP_API A2aGemm {
  public:
   // Collective: validates (every rank must pass the same options) and allocates the symmetric
   // buffers. Errors are raised on every rank.

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -31,7 +32,7 @@ namespace detail {
 class AgGemmImpl;
 }
 
-class AgGemm {
+class FLUXCPP_API AgGemm {
  public:
   // Collective: validates (every rank must pass the same options) and allocates the symmetric
   // buffers. Errors are raised on every rank.

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -20,7 +21,7 @@ namespace detail {
 class AllGatherImpl;
 }
 
-class AllGather {
+class FLUXCPP_API AllGather {
  public:
   // Collective: plans the op and allocates its symmetric buffers. Every rank must pass the same
   // options; otherwise every rank throws Error(kInvalidArgument) naming the argument.

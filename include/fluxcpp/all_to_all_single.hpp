@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -20,7 +21,7 @@ namespace detail {
 class AllToAllSingleImpl;
 }
 
-class AllToAllSingle {
+class FLUXCPP_API AllToAllSingle {
  public:
   // Collective: validates (every rank must pass the same options) and allocates the symmetric
   // buffers. Errors are raised on every rank.

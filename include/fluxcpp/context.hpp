@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "fluxcpp/export.h"
+
 namespace fluxcpp {
 
 struct ContextOptions {
@@ -28,7 +30,7 @@ class ContextImpl;
 // launcher's environment says it started more processes is kInvalidUsage (see the launch guard
 // in docs/design.md). Movable, not copyable. Operators keep the runtime
 // alive, so a Context may be destroyed before the operators planned on it.
-class Context {
+class FLUXCPP_API Context {
  public:
   Context(MPI_Comm comm, const ContextOptions& options = {});
   Context(Context&&) noexcept = default;

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "fluxcpp/export.h"
+
 namespace fluxcpp {
 
 // Values match fluxcpp_status_t in the C ABI.
@@ -16,9 +18,9 @@ enum class Errc : int {
   kInternal = 6,
 };
 
-const char* errc_name(Errc code) noexcept;
+FLUXCPP_API const char* errc_name(Errc code) noexcept;
 
-class Error : public std::runtime_error {
+class FLUXCPP_API Error : public std::runtime_error {
  public:
   Error(Errc code, const std::string& what) : std::runtime_error(what), code_(code) {}
   Errc code() const noexcept { return code_; }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fluxcpp/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,12 +30,12 @@ typedef enum {
 
 typedef enum { FLUXCPP_FLOAT32 = 0, FLUXCPP_FLOAT64 = 1, FLUXCPP_BFLOAT16 = 2 } fluxcpp_dtype_t;
 
-const char* fluxcpp_status_string(fluxcpp_status_t status);
+FLUXCPP_API const char* fluxcpp_status_string(fluxcpp_status_t status);
 /* The message of the last failure on this thread ("" if none). Valid until the next failing
  * fluxcpp call on this thread. */
-const char* fluxcpp_last_error(void);
+FLUXCPP_API const char* fluxcpp_last_error(void);
 /* major*10000 + minor*100 + patch */
-int fluxcpp_version(void);
+FLUXCPP_API int fluxcpp_version(void);
 
 /* ---- context ---------------------------------------------------------------------------- */
 typedef struct fluxcpp_context_s* fluxcpp_context_t;
@@ -55,139 +57,151 @@ typedef struct {
  * MPI_COMM_WORLD of size 1 while the launcher's environment says it started more processes
  * (WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE) is
  * FLUXCPP_ERROR_INVALID_USAGE: the processes were not started as one MPI job. */
-fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_config_t* config,
-                                        fluxcpp_context_t* ctx);
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm,
+                                                    const fluxcpp_context_config_t* config,
+                                                    fluxcpp_context_t* ctx);
 /* Collective; NULL is a no-op. Ops created on the context stay usable until destroyed. */
-fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx);
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx);
 /* Any of the out pointers may be NULL. */
-fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
-                                      int* node_rank, int* node_size);
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
+                                                  int* node_rank, int* node_size);
 
 /* ---- all_gather -------------------------------------------------------------------------- */
 typedef struct fluxcpp_all_gather_s* fluxcpp_all_gather_t;
 /* Collective. */
-fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, int64_t max_m, int64_t k,
-                                           fluxcpp_dtype_t dtype, fluxcpp_all_gather_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, int64_t max_m,
+                                                       int64_t k, fluxcpp_dtype_t dtype,
+                                                       fluxcpp_all_gather_t* op);
 /* Collective, blocking. input [m/W, k]; output [m, k], rank s's rows at [s*m/W, (s+1)*m/W).
  * m % W == 0, m <= max_m; m == 0 is a no-op. */
-fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input, int64_t m,
-                                            void* output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input,
+                                                        int64_t m, void* output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
 
 /* ---- reduce_scatter ---------------------------------------------------------------------- */
 typedef struct fluxcpp_reduce_scatter_s* fluxcpp_reduce_scatter_t;
 /* Collective. */
-fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
-                                               fluxcpp_dtype_t dtype, fluxcpp_reduce_scatter_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t max_m,
+                                                           int64_t n, fluxcpp_dtype_t dtype,
+                                                           fluxcpp_reduce_scatter_t* op);
 /* Collective, blocking. input [m, n]; output [m/W, n] = rows [r*m/W, (r+1)*m/W) of the sum over
  * ranks of input. m % W == 0. The sum is taken in a fixed order (bf16 accumulated in f32 and
  * rounded once): results are bitwise identical from call to call and run to run. */
-fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, const void* input,
-                                                int64_t m, void* output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op,
+                                                            const void* input, int64_t m,
+                                                            void* output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op);
 
 /* ---- gemm_rs (FLUX GemmRS: GEMM + reduce-scatter, row-parallel linear) ----------------------- */
 typedef struct fluxcpp_gemm_rs_s* fluxcpp_gemm_rs_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
-fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                        int transpose_weight, fluxcpp_gemm_rs_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                                    int64_t k, fluxcpp_dtype_t input_dtype,
+                                                    fluxcpp_dtype_t output_dtype,
+                                                    int transpose_weight, fluxcpp_gemm_rs_t* op);
 /* Collective, blocking. input [m, k] (this rank's K slice); weight [n, k] ([k, n] when
  * transposed); bias [n] in the output dtype or NULL (same on every rank, added once);
  * output [m/W, n] = rows [r*m/W, (r+1)*m/W) of the sum over ranks of input · weightᵀ, + bias.
  * Partials stay in f32 (f64 for f64) until the final fixed-order sum, rounded once: results are
  * bitwise identical from call to call and run to run. m % W == 0. */
-fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
-                                         const void* weight, const void* bias, void* output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input,
+                                                     int64_t m, const void* weight,
+                                                     const void* bias, void* output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op);
 
 /* ---- ag_gemm (FLUX AGKernel: all-gather + GEMM, column-parallel linear) ------------------ */
 typedef struct fluxcpp_ag_gemm_s* fluxcpp_ag_gemm_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
-fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                        int transpose_weight, fluxcpp_ag_gemm_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                                    int64_t k, fluxcpp_dtype_t input_dtype,
+                                                    fluxcpp_dtype_t output_dtype,
+                                                    int transpose_weight, fluxcpp_ag_gemm_t* op);
 /* Collective, blocking. input [m/W, k]; weight [n, k] (this rank's column shard; [k, n] when
  * transposed); bias [n] in the output dtype or NULL; output [m, n] = AllGather(input) · weightᵀ +
  * bias; gathered_input [m, k] or NULL (receives AllGather(input)). m % W == 0. */
-fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
-                                         const void* weight, const void* bias, void* output,
-                                         void* gathered_input);
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input,
+                                                     int64_t m, const void* weight,
+                                                     const void* bias, void* output,
+                                                     void* gathered_input);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
 
 /* ---- all_to_all_single (variable splits, like MPI_Alltoallv on rows) --------------------- */
 typedef struct fluxcpp_all_to_all_single_s* fluxcpp_all_to_all_single_t;
 /* Collective. */
-fluxcpp_status_t fluxcpp_all_to_all_single_create(fluxcpp_context_t ctx, int64_t max_rows,
-                                                  int64_t n, fluxcpp_dtype_t dtype,
-                                                  fluxcpp_all_to_all_single_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_create(fluxcpp_context_t ctx,
+                                                              int64_t max_rows, int64_t n,
+                                                              fluxcpp_dtype_t dtype,
+                                                              fluxcpp_all_to_all_single_t* op);
 /* Collective, blocking. input_splits, output_splits: W row counts each. input
  * [sum(input_splits), n]: the input_splits[t] rows starting at prefix(input_splits)[t] go to rank
  * t. output [sum(output_splits), n]: rows from rank s start at prefix(output_splits)[s]. Both sums
  * <= max_rows. Rank s's input_splits[r] must equal rank r's output_splits[s]. */
-fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_all_single_t op,
-                                                   const void* input, const int64_t* input_splits,
-                                                   void* output, const int64_t* output_splits);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_all_single_t op,
+                                                               const void* input,
+                                                               const int64_t* input_splits,
+                                                               void* output,
+                                                               const int64_t* output_splits);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op);
 
 /* ---- a2a_gemm (all-to-all with equal splits + GEMM) ---------------------------------------- */
 typedef struct fluxcpp_a2a_gemm_s* fluxcpp_a2a_gemm_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
-fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                         int transpose_weight, fluxcpp_a2a_gemm_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m,
+                                                     int64_t n, int64_t k,
+                                                     fluxcpp_dtype_t input_dtype,
+                                                     fluxcpp_dtype_t output_dtype,
+                                                     int transpose_weight, fluxcpp_a2a_gemm_t* op);
 /* Collective, blocking. input [m, k]: row block t (m/W rows) goes to rank t. a2a_output [m, k]
  * or NULL: block s = what rank s sent here. output [m, n] = a2a_output · weightᵀ + bias.
  * m % W == 0. */
-fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
-                                          const void* weight, const void* bias, void* output,
-                                          void* a2a_output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input,
+                                                      int64_t m, const void* weight,
+                                                      const void* bias, void* output,
+                                                      void* a2a_output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op);
 
 /* ---- gemm_a2a_transpose (FLUX GemmAllToAllTranspose: Ulysses, before attention) ------------ */
 typedef struct fluxcpp_gemm_a2a_transpose_s* fluxcpp_gemm_a2a_transpose_t;
 /* Collective. */
-fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
-                                                   int64_t max_seq, int64_t hidden, int64_t nheads,
-                                                   int64_t head_dim, fluxcpp_dtype_t input_dtype,
-                                                   fluxcpp_dtype_t output_dtype,
-                                                   fluxcpp_gemm_a2a_transpose_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(
+    fluxcpp_context_t ctx, int64_t max_bs, int64_t max_seq, int64_t hidden, int64_t nheads,
+    int64_t head_dim, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+    fluxcpp_gemm_a2a_transpose_t* op);
 /* Collective, blocking. seq (global) % W == 0, nheads % W == 0. input [bs, seq/W, hidden];
  * weight [nheads*head_dim, hidden]; bias [nheads*head_dim] or NULL. With y_s = input_s ·
  * weightᵀ + bias on rank s, output [bs, nheads/W, seq, head_dim] is output_r[b][h][t][d] =
  * y_{t / (seq/W)}[b][t % (seq/W)][(r*nheads/W + h)*head_dim + d]. */
-fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
-                                                    const void* input, int64_t bs, int64_t seq,
-                                                    const void* weight, const void* bias,
-                                                    void* output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
+                                                                const void* input, int64_t bs,
+                                                                int64_t seq, const void* weight,
+                                                                const void* bias, void* output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_gemm_a2a_transpose_destroy(fluxcpp_gemm_a2a_transpose_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_a2a_transpose_destroy(fluxcpp_gemm_a2a_transpose_t op);
 
 /* ---- a2a_transpose_gemm (FLUX AllToAllTransposeGemm: Ulysses, after attention) ------------- */
 typedef struct fluxcpp_a2a_transpose_gemm_s* fluxcpp_a2a_transpose_gemm_t;
 /* Collective. */
-fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_t max_bs,
-                                                   int64_t max_seq, int64_t nheads,
-                                                   int64_t head_dim, int64_t n,
-                                                   fluxcpp_dtype_t input_dtype,
-                                                   fluxcpp_dtype_t output_dtype,
-                                                   fluxcpp_a2a_transpose_gemm_t* op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(
+    fluxcpp_context_t ctx, int64_t max_bs, int64_t max_seq, int64_t nheads, int64_t head_dim,
+    int64_t n, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+    fluxcpp_a2a_transpose_gemm_t* op);
 /* Collective, blocking. input [bs, nheads/W, seq, head_dim]; weight [n, nheads*head_dim].
  * a2a_output [bs, seq/W, nheads*head_dim] or NULL, with
  * a2a_output_r[b][t][(s*nheads/W + h)*head_dim + d] = input_s[b][h][r*seq/W + t][d];
  * output [bs, seq/W, n] = a2a_output · weightᵀ + bias. */
-fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
-                                                    const void* input, int64_t bs, int64_t seq,
-                                                    const void* weight, const void* bias,
-                                                    void* output, void* a2a_output);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
+                                                                const void* input, int64_t bs,
+                                                                int64_t seq, const void* weight,
+                                                                const void* bias, void* output,
+                                                                void* a2a_output);
 /* NULL is a no-op. */
-fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op);
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op);
 
 /* ---- inplace_cast (FLUX InplaceCast) ------------------------------------------------------ */
 /* Local (not collective), blocking. Converts `count` elements of dtype `from` at `data` into
@@ -204,7 +218,7 @@ fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t
  * FLUXCPP_ERROR_INVALID_ARGUMENT (buffer untouched, message naming the values): another pair,
  * count < 0 or too large for int64 byte counts, data NULL with count > 0.
  * FLUXCPP_ERROR_INVALID_USAGE: a closed context. */
-fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
+FLUXCPP_API fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
                                       fluxcpp_dtype_t from, fluxcpp_dtype_t to);
 
 #ifdef __cplusplus

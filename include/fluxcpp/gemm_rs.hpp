@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -24,7 +25,7 @@ namespace detail {
 class GemmRsImpl;
 }
 
-class GemmRs {
+class FLUXCPP_API GemmRs {
  public:
   // Collective: validates (every rank must pass the same options) and allocates the symmetric
   // buffers. Errors are raised on every rank.

@@ -21,6 +21,6 @@ namespace fluxcpp {
 // every op). Errors: another pair, count < 0, count*sizeof(to) or count*sizeof(from) above
 // INT64_MAX, or data null with count > 0: Error(kInvalidArgument) naming the values, buffer
 // untouched; a closed context: Error(kInvalidUsage).
-void inplace_cast(const Context* ctx, void* data, int64_t count, DType from, DType to);
+FLUXCPP_API void inplace_cast(const Context* ctx, void* data, int64_t count, DType from, DType to);
 
 }  // namespace fluxcpp

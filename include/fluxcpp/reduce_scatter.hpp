@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -19,7 +20,7 @@ namespace detail {
 class ReduceScatterImpl;
 }
 
-class ReduceScatter {
+class FLUXCPP_API ReduceScatter {
  public:
   // Collective: every rank passes the same options, else every rank throws kInvalidArgument.
   ReduceScatter(const Context& ctx, const ReduceScatterOptions& options);

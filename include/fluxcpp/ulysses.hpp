@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -37,7 +38,7 @@ class GemmA2aTransposeImpl;
 class A2aTransposeGemmImpl;
 }  // namespace detail
 
-class GemmA2aTranspose {
+class FLUXCPP_API GemmA2aTranspose {
  public:
   // Collective: validates (same options on every rank) and allocates. Errors on every rank.
   GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options);
@@ -67,7 +68,7 @@ class GemmA2aTranspose {
   std::unique_ptr<detail::GemmA2aTransposeImpl> impl_;
 };
 
-class A2aTransposeGemm {
+class FLUXCPP_API A2aTransposeGemm {
  public:
   A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options);
   A2aTransposeGemm(A2aTransposeGemm&&) noexcept;

@@ -8,6 +8,7 @@
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/gemm_rs.hpp"
+#include "fluxcpp/grouped_gemm.hpp"
 #include "fluxcpp/moe_layout.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
 #include "fluxcpp/types.hpp"

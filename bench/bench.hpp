@@ -94,5 +94,7 @@ void bench_gemm_rs(Env& env);
 void bench_all_to_all_single(Env& env);
 void bench_a2a_gemm(Env& env);
 void bench_ulysses(Env& env);
+void bench_moe_layout(Env& env);
+void bench_grouped_gemm(Env& env);
 
 }  // namespace fluxcpp::bench

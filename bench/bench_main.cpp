@@ -24,6 +24,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"ag_gemm", bench_ag_gemm},   {"reduce_scatter", bench_reduce_scatter},
       {"gemm_rs", bench_gemm_rs},   {"all_to_all_single", bench_all_to_all_single},
       {"a2a_gemm", bench_a2a_gemm}, {"ulysses", bench_ulysses},
+      {"moe_layout", bench_moe_layout}, {"grouped_gemm", bench_grouped_gemm},
   };
   return e;
 }

@@ -5,14 +5,17 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
 #include "gemm_reference.hpp"
+#include "grouped_gemm_reference.hpp"
 #include "mpi_test.hpp"
 #include "ops/grouped_gemm.hpp"
 #include "test_data.hpp"
@@ -24,185 +27,6 @@ struct Shape {
   int64_t groups, n, k;
 };
 
-enum class Splits { kBalanced, kSkewed, kEmptyGroups, kOneGroup, kNone };
-
-const char* splits_name(Splits s) {
-  switch (s) {
-    case Splits::kBalanced: return "balanced";
-    case Splits::kSkewed: return "skewed";
-    case Splits::kEmptyGroups: return "empty_groups";
-    case Splits::kOneGroup: return "one_group";
-    case Splits::kNone: return "m0";
-  }
-  return "?";
-}
-
-// About `rows` rows over G groups. skewed: the middle group takes half of them; empty groups:
-// the first, the last and every third group get none; one group: the last group takes all.
-std::vector<int64_t> make_splits(Splits kind, int64_t G, int64_t rows, uint64_t seed) {
-  std::vector<int64_t> s(static_cast<std::size_t>(G), 0);
-  uint64_t x = seed;
-  switch (kind) {
-    case Splits::kBalanced:
-      for (int64_t g = 0; g < G; ++g) s[g] = rows / G + static_cast<int64_t>(splitmix(x) % 3);
-      break;
-    case Splits::kSkewed:
-      for (int64_t g = 0; g < G; ++g) s[g] = static_cast<int64_t>(splitmix(x) % (rows / G + 1));
-      s[G / 2] = rows / 2;
-      break;
-    case Splits::kEmptyGroups:
-      for (int64_t g = 0; g < G; ++g)
-        s[g] =
-            (g == 0 || g == G - 1 || g % 3 == 0) ? 0 : 1 + static_cast<int64_t>(splitmix(x) % 40);
-      break;
-    case Splits::kOneGroup: s[G - 1] = rows; break;
-    case Splits::kNone: break;
-  }
-  return s;
-}
-
-int64_t total(const std::vector<int64_t>& s) {
-  int64_t m = 0;
-  for (int64_t v : s) m += v;
-  return m;
-}
-
-// Multiples of 1/8 in [-1, 1]: exact in bf16, and every sum of products below is exact in f32.
-Bytes exact_tensor(DType t, std::size_t count, uint64_t seed) {
-  Bytes b(count * dtype_size(t));
-  uint64_t x = seed;
-  for (std::size_t i = 0; i < count; ++i) {
-    const double v = static_cast<double>(static_cast<int64_t>(splitmix(x) % 17) - 8) / 8.0;
-    switch (t) {
-      case DType::kFloat32: {
-        const auto f = static_cast<float>(v);
-        std::memcpy(b.data() + 4 * i, &f, 4);
-        break;
-      }
-      case DType::kFloat64: std::memcpy(b.data() + 8 * i, &v, 8); break;
-      case DType::kBFloat16: {
-        const uint16_t h = float_to_bf16(static_cast<float>(v));
-        std::memcpy(b.data() + 2 * i, &h, 2);
-        break;
-      }
-    }
-  }
-  return b;
-}
-
-// The tensors of one forward. scale empty: NULL.
-struct Data {
-  std::vector<int64_t> splits;
-  Bytes input, weight;
-  std::vector<float> scale;
-};
-
-// Per-group plain loops in double: value = s_g · Σ_c a[i][c]·W_g[j][c] and a tolerance from
-// gemm_tolerance with magnitude |s_g|·Σ|a||w| (exact data needs none: it is compared bitwise).
-Reference grouped_reference(const Problem& p, const Data& d) {
-  const int64_t n = p.n, k = p.k, m = total(d.splits);
-  Reference ref;
-  ref.value.assign(static_cast<std::size_t>(m * n), 0.0);
-  ref.tol.assign(ref.value.size(), 0.0);
-  int64_t row = 0;
-  for (std::size_t g = 0; g < d.splits.size(); ++g) {
-    const double s = d.scale.empty() ? 1.0 : d.scale[g];
-    const std::size_t w0 = g * static_cast<std::size_t>(n * k);
-    for (int64_t i = row; i < row + d.splits[g]; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0, mag = 0;
-        for (int64_t c = 0; c < k; ++c) {
-          const double a = load(d.input.data(), p.in, static_cast<std::size_t>(i * k + c));
-          const std::size_t wi =
-              w0 + static_cast<std::size_t>(p.transpose_weight ? c * n + j : j * k + c);
-          const double w = load(d.weight.data(), p.in, wi);
-          acc += a * w;
-          mag += std::fabs(a * w);
-        }
-        const std::size_t idx = static_cast<std::size_t>(i * n + j);
-        ref.value[idx] = s * acc;
-        ref.tol[idx] = gemm_tolerance(p.in, p.out, k, std::fabs(s) * mag, s * acc);
-      }
-    row += d.splits[g];
-  }
-  return ref;
-}
-
-// The reference rounded once to the output dtype (exact data: the value is exact in f32).
-Bytes rounded(const Reference& ref, DType out) {
-  Bytes b(ref.value.size() * dtype_size(out));
-  for (std::size_t i = 0; i < ref.value.size(); ++i) {
-    const double v = ref.value[i];
-    if (out == DType::kFloat64) {
-      std::memcpy(b.data() + 8 * i, &v, 8);
-    } else if (out == DType::kFloat32) {
-      const auto f = static_cast<float>(v);
-      std::memcpy(b.data() + 4 * i, &f, 4);
-    } else {
-      const uint16_t h = float_to_bf16(static_cast<float>(v));
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
-}
-
-GroupedGemmOptions options_for(const Problem& p, int64_t groups, int64_t max_m) {
-  GroupedGemmOptions o;
-  o.num_groups = groups;
-  o.max_m = max_m;
-  o.n = p.n;
-  o.k = p.k;
-  o.input_dtype = p.in;
-  o.output_dtype = p.out;
-  o.transpose_weight = p.transpose_weight;
-  return o;
-}
-
-const float* scale_or_null(const Data& d) {
-  return d.scale.empty() ? nullptr : d.scale.data();
-}
-
-// One forward checked against the reference (bitwise for exact data), and that nothing is
-// written beyond m rows.
-void check_forward(GroupedGemm& op, const Problem& p, const Data& d, bool exact,
-                   const std::string& what) {
-  const int64_t m = total(d.splits);
-  const std::size_t count = static_cast<std::size_t>(m * p.n), esz = dtype_size(p.out);
-  const Reference ref = grouped_reference(p, d);
-  Bytes out = poisoned_output(p.out, count);
-  try {
-    op.forward(d.input.data(), d.splits.data(), d.weight.data(), scale_or_null(d), out.data());
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": threw: " << e.what();
-    return;
-  }
-  if (exact)
-    expect_same_bits(rounded(ref, p.out), out, p.out, p.n, what);
-  else
-    expect_close(ref, out, p.out, m, p.n, what);
-  expect_untouched(out, count * esz, what);
-}
-
-Data make_data(const Problem& p, Splits kind, int64_t groups, bool exact, int scale_kind,
-               uint64_t seed) {
-  Data d;
-  d.splits = make_splits(kind, groups, 150, seed);
-  const int64_t m = total(d.splits);
-  const auto in_count = static_cast<std::size_t>(m * p.k);
-  const auto w_count = static_cast<std::size_t>(groups * p.n * p.k);
-  d.input =
-      exact ? exact_tensor(p.in, in_count, seed + 1) : random_tensor(p.in, in_count, seed + 1);
-  d.weight = exact ? exact_tensor(p.in, w_count, seed + 2) : random_tensor(p.in, w_count, seed + 2);
-  // scale_kind 0: NULL; 1: powers of two (exact); 2: arbitrary values in [0.5, 2).
-  uint64_t x = seed + 3;
-  for (int64_t g = 0; scale_kind != 0 && g < groups; ++g) {
-    const uint64_t r = splitmix(x);
-    d.scale.push_back(scale_kind == 1 ? std::ldexp(1.0f, static_cast<int>(r % 5) - 2)
-                                      : 0.5f + static_cast<float>(r % 1000) / 666.0f);
-  }
-  return d;
-}
-
 class GroupedGemmTest : public MpiTest,
                         public ::testing::WithParamInterface<std::pair<DType, DType>> {};
 
@@ -212,8 +36,8 @@ class GroupedGemmTest : public MpiTest,
 TEST_P(GroupedGemmTest, MatchesPerGroupLoops) {
   const auto [in, out] = GetParam();
   const Shape shapes[] = {{8, 200, 40}, {5, 40, 100}, {3, 130, 7}};
-  const Splits kinds[] = {Splits::kBalanced, Splits::kSkewed, Splits::kEmptyGroups,
-                          Splits::kOneGroup, Splits::kNone};
+  const SplitKind kinds[] = {SplitKind::kBalanced, SplitKind::kSkewed, SplitKind::kEmptyGroups,
+                             SplitKind::kOneGroup, SplitKind::kNone};
   uint64_t seed = seed_of(world_rank(), 0, 0);
   for (int threads : {1, 3}) {
     ContextOptions co = test_options();
@@ -222,20 +46,21 @@ TEST_P(GroupedGemmTest, MatchesPerGroupLoops) {
     for (const Shape& sh : shapes)
       for (bool trans : {false, true}) {
         const Problem p{in, out, sh.n, sh.k, trans};
-        GroupedGemm op(ctx, options_for(p, sh.groups, 400));
-        for (Splits kind : kinds)
+        GroupedGemm op(ctx, grouped_options(p, sh.groups, 400));
+        for (SplitKind kind : kinds)
           for (int variant = 0; variant < 3; ++variant) {
             const bool exact = variant < 2;  // 0: exact, NULL scale; 1: exact, 2^i scales
             const int scale_kind = variant;  // 2: random data, arbitrary scales
-            const Data d = make_data(p, kind, sh.groups, exact, scale_kind, seed += 10);
-            const std::string what = describe(p) + " G=" + std::to_string(sh.groups) + " " +
-                                     splits_name(kind) + " m=" + std::to_string(total(d.splits)) +
-                                     (exact ? " exact" : " random") +
-                                     (scale_kind == 0   ? " scale=NULL"
-                                      : scale_kind == 1 ? " scale=2^i"
-                                                        : " scale=any") +
-                                     " threads=" + std::to_string(threads);
-            check_forward(op, p, d, exact, what);
+            const GroupedData d =
+                make_grouped_data(p, kind, sh.groups, exact, scale_kind, seed += 10);
+            const std::string what =
+                describe(p) + " G=" + std::to_string(sh.groups) + " " + split_kind_name(kind) +
+                " m=" + std::to_string(total_rows(d.splits)) + (exact ? " exact" : " random") +
+                (scale_kind == 0   ? " scale=NULL"
+                 : scale_kind == 1 ? " scale=2^i"
+                                   : " scale=any") +
+                " threads=" + std::to_string(threads);
+            check_grouped_forward(op, p, d, exact, what);
             if (HasFailure()) return;
           }
       }
@@ -278,7 +103,7 @@ TEST_F(GroupedGemmErrors, BadArgumentsLeaveOpUsable) {
   Context ctx(MPI_COMM_WORLD, test_options());
   const Problem p{DType::kFloat32, DType::kFloat32, 24, 8, false};
   auto create = [&](GroupedGemmOptions o) { return [&ctx, o] { GroupedGemm op(ctx, o); }; };
-  GroupedGemmOptions o = options_for(p, 6, 4096);
+  GroupedGemmOptions o = grouped_options(p, 6, 4096);
   GroupedGemmOptions bad = o;
   bad.output_dtype = DType::kBFloat16;
   expect_error(create(bad), Errc::kInvalidArgument, {"grouped_gemm", "(f32, bf16)"}, "f32->bf16");
@@ -307,8 +132,9 @@ TEST_F(GroupedGemmErrors, BadArgumentsLeaveOpUsable) {
   expect_error(create(bad), Errc::kInvalidArgument, {"grouped_gemm", "too large"}, "huge");
 
   GroupedGemm op(ctx, o);
-  const Data d = make_data(p, Splits::kSkewed, 6, /*exact=*/true, 1, seed_of(world_rank(), 1, 0));
-  const int64_t m = total(d.splits);
+  const GroupedData d =
+      make_grouped_data(p, SplitKind::kSkewed, 6, /*exact=*/true, 1, seed_of(world_rank(), 1, 0));
+  const int64_t m = total_rows(d.splits);
   const std::size_t count = static_cast<std::size_t>(m * p.n);
   Bytes out = poisoned_output(p.out, count);
   auto fwd = [&](const void* in, const int64_t* splits, const void* w, void* o2) {
@@ -340,7 +166,7 @@ TEST_F(GroupedGemmErrors, BadArgumentsLeaveOpUsable) {
   const std::vector<int64_t> zeros(6, 0);
   EXPECT_NO_THROW(op.forward(nullptr, zeros.data(), nullptr, nullptr, nullptr));
   // Still usable.
-  check_forward(op, p, d, /*exact=*/true, "forward after errors");
+  check_grouped_forward(op, p, d, /*exact=*/true, "forward after errors");
 }
 
 class GroupedGemmRuntime : public MpiTest {};
@@ -352,19 +178,59 @@ TEST_F(GroupedGemmRuntime, RestoresBlasThreadsAndOutlivesContext) {
   co.compute_threads = 2;
   Context ctx(MPI_COMM_WORLD, co);
   const Problem p{DType::kBFloat16, DType::kFloat32, 160, 24, true};
-  GroupedGemm op(ctx, options_for(p, 4, 300));
+  GroupedGemm op(ctx, grouped_options(p, 4, 300));
   EXPECT_EQ(op.options().num_groups, 4);
   EXPECT_EQ(op.options().max_m, 300);
-  const Data d = make_data(p, Splits::kBalanced, 4, /*exact=*/true, 1, seed_of(world_rank(), 2, 0));
+  const GroupedData d =
+      make_grouped_data(p, SplitKind::kBalanced, 4, /*exact=*/true, 1, seed_of(world_rank(), 2, 0));
   const int saved = openblas_get_num_threads();
   openblas_set_num_threads(2);
-  check_forward(op, p, d, true, "with 2 OpenBLAS threads set");
+  check_grouped_forward(op, p, d, true, "with 2 OpenBLAS threads set");
   EXPECT_EQ(openblas_get_num_threads(), 2) << "rank " << world_rank();
   openblas_set_num_threads(saved);
   ctx.close();
-  check_forward(op, p, d, true, "after the context was closed");
-  expect_error([&] { GroupedGemm late(ctx, options_for(p, 4, 300)); }, Errc::kInvalidUsage,
+  check_grouped_forward(op, p, d, true, "after the context was closed");
+  expect_error([&] { GroupedGemm late(ctx, grouped_options(p, 4, 300)); }, Errc::kInvalidUsage,
                {"grouped_gemm", "closed"}, "create on a closed context");
+}
+
+// An op is used by one thread at a time: a thread entering a forward while another runs one gets
+// kInvalidUsage and the running forward goes on. Two threads call forward back to back until one
+// of them has been turned away; every call that was let in must still be right.
+TEST_F(GroupedGemmRuntime, SecondThreadGetsInvalidUsage) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const Problem p{DType::kFloat32, DType::kFloat32, 256, 256, false};
+  const int64_t G = 4;
+  GroupedGemm op(ctx, grouped_options(p, G, 600));
+  GroupedData d =
+      make_grouped_data(p, SplitKind::kBalanced, G, /*exact=*/true, 0, seed_of(world_rank(), 3, 0));
+  d.splits.assign(G, 128);
+  d.input = exact_tensor(p.in, static_cast<std::size_t>(512 * p.k), seed_of(world_rank(), 3, 1));
+  const Bytes want = [&] {
+    Bytes out = poisoned_output(p.out, static_cast<std::size_t>(512 * p.n));
+    op.forward(d.input.data(), d.splits.data(), d.weight.data(), nullptr, out.data());
+    return out;
+  }();
+  std::atomic<int> turned_away{0}, wrong{0}, other{0};
+  auto hammer = [&] {
+    Bytes out = poisoned_output(p.out, static_cast<std::size_t>(512 * p.n));
+    for (int i = 0; i < 400 && turned_away.load() == 0; ++i) {
+      try {
+        op.forward(d.input.data(), d.splits.data(), d.weight.data(), nullptr, out.data());
+        if (out != want) ++wrong;
+      } catch (const Error& e) {
+        const bool usage = e.code() == Errc::kInvalidUsage &&
+                           std::string(e.what()).find("grouped_gemm") != std::string::npos;
+        ++(usage ? turned_away : other);
+      }
+    }
+  };
+  std::thread second(hammer);
+  hammer();
+  second.join();
+  EXPECT_GE(turned_away.load(), 1) << "rank " << world_rank() << ": no call was turned away";
+  EXPECT_EQ(wrong.load(), 0) << "rank " << world_rank();
+  EXPECT_EQ(other.load(), 0) << "rank " << world_rank();
 }
 
 }  // namespace

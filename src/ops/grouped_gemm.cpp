@@ -156,14 +156,16 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
   auto* out = static_cast<char*>(output);
 
   // Part 0 runs on the calling thread, part p on compute worker p (as ops::parallel_gemm).
+  // Tasks already queued reference `parts`, so they are waited for whatever fails.
   std::vector<uint64_t> tickets;
-  for (std::size_t p = 1; p < parts.size(); ++p)
-    tickets.push_back(
-        c.compute_worker(static_cast<int>(p)).enqueue([this, &parts, p, in, wt, scale, out] {
-          run_part(parts[p], weights_[p], in, wt, scale, out);
-        }));
+  tickets.reserve(parts.size());
   std::exception_ptr failed;
   try {
+    for (std::size_t p = 1; p < parts.size(); ++p)
+      tickets.push_back(
+          c.compute_worker(static_cast<int>(p)).enqueue([this, &parts, p, in, wt, scale, out] {
+            run_part(parts[p], weights_[p], in, wt, scale, out);
+          }));
     run_part(parts[0], weights_[0], in, wt, scale, out);
   } catch (...) {
     failed = std::current_exception();

@@ -95,5 +95,7 @@ void bench_all_to_all_single(Env& env);
 void bench_a2a_gemm(Env& env);
 void bench_ulysses(Env& env);
 void bench_inplace_cast(Env& env);
+void bench_moe_layout(Env& env);
+void bench_grouped_gemm(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -25,6 +25,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"gemm_rs", bench_gemm_rs},   {"all_to_all_single", bench_all_to_all_single},
       {"a2a_gemm", bench_a2a_gemm}, {"ulysses", bench_ulysses},
       {"inplace_cast", bench_inplace_cast},
+      {"moe_layout", bench_moe_layout}, {"grouped_gemm", bench_grouped_gemm},
   };
   return e;
 }

@@ -219,7 +219,47 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_tran
  * count < 0 or too large for int64 byte counts, data NULL with count > 0.
  * FLUXCPP_ERROR_INVALID_USAGE: a closed context. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
-                                      fluxcpp_dtype_t from, fluxcpp_dtype_t to);
+                                                  fluxcpp_dtype_t from, fluxcpp_dtype_t to);
+
+/* ---- moe_layout (FLUX calc_scatter_index_stable, DeepEP get_dispatch_layout) --------------- */
+/* A plain function: no context, no communication, thread-safe; equal inputs give bitwise-equal
+ * outputs. topk_ids [T, K] int32 (T = num_tokens, K = topk), each id in [0, E) or -1 (an
+ * unrouted slot); E = num_experts, E % num_ranks == 0, L = E/num_ranks; T*K <= INT32_MAX.
+ * The expert-major layout sorts the routed slots by (expert, t, k): slot (t, k) with id e sits
+ * at row P[e] + #{slots (t', k') with id e, t'*K + k' < t*K + k}, P[e] = sum of counts[e' < e],
+ * M = P[E]. Outputs (all but expert_counts may be NULL): expert_counts [E]; rank_rows
+ * [num_ranks] = sum of counts[q*L + l]; rank_tokens [num_ranks] = tokens with at least one slot
+ * owned by q; scatter_index [T, K] = each slot's row, or -1; gather_index [T*K] with
+ * gather_index[scatter_index[t][k]] = t; topk_index [T*K] with topk_index[scatter_index[t][k]] =
+ * k; entries j >= M of the last two are -1. On an invalid argument nothing is written. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_layout(const int32_t* topk_ids, int64_t num_tokens,
+                                                int64_t topk, int64_t num_experts,
+                                                int64_t num_ranks, int64_t* expert_counts,
+                                                int64_t* rank_rows, int64_t* rank_tokens,
+                                                int32_t* scatter_index, int32_t* gather_index,
+                                                int32_t* topk_index);
+
+/* ---- grouped_gemm (FLUX GemmGroupedV3; local, not collective) ------------------------------ */
+typedef struct fluxcpp_grouped_gemm_s* fluxcpp_grouped_gemm_t;
+/* Local: only the calling rank is involved (ctx supplies the compute threads; errors are local).
+ * num_groups G >= 1. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_create(fluxcpp_context_t ctx, int64_t num_groups,
+                                                         int64_t max_m, int64_t n, int64_t k,
+                                                         fluxcpp_dtype_t input_dtype,
+                                                         fluxcpp_dtype_t output_dtype,
+                                                         int transpose_weight,
+                                                         fluxcpp_grouped_gemm_t* op);
+/* Local, blocking. splits [G] >= 0, m = sum of splits <= max_m, P[g] = sum of splits[g' < g];
+ * input [m, k]; weight [G, n, k] (group g at g*n*k; [G, k, n] when transposed); scale [G] f32 or
+ * NULL. output [m, n]: for P[g] <= i < P[g+1], output[i][j] = round(s_g * sum_c
+ * input[i][c]*W_g[j][c]), accumulated in f32 (f64 for f64) and rounded once to the output dtype.
+ * Empty groups allowed (their weights are not read); m == 0 is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_forward(fluxcpp_grouped_gemm_t op,
+                                                          const void* input, const int64_t* splits,
+                                                          const void* weight, const float* scale,
+                                                          void* output);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_destroy(fluxcpp_grouped_gemm_t op);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,18 +38,18 @@ void check_blas_dim(int64_t v, const char* what) {
   }
 }
 
-void blas_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void blas_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
 }
 
-void blas_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+void blas_gemm(bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
 }
@@ -74,13 +75,13 @@ void add_rows(T* c, int64_t ldc, int64_t rows, int64_t cols, const T* bias) {
   }
 }
 
-// c[0:rows, 0:cols] (=|+=) a · op(B)[:, n0:n0+cols] + bias, everything already in T.
+// c[0:rows, 0:cols] (=|+=) scale · a · op(B)[:, n0:n0+cols] + bias, everything already in T.
 // `bias` is offset to column n0. Bias goes in before the product: seeding C and running BLAS
 // with beta = 1 costs the same as the zeroing pass BLAS does itself for beta = 0, whereas adding
 // the bias afterwards would be an extra pass over C.
 template <class T>
 void tile_compute(const GemmWeight& w, const T* a, int64_t lda, int64_t rows, int64_t n0,
-                  int64_t cols, T* c, int64_t ldc, const T* bias, bool accumulate) {
+                  int64_t cols, T* c, int64_t ldc, const T* bias, bool accumulate, T scale) {
   const int64_t k = w.k();
   if (accumulate) {
     if (bias != nullptr) add_rows(c, ldc, rows, cols, bias);
@@ -92,7 +93,7 @@ void tile_compute(const GemmWeight& w, const T* a, int64_t lda, int64_t rows, in
   const T* b = static_cast<const T*>(w.data());
   // Not transposed: B is [n, k], columns n0.. of op(B) are rows n0.. of B.
   const T* b_tile = w.transposed() ? b + n0 : b + n0 * w.ld();
-  blas_gemm(!w.transposed(), rows, cols, k, a, lda, b_tile, w.ld(), beta, c, ldc);
+  blas_gemm(!w.transposed(), rows, cols, k, scale, a, lda, b_tile, w.ld(), beta, c, ldc);
 }
 
 bool dtype_pair_ok(DType in, DType out) {
@@ -180,10 +181,12 @@ void gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, in
   if (in == DType::kFloat64) {
     const auto* bias = static_cast<const double*>(out.bias);
     tile_compute(w, static_cast<const double*>(a), lda, rows, n0, cols, static_cast<double*>(out.c),
-                 out.ldc, bias ? bias + n0 : nullptr, out.accumulate);
+                 out.ldc, bias ? bias + n0 : nullptr, out.accumulate, out.scale);
     return;
   }
 
+  // An f32 scale for f32 accumulation (exact for the f32 scales of the ops).
+  const auto scale32 = static_cast<float>(out.scale);
   const float* a32 = static_cast<const float*>(a);
   int64_t lda32 = lda;
   if (in == DType::kBFloat16 && k > 0) {
@@ -197,7 +200,7 @@ void gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, in
   if (out.dtype == DType::kFloat32) {
     const auto* bias = static_cast<const float*>(out.bias);
     tile_compute(w, a32, lda32, rows, n0, cols, static_cast<float*>(out.c), out.ldc,
-                 bias ? bias + n0 : nullptr, out.accumulate);
+                 bias ? bias + n0 : nullptr, out.accumulate, scale32);
     return;
   }
 
@@ -209,7 +212,7 @@ void gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t rows, in
   }
   // A widened bias is already the seed, so the product is accumulated onto it.
   tile_compute(w, a32, lda32, rows, n0, cols, c32, cols, static_cast<const float*>(nullptr),
-               /*accumulate=*/bias16 != nullptr);
+               /*accumulate=*/bias16 != nullptr, scale32);
   auto* c16 = static_cast<uint16_t*>(out.c);
   for (int64_t r = 0; r < rows; ++r) f32_to_bf16(c32 + r * cols, c16 + r * out.ldc, cols);
 }

@@ -47,9 +47,12 @@ struct GemmOut {
   DType dtype = DType::kFloat32;  // f32, f64 or bf16 (bf16 only with bf16 input)
   const void* bias = nullptr;     // [n] in `dtype`, indexed by absolute column; may be null
   bool accumulate = false;        // C += result (f32/f64 outputs only); otherwise C = result
+  // Multiplies the product (not the bias) in the accumulation type, before the one rounding to
+  // `dtype`: BLAS's alpha. 1 leaves the product as it is.
+  double scale = 1.0;
 };
 
-// C[0:rows, n0:n1] = A[0:rows, 0:k] · op(B)[:, n0:n1] (+ bias[n0:n1]).
+// C[0:rows, n0:n1] = scale · A[0:rows, 0:k] · op(B)[:, n0:n1] (+ bias[n0:n1]).
 // A is in `a_dtype` (must equal w.input_dtype()) with leading dimension lda (elements).
 // bf16 A is widened to f32 in thread-local scratch; bf16 output is computed in f32 and rounded
 // once (round to nearest even). f32 inputs accumulate in f32, f64 in f64. rows == 0 or n0 == n1

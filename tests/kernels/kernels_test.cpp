@@ -117,6 +117,7 @@ struct GemmCase {
   bool accumulate = false;
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
   int64_t block_rows = -1;  // >= 0: run gemm_rows (whole width) instead of gemm_tile
+  double scale = 1.0;       // GemmOut::scale: multiplies the product, not the bias
   uint64_t seed = 1;
 
   std::string describe() const {
@@ -124,7 +125,7 @@ struct GemmCase {
     os << dtype_name(in) << "->" << dtype_name(out) << " rows=" << rows << " n=" << n << " k=" << k
        << " tile=[" << n0 << "," << (n1 < 0 ? n : n1) << ")" << (transposed ? " B[k,n]" : " B[n,k]")
        << (bias ? " +bias" : "") << (accumulate ? " accumulate" : "") << " pads(a,b,c)=" << lda_pad
-       << "," << ldb_pad << "," << ldc_pad << " block_rows=" << block_rows;
+       << "," << ldb_pad << "," << ldc_pad << " block_rows=" << block_rows << " scale=" << scale;
     return os.str();
   }
 };
@@ -184,6 +185,7 @@ double gemm_tolerance(DType in, DType out, int64_t k, double abs_sum, double ref
   out.dtype = tc.out;
   out.bias = tc.bias ? bias.data() : nullptr;
   out.accumulate = tc.accumulate;
+  out.scale = tc.scale;
   if (tc.block_rows >= 0) {
     gemm_rows(w, a.data(), lda, tc.rows, out, tc.block_rows);
   } else {
@@ -213,8 +215,9 @@ double gemm_tolerance(DType in, DType out, int64_t k, double abs_sum, double ref
         part[p % 4] += t;
         abs_part[p % 4] += std::fabs(t);
       }
-      double ref = (part[0] + part[1]) + (part[2] + part[3]);
-      double abs_sum = (abs_part[0] + abs_part[1]) + (abs_part[2] + abs_part[3]);
+      double ref = tc.scale * ((part[0] + part[1]) + (part[2] + part[3]));
+      double abs_sum =
+          std::fabs(tc.scale) * ((abs_part[0] + abs_part[1]) + (abs_part[2] + abs_part[3]));
       if (tc.bias) {
         ref += bias.get(j);
         abs_sum += std::fabs(bias.get(j));
@@ -303,6 +306,12 @@ TEST_P(GemmSweep, SmallShapes) {
         tc.ldc_pad = 5;
         tc.seed = ++seed;
         EXPECT_TRUE(run_gemm_case(tc));
+
+        // A scale that is not a power of two, on the same padded tile.
+        tc.scale = -0.7;
+        tc.seed = ++seed;
+        EXPECT_TRUE(run_gemm_case(tc));
+        tc.scale = 1.0;
       }
     }
   }
@@ -331,6 +340,34 @@ TEST_P(GemmSweep, LargeShape) {
   tc.ldb_pad = 16;
   tc.seed = 7;
   EXPECT_TRUE(run_gemm_case(tc));
+
+  tc.scale = 1.3;
+  tc.seed = 8;
+  EXPECT_TRUE(run_gemm_case(tc));
+}
+
+// A power-of-two scale on exactly representable products is exact: bitwise equal to the
+// unscaled result times the scale (bias added unscaled).
+TEST(Gemm, ScaleIsExactForPowersOfTwo) {
+  const int64_t rows = 5, n = 7, k = 9;
+  std::vector<float> a(rows * k), b(n * k), bias(n), c1(rows * n), c2(rows * n);
+  for (int64_t i = 0; i < rows * k; ++i) a[i] = static_cast<float>(i % 7 - 3) / 8.0f;
+  for (int64_t i = 0; i < n * k; ++i) b[i] = static_cast<float>(i % 5 - 2) / 4.0f;
+  for (int64_t j = 0; j < n; ++j) bias[j] = static_cast<float>(j) - 3.0f;
+  GemmWeight w;
+  w.prepare(DType::kFloat32, b.data(), n, k, false);
+  GemmOut out;
+  out.c = c1.data();
+  out.ldc = n;
+  gemm_tile(w, a.data(), k, rows, 0, n, out);
+  out.c = c2.data();
+  out.scale = 0.25;
+  out.bias = bias.data();
+  gemm_tile(w, a.data(), k, rows, 0, n, out);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(bits_of(c2[i * n + j]), bits_of(0.25f * c1[i * n + j] + bias[j]))
+          << "C(" << i << "," << j << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GemmSweep, ::testing::ValuesIn(sweep_configs()), sweep_name);

@@ -28,6 +28,7 @@ struct Settings {
   double min_batch_ms = 2.0;  // iterations per sample grow until a batch takes this long
   bool quick = false;         // fewer shapes and samples
   bool full = false;          // also the heaviest shapes
+  bool link = false;          // the shapes meant for hosts joined by a shaped link (bench_link.sh)
 };
 
 class Env {
@@ -75,12 +76,27 @@ void collective_row(Env& env, const char* op, const char* row_name, int64_t m, i
                     std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
                     bool bytes_is_total = false);
 
-// A fused GEMM op: times of {fused, unfused, gemm-only, comm-only, the MPI collective alone},
-// with the derived speedup, overlap efficiency and limit ratio. `mpi` names the collective
-// ("AG", "RS", "A2A") in the table and JSON.
-void fused_header(Env& env, const std::string& title, const char* mpi);
-void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, int64_t k, DType in,
-               DType out, const std::vector<Stats>& t, long wrong);
+// One row of a fused op's table.
+struct FusedCase {
+  const char* op;
+  int64_t m, n, k;
+  DType in, out;
+  bool zero_copy = false;  // the op read its input from its zero-copy input buffer
+};
+// A fused GEMM op against its parts. `t` holds, in this order: fused, unfused (the MPI collective
+// plus the GEMM and any layout copies), gemm-only and comm-only (the op's own paths), GEMM (one
+// BLAS call over the rank's whole GEMM) and `move` (MPI moving the bytes the op moves, e.g.
+// MPI_Allgather, MPI_Alltoall). Derived, as the link probe defines them: speedup = unfused /
+// fused; hidden = (GEMM + move - fused) / min(GEMM, move), "–" when move < 5 % of GEMM;
+// limit = fused / max(GEMM, move). `move` names that column.
+void fused_header(Env& env, const std::string& title, const char* move);
+void fused_row(Env& env, const FusedCase& c, const std::vector<Stats>& t, long wrong);
+
+// MPI moving exactly the bytes an exchange moves between ranks (no copy of a rank's own block):
+// `send_block` bytes from each rank to every other rank, at send + t * send_stride (stride 0: the
+// same block to everyone, as an all-gather), received at recv + s * block. The `move` reference
+// of the fused tables; with two ranks it is an MPI_Sendrecv of one block.
+void mpi_move(Env& env, const void* send, std::size_t send_stride, void* recv, std::size_t block);
 
 using Entry = std::function<void(Env&)>;
 // Every entry, in the order they run: name -> function.
@@ -94,6 +110,7 @@ void bench_gemm_rs(Env& env);
 void bench_all_to_all_single(Env& env);
 void bench_a2a_gemm(Env& env);
 void bench_ulysses(Env& env);
+void bench_link_probe(Env& env);
 void bench_inplace_cast(Env& env);
 void bench_moe_layout(Env& env);
 void bench_grouped_gemm(Env& env);

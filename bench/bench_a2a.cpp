@@ -79,13 +79,18 @@ void bench_a2a_gemm(Env& env) {
                fmt::format("a2a_gemm: AllToAll + GEMM, {} ranks on {} host(s); M rows per rank "
                            "(M/W to each peer), N columns, K = row length",
                            W, env.ctx().num_nodes()),
-               "A2A");
+               "move");
   for (DType d : {DType::kFloat32, DType::kBFloat16})
     for (int64_t m : {1024, 4096})
       for (int64_t k : {1024, 4096})
-        for (int64_t n : {128, 1024}) {
+        for (int64_t n : {128, 256, 1024}) {
           if (too_heavy(env, m, n, k)) continue;
-          if (env.settings().quick && (m != 1024 || k != 1024)) continue;
+          // Link mode: the shapes whose exchange is at least 30 % of the GEMM at 10 Gbit/s.
+          if (env.settings().link != (m == 4096 && k == 1024 && n <= 256)) continue;
+          if (!env.settings().link && n == 256) continue;
+          if (env.settings().quick && !env.settings().link && (m != 1024 || k != 1024)) continue;
+          if (env.settings().quick && env.settings().link && (n != 256 || d != DType::kFloat32))
+            continue;
           const DType out_t = DType::kFloat32;
           const std::size_t esz = dtype_size(d);
           A2aGemm op(env.ctx(), {m, n, k, d, out_t, false});
@@ -100,27 +105,38 @@ void bench_a2a_gemm(Env& env) {
           go.dtype = out_t;
           go.bias = bias.data();
           const int blk = static_cast<int>(m / W * k * esz);
-          auto unfused = [&] {
+          auto exchange = [&] {
             MPI_Alltoall(input.data(), blk, MPI_BYTE, a2a.data(), blk, MPI_BYTE, MPI_COMM_WORLD);
+          };
+          auto move = [&] {
+            mpi_move(env, input.data(), static_cast<std::size_t>(blk), scratch.data(),
+                     static_cast<std::size_t>(blk));
+          };
+          auto gemm = [&] {
             w.prepare(d, weight.data(), n, k, false);
             kernels::gemm_rows(w, a2a.data(), k, m, go);
           };
-          const std::vector<Stats> t = env.time_all({
-              [&] { op.forward(input.data(), m, weight.data(), bias.data(), out.data()); },
-              unfused,
-              [&] {
-                op.forward_gemm_only(input.data(), m, weight.data(), bias.data(), out.data());
-              },
-              [&] { op.forward_comm_only(input.data(), m, scratch.data()); },
-              [&] {
-                MPI_Alltoall(input.data(), blk, MPI_BYTE, scratch.data(), blk, MPI_BYTE,
-                             MPI_COMM_WORLD);
-              },
-          });
-          op.forward(input.data(), m, weight.data(), bias.data(), out.data());
-          unfused();
-          fused_row(env, "a2a_gemm", "A2A", m, n, k, d, out_t, t,
-                    count_wrong(out_t, out, ref, m * n, 1e-5 * k));
+          // The producer of the input writes it straight into the buffer (here: once, up front).
+          std::memcpy(op.input_buffer(), input.data(), input.size());
+          for (bool zero_copy : {false, true}) {
+            auto in = [&] { return zero_copy ? op.input_buffer() : input.data(); };
+            const std::vector<Stats> t = env.time_all({
+                [&] { op.forward(in(), m, weight.data(), bias.data(), out.data()); },
+                [&] {
+                  exchange();
+                  gemm();
+                },
+                [&] { op.forward_gemm_only(in(), m, weight.data(), bias.data(), out.data()); },
+                [&] { op.forward_comm_only(in(), m, scratch.data()); },
+                gemm,
+                move,
+            });
+            op.forward(in(), m, weight.data(), bias.data(), out.data());
+            exchange();
+            gemm();
+            fused_row(env, {"a2a_gemm", m, n, k, d, out_t, zero_copy}, t,
+                      count_wrong(out_t, out, ref, m * n, 1e-5 * k));
+          }
         }
 }
 
@@ -134,6 +150,8 @@ void bench_ulysses(Env& env) {
   std::vector<Shape> shapes = {{1024, 1024, 64},   {4096, 1024, 64},  {1024, 1024, 1024},
                                {4096, 1024, 1024}, {256, 4096, 4096}, {1024, 4096, 4096},
                                {4096, 4096, 4096}};
+  // Link mode: exchanges of 4-8 MiB per rank behind a GEMM 1-3x their link time at 10 Gbit/s.
+  if (env.settings().link) shapes = {{4096, 1024, 256}, {8192, 1024, 128}};
   const DType out_t = DType::kFloat32;
   for (int which = 0; which < 2; ++which) {
     const bool before = which == 0;
@@ -145,14 +163,15 @@ void bench_ulysses(Env& env) {
                                       "{} host(s): M = seq (bs 1), N = out features, K = "
                                       "nheads*128",
                                       W, env.ctx().num_nodes()),
-                 "A2A");
+                 "move");
     for (DType d : {DType::kFloat32, DType::kBFloat16})
       for (const Shape& s : shapes) {
+        if (env.settings().link && env.settings().quick && d != DType::kFloat32) continue;
         const int64_t nheads = s.D / hd, rows = s.seq / W;
         if (nheads % W != 0) continue;
         const int64_t gn = before ? s.D : s.other, gk = before ? s.other : s.D;
         if (too_heavy(env, rows, gn, gk)) continue;
-        if (env.settings().quick && s.seq != 1024) continue;
+        if (env.settings().quick && !env.settings().link && s.seq != 1024) continue;
         const int64_t hl = nheads / W, C = hl * hd;
         const std::size_t esz = dtype_size(d);
         // The unfused path's exchanged dtype: y in the output dtype before, the input after.
@@ -174,7 +193,7 @@ void bench_ulysses(Env& env) {
                        static_cast<int>(blk), MPI_BYTE, MPI_COMM_WORLD);
         };
         const std::size_t run = hd * xsz;
-        std::function<void()> fused, unfused, gemm_only, comm_only;
+        std::function<void()> fused, unfused, gemm_only, comm_only, gemm;
         std::unique_ptr<GemmA2aTranspose> gat;
         std::unique_ptr<A2aTransposeGemm> atg;
         if (before) {
@@ -187,10 +206,13 @@ void bench_ulysses(Env& env) {
             gat->forward_gemm_only(input.data(), 1, s.seq, weight.data(), bias.data());
           };
           comm_only = [&] { gat->forward_comm_only(1, s.seq, out.data()); };
-          unfused = [&] {
+          gemm = [&] {
             w.prepare(d, weight.data(), gn, gk, false);
             go.c = y.data();
             kernels::gemm_rows(w, input.data(), gk, rows, go);
+          };
+          unfused = [&] {
+            gemm();
             for (int t = 0; t < W; ++t)  // column group t, densely, for rank t
               for (int64_t i = 0; i < rows; ++i)
                 std::memcpy(&send[t * blk + i * blk_row], &y[(i * s.D + t * C) * xsz], blk_row);
@@ -221,16 +243,22 @@ void bench_ulysses(Env& env) {
             for (int src = 0; src < W; ++src)
               for (int64_t i = 0; i < rows; ++i)
                 std::memcpy(&y[(i * s.D + src * C) * xsz], &recv[src * blk + i * blk_row], blk_row);
+            gemm();
+          };
+          gemm = [&] {
             w.prepare(d, weight.data(), gn, gk, false);
             go.c = ref.data();
             kernels::gemm_rows(w, y.data(), gk, rows, go);
           };
         }
-        const std::vector<Stats> t = env.time_all({fused, unfused, gemm_only, comm_only, mpi});
+        auto move = [&] { mpi_move(env, send.data(), blk, recv.data(), blk); };
+        const std::vector<Stats> t =
+            env.time_all({fused, unfused, gemm_only, comm_only, gemm, move});
         fused();
         unfused();
-        fused_row(env, before ? "gemm_a2a_transpose" : "a2a_transpose_gemm", "A2A", s.seq, gn, gk,
-                  d, out_t, t, count_wrong(out_t, out, ref, out_elems, 1e-5 * gk));
+        fused_row(env,
+                  {before ? "gemm_a2a_transpose" : "a2a_transpose_gemm", s.seq, gn, gk, d, out_t},
+                  t, count_wrong(out_t, out, ref, out_elems, 1e-5 * gk));
       }
   }
 }

@@ -1,5 +1,6 @@
 // GemmRS vs the unfused path (one GEMM + MPI_Reduce_scatter_block), plus its gemm-only and
-// comm-only paths, from compute-bound to communication-bound shapes.
+// comm-only paths, from compute-bound to communication-bound shapes. The `move` reference moves
+// the partial blocks between ranks: the bytes a reduce-scatter moves, without its sums.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -18,10 +19,20 @@ void bench_gemm_rs(Env& env) {
     DType dtype;
   };
   std::vector<Shape> shapes;
+  if (env.settings().link) {
+    // Link time at least 30 % of the GEMM's at 10 Gbit/s; the first moves the link probe's bytes
+    // behind the same flops.
+    shapes.push_back({2048, 2048, 256, DType::kFloat32});
+    if (!env.settings().quick) {
+      shapes.push_back({4096, 1024, 256, DType::kFloat32});
+      shapes.push_back({2048, 2048, 256, DType::kBFloat16});
+    }
+  }
   for (DType d : {DType::kFloat32, DType::kBFloat16})
     for (int64_t m : {256, 1024, 4096})
       for (int64_t n : {256, 1024, 4096})
         for (int64_t k : {64, 256, 1024}) {
+          if (env.settings().link) continue;
           if (env.settings().quick && (m != 1024 || k != 256)) continue;
           if (!env.settings().full && 2.0 * m * n * k > 4.5e9) continue;
           shapes.push_back({m, n, k, d});
@@ -30,7 +41,7 @@ void bench_gemm_rs(Env& env) {
                fmt::format("gemm_rs: GEMM + ReduceScatter, {} ranks on {} host(s); M total rows, "
                            "K per rank, f32 output",
                            W, env.ctx().num_nodes()),
-               "RS");
+               "move");
   for (const Shape& s : shapes) {
     const int64_t rows = s.m / W;
     GemmRsOptions o;
@@ -43,14 +54,21 @@ void bench_gemm_rs(Env& env) {
     auto input = random_values(s.dtype, s.m * s.k, 23 + env.rank());
     auto weight = random_values(s.dtype, s.n * s.k, 57 + env.rank());
     auto bias = random_values(DType::kFloat32, s.n, 3);
-    std::vector<float> out(rows * s.n), ref(rows * s.n), partial(s.m * s.n);
+    std::vector<float> out(rows * s.n), ref(rows * s.n), partial(s.m * s.n), moved(s.m * s.n);
     kernels::GemmWeight w;
     kernels::GemmOut go;
     go.c = partial.data();
     go.ldc = s.n;
-    auto unfused = [&] {
+    auto gemm = [&] {
       w.prepare(s.dtype, weight.data(), s.n, s.k, false);
       kernels::gemm_rows(w, input.data(), s.k, s.m, go);
+    };
+    // The bytes a reduce-scatter moves (each rank's partial of every other rank's block), without
+    // the reduction.
+    const std::size_t part = static_cast<std::size_t>(rows * s.n) * sizeof(float);
+    auto move = [&] { mpi_move(env, partial.data(), part, moved.data(), part); };
+    auto unfused = [&] {
+      gemm();
       MPI_Reduce_scatter_block(partial.data(), ref.data(), static_cast<int>(rows * s.n), MPI_FLOAT,
                                MPI_SUM, MPI_COMM_WORLD);
       const float* b = reinterpret_cast<const float*>(bias.data());
@@ -62,10 +80,8 @@ void bench_gemm_rs(Env& env) {
         unfused,
         [&] { op.forward_gemm_only(input.data(), s.m, weight.data()); },
         [&] { op.forward_comm_only(s.m, nullptr, out.data()); },
-        [&] {
-          MPI_Reduce_scatter_block(partial.data(), ref.data(), static_cast<int>(rows * s.n),
-                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        },
+        gemm,
+        move,
     });
     op.forward(input.data(), s.m, weight.data(), bias.data(), out.data());
     unfused();
@@ -73,7 +89,7 @@ void bench_gemm_rs(Env& env) {
     const double tol = 1e-5 * s.k * W;
     for (int64_t i = 0; i < rows * s.n; ++i) bad += std::fabs(out[i] - ref[i]) > tol;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    fused_row(env, "gemm_rs", "RS", s.m, s.n, s.k, s.dtype, DType::kFloat32, t, bad);
+    fused_row(env, {"gemm_rs", s.m, s.n, s.k, s.dtype, DType::kFloat32}, t, bad);
   }
 }
 

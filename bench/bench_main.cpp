@@ -20,12 +20,18 @@ namespace fluxcpp::bench {
 
 const std::vector<std::pair<std::string, Entry>>& entries() {
   static const std::vector<std::pair<std::string, Entry>> e = {
-      {"gemm", bench_gemm},         {"all_gather", bench_all_gather},
-      {"ag_gemm", bench_ag_gemm},   {"reduce_scatter", bench_reduce_scatter},
-      {"gemm_rs", bench_gemm_rs},   {"all_to_all_single", bench_all_to_all_single},
-      {"a2a_gemm", bench_a2a_gemm}, {"ulysses", bench_ulysses},
+      {"gemm", bench_gemm},
+      {"all_gather", bench_all_gather},
+      {"ag_gemm", bench_ag_gemm},
+      {"reduce_scatter", bench_reduce_scatter},
+      {"gemm_rs", bench_gemm_rs},
+      {"all_to_all_single", bench_all_to_all_single},
+      {"a2a_gemm", bench_a2a_gemm},
+      {"ulysses", bench_ulysses},
       {"inplace_cast", bench_inplace_cast},
-      {"moe_layout", bench_moe_layout}, {"grouped_gemm", bench_grouped_gemm},
+      {"moe_layout", bench_moe_layout},
+      {"grouped_gemm", bench_grouped_gemm},
+      {"link_probe", bench_link_probe},
   };
   return e;
 }
@@ -89,142 +95,6 @@ void Env::json(const std::vector<std::pair<std::string, std::string>>& fields) {
   std::fflush(json_);
 }
 
-std::string fmt_ms(double ms) {
-  char b[32];
-  if (ms < 1.0)
-    std::snprintf(b, sizeof b, "%.2fus", ms * 1e3);
-  else
-    std::snprintf(b, sizeof b, "%.3fms", ms);
-  return b;
-}
-
-std::string fmt_bytes(double v) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB"};
-  int i = 0;
-  while (v >= 1024 && i < 3) {
-    v /= 1024;
-    ++i;
-  }
-  char b[32];
-  std::snprintf(b, sizeof b, v == std::floor(v) ? "%.0f%s" : "%.1f%s", v, u[i]);
-  return b;
-}
-
-std::string jstr(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o + "\"";
-}
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
-
-std::vector<unsigned char> random_values(DType t, std::size_t count, uint64_t seed) {
-  std::vector<unsigned char> v(count * dtype_size(t));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::size_t i = 0; i < count; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    float f = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    if (t == DType::kFloat32)
-      reinterpret_cast<float*>(v.data())[i] = f;
-    else if (t == DType::kFloat64)
-      reinterpret_cast<double*>(v.data())[i] = f;
-    else
-      reinterpret_cast<uint16_t*>(v.data())[i] = kernels::f32_to_bf16(f);
-  }
-  return v;
-}
-
-double value_at(DType t, const unsigned char* p, std::size_t i) {
-  if (t == DType::kFloat32) return reinterpret_cast<const float*>(p)[i];
-  if (t == DType::kFloat64) return reinterpret_cast<const double*>(p)[i];
-  return kernels::bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-}
-
-void collective_header(Env& env, const std::string& title) {
-  env.section(title, {"bytes/rank", "fluxcpp", "min", "max", "MPI", "min", "max", "GB/s",
-                      "MPI GB/s", "speedup", "#wrong"});
-}
-
-void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
-                    std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
-                    bool bytes_is_total) {
-  // Bandwidth as nccl-tests' algbw: all W blocks per rank (or, for an all-to-all, the rank's
-  // whole input) over the time.
-  const double total = static_cast<double>(bytes) * (bytes_is_total ? 1 : env.world());
-  const double bw = total / (ours.median_ms * 1e6), bw_mpi = total / (mpi.median_ms * 1e6);
-  const double speedup = mpi.median_ms / ours.median_ms;
-  env.row({fmt_bytes(static_cast<double>(bytes)), fmt_ms(ours.median_ms), fmt_ms(ours.min_ms),
-           fmt_ms(ours.max_ms), fmt_ms(mpi.median_ms), fmt_ms(mpi.min_ms), fmt_ms(mpi.max_ms),
-           fmt::format("{:.2f}", bw), fmt::format("{:.2f}", bw_mpi),
-           fmt::format("{:.2f}x", speedup), std::to_string(wrong)});
-  env.json({{"op", jstr(op)},
-            {"dtype", jstr("f32")},
-            {"world", jnum(env.world())},
-            {"hosts", jnum(env.ctx().num_nodes())},
-            {"m", jnum(static_cast<double>(m))},
-            {row_name, jnum(static_cast<double>(row))},
-            {"bytes_per_rank", jnum(static_cast<double>(bytes))},
-            {"t_fused_ms", jnum(ours.median_ms)},
-            {"t_fused_min_ms", jnum(ours.min_ms)},
-            {"t_fused_max_ms", jnum(ours.max_ms)},
-            {"t_unfused_ms", jnum(mpi.median_ms)},
-            {"t_gemm_ms", jnum(0)},
-            {"t_comm_ms", jnum(ours.median_ms)},
-            {"speedup", jnum(speedup)},
-            {"overlap_eff", "null"},
-            {"algbw_gbs", jnum(bw)},
-            {"algbw_unfused_gbs", jnum(bw_mpi)},
-            {"wrong", jnum(static_cast<double>(wrong))}});
-}
-
-void fused_header(Env& env, const std::string& title, const char* mpi) {
-  env.section(title, {"M", "N", "K", "dtype", "fused", "unfused", "gemm-only", "comm-only",
-                      fmt::format("MPI_{}", mpi), fmt::format("{}/GEMM", mpi), "speedup", "overlap",
-                      "limit", "#bad"});
-}
-
-void fused_row(Env& env, const char* op, const char* mpi, int64_t m, int64_t n, int64_t k, DType in,
-               DType out, const std::vector<Stats>& t, long wrong) {
-  const double tf = t[0].median_ms, tu = t[1].median_ms, tg = t[2].median_ms, tc = t[3].median_ms,
-               tm = t[4].median_ms;
-  const double speedup = tu / tf, eff = (tg + tc - tf) / tc, limit = tf / std::max(tg, tc);
-  env.row({std::to_string(m), std::to_string(n), std::to_string(k), dtype_name(in), fmt_ms(tf),
-           fmt_ms(tu), fmt_ms(tg), fmt_ms(tc), fmt_ms(tm), fmt::format("{:.2f}", tm / tg),
-           fmt::format("{:.2f}x", speedup), fmt::format("{:.2f}", eff),
-           fmt::format("{:.2f}", limit), std::to_string(wrong)});
-  const std::string m_name(mpi);
-  const std::string mpi_field = m_name == "AG"   ? "t_mpi_allgather_ms"
-                                : m_name == "RS" ? "t_mpi_reduce_scatter_ms"
-                                                 : "t_mpi_alltoall_ms";
-  env.json({{"op", jstr(op)},
-            {"dtype", jstr(dtype_name(in))},
-            {"out_dtype", jstr(dtype_name(out))},
-            {"world", jnum(env.world())},
-            {"hosts", jnum(env.ctx().num_nodes())},
-            {"m", jnum(static_cast<double>(m))},
-            {"n", jnum(static_cast<double>(n))},
-            {"k", jnum(static_cast<double>(k))},
-            {"t_fused_ms", jnum(tf)},
-            {"t_unfused_ms", jnum(tu)},
-            {"t_gemm_ms", jnum(tg)},
-            {"t_comm_ms", jnum(tc)},
-            {mpi_field, jnum(tm)},
-            {"speedup", jnum(speedup)},
-            {"overlap_eff", jnum(eff)},
-            {"limit_ratio", jnum(limit)},
-            {"wrong", jnum(static_cast<double>(wrong))}});
-}
-
 }  // namespace fluxcpp::bench
 
 namespace {
@@ -232,6 +102,7 @@ namespace {
 void usage() {
   std::printf(
       "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick] [--full]\n"
+      "                                   [--link]\n"
       "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
       "  --op      entries to run (default: all):");
   for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
@@ -239,6 +110,8 @@ void usage() {
       "\n  --json    also write one JSON line per row to FILE\n"
       "  --quick   fewer shapes and samples\n"
       "  --full    also the heaviest shapes (minutes on a small machine)\n"
+      "  --link    the fused ops' shapes for hosts joined by a shaped link, where the link time\n"
+      "            is at least 30 % of the GEMM's (scripts/bench_link.sh passes it)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");
@@ -270,6 +143,10 @@ int main(int argc, char** argv) {
       json_path = next();
     else if (a == "--quick")
       settings.quick = true;
+    else if (a == "--full")
+      settings.full = true;
+    else if (a == "--link")
+      settings.link = true;
     else if (a == "--samples")
       settings.samples = std::max(1, std::atoi(next().c_str()));
     else if (a == "--warmup")
@@ -348,13 +225,20 @@ int main(int argc, char** argv) {
           binding_name(impl.config().binding), kernels::blas_get_threads(), impl.config().spin_us,
           impl.config().yield_us, env_value("FLUXCPP_COPY_ENGINE").c_str(),
           impl.config().copy_offload ? "on" : "off");
+      if (const char* link = std::getenv("FLUXCPP_BENCH_LINK"); link != nullptr && *link != '\0')
+        std::printf(
+            "# link: every host is joined to the others by a %s link (tc tbf on a private "
+            "loopback, MPI over TCP)\n",
+            link);
       std::printf("# times: median [min max] over %d samples of the max over ranks%s\n",
                   settings.quick ? std::max(5, settings.samples / 3) : settings.samples,
                   settings.quick ? " (quick)" : "");
     }
     bench::Env env(ctx, settings, json);
+    // "all" runs the link probe only in link mode (on one host it measures nothing of interest).
+    const bool all = std::find(wanted.begin(), wanted.end(), "all") != wanted.end();
     for (const auto& e : bench::entries())
-      if (std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||
+      if ((all && (e.first != "link_probe" || settings.link)) ||
           std::find(wanted.begin(), wanted.end(), e.first) != wanted.end())
         e.second(env);
     if (json != nullptr) std::fclose(json);

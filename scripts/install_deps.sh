@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev
   libfmt-dev
   libgtest-dev
+  iproute2 util-linux
 )
 
 missing=()

@@ -1,4 +1,4 @@
-/* fluxcpp.h: the C ABI of fluxcpp, compilable as C99 and C++. See API.md for the contract.
+/* fluxcpp.h: the C ABI of fluxcpp, compilable as C99 and C++. The contract is docs/api.md.
  *
  * Every function returns fluxcpp_status_t; on failure fluxcpp_last_error() (per thread) holds a
  * message naming the op, the argument or peer, and the values. No exception escapes.
@@ -77,6 +77,17 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_create(fluxcpp_context_t ctx, in
 FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void* input,
                                                         int64_t m, void* output);
 /* NULL is a no-op. */
+/* Zero-copy input (not collective): waits until every peer has finished reading this rank's slot
+ * for the previous forward (FLUXCPP_ERROR_TIMEOUT naming the peer otherwise), then sets *buffer
+ * to this rank's slot of the op's symmetric buffer: room for the op's largest input on this rank,
+ * in the input dtype, at the same address for the op's lifetime. Write this call's input there
+ * and pass *buffer as `input`: forward then skips copying it. Call it again before each write.
+ * Misuse is an error, never corrupt data: forward with input == *buffer without input_buffer
+ * since this rank's previous forward is FLUXCPP_ERROR_INVALID_USAGE on every rank; an input that
+ * overlaps the slot without starting at it, or an output that overlaps the op's memory, is
+ * FLUXCPP_ERROR_INVALID_ARGUMENT; neither breaks the op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_input_buffer(fluxcpp_all_gather_t op,
+                                                             void** buffer);
 FLUXCPP_API fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op);
 
 /* ---- reduce_scatter ---------------------------------------------------------------------- */
@@ -127,6 +138,8 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const
                                                      const void* bias, void* output,
                                                      void* gathered_input);
 /* NULL is a no-op. */
+/* Zero-copy input: as fluxcpp_all_gather_input_buffer. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_input_buffer(fluxcpp_ag_gemm_t op, void** buffer);
 FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
 
 /* ---- all_to_all_single (variable splits, like MPI_Alltoallv on rows) --------------------- */
@@ -146,6 +159,9 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_al
                                                                void* output,
                                                                const int64_t* output_splits);
 /* NULL is a no-op. */
+/* Zero-copy input: as fluxcpp_all_gather_input_buffer. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_input_buffer(fluxcpp_all_to_all_single_t op,
+                                                                    void** buffer);
 FLUXCPP_API fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op);
 
 /* ---- a2a_gemm (all-to-all with equal splits + GEMM) ---------------------------------------- */
@@ -164,6 +180,8 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, con
                                                       const void* bias, void* output,
                                                       void* a2a_output);
 /* NULL is a no-op. */
+/* Zero-copy input: as fluxcpp_all_gather_input_buffer. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_input_buffer(fluxcpp_a2a_gemm_t op, void** buffer);
 FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op);
 
 /* ---- gemm_a2a_transpose (FLUX GemmAllToAllTranspose: Ulysses, before attention) ------------ */

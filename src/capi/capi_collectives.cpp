@@ -33,6 +33,13 @@ fluxcpp_status_t fluxcpp_all_gather_forward(fluxcpp_all_gather_t op, const void*
   return guarded([&] { op->impl->forward(input, m, output); });
 }
 
+fluxcpp_status_t fluxcpp_all_gather_input_buffer(fluxcpp_all_gather_t op, void** buffer) {
+  if (op == nullptr) return null_arg("fluxcpp_all_gather_input_buffer", "op");
+  if (buffer == nullptr) return null_arg("fluxcpp_all_gather_input_buffer", "buffer");
+  *buffer = nullptr;
+  return guarded([&] { *buffer = op->impl->input_buffer(); });
+}
+
 fluxcpp_status_t fluxcpp_all_gather_destroy(fluxcpp_all_gather_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
@@ -70,6 +77,14 @@ fluxcpp_status_t fluxcpp_all_to_all_single_forward(fluxcpp_all_to_all_single_t o
                                                    void* output, const int64_t* output_splits) {
   if (op == nullptr) return null_arg("fluxcpp_all_to_all_single_forward", "op");
   return guarded([&] { op->impl->forward(input, input_splits, output, output_splits); });
+}
+
+fluxcpp_status_t fluxcpp_all_to_all_single_input_buffer(fluxcpp_all_to_all_single_t op,
+                                                        void** buffer) {
+  if (op == nullptr) return null_arg("fluxcpp_all_to_all_single_input_buffer", "op");
+  if (buffer == nullptr) return null_arg("fluxcpp_all_to_all_single_input_buffer", "buffer");
+  *buffer = nullptr;
+  return guarded([&] { *buffer = op->impl->input_buffer(); });
 }
 
 fluxcpp_status_t fluxcpp_all_to_all_single_destroy(fluxcpp_all_to_all_single_t op) {

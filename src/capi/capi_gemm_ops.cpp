@@ -2,10 +2,10 @@
 // (src/capi/capi_common.hpp).
 #include "capi/capi_common.hpp"
 #include "ops/a2a_gemm.hpp"
-#include "ops/ag_gemm.hpp"
-#include "ops/gemm_rs.hpp"
 #include "ops/a2a_transpose_gemm.hpp"
+#include "ops/ag_gemm.hpp"
 #include "ops/gemm_a2a_transpose.hpp"
+#include "ops/gemm_rs.hpp"
 
 // Handles hold the implementations directly, so the C layer can pass a rank-local argument
 // error into the collective constructors (every rank then fails alike instead of hanging).
@@ -44,6 +44,13 @@ fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input
                                          void* gathered_input) {
   if (op == nullptr) return null_arg("fluxcpp_ag_gemm_forward", "op");
   return guarded([&] { op->impl->forward(input, m, weight, bias, output, gathered_input); });
+}
+
+fluxcpp_status_t fluxcpp_ag_gemm_input_buffer(fluxcpp_ag_gemm_t op, void** buffer) {
+  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_input_buffer", "op");
+  if (buffer == nullptr) return null_arg("fluxcpp_ag_gemm_input_buffer", "buffer");
+  *buffer = nullptr;
+  return guarded([&] { *buffer = op->impl->input_buffer(); });
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op) {
@@ -87,6 +94,13 @@ fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* inp
                                           void* a2a_output) {
   if (op == nullptr) return null_arg("fluxcpp_a2a_gemm_forward", "op");
   return guarded([&] { op->impl->forward(input, m, weight, bias, output, a2a_output); });
+}
+
+fluxcpp_status_t fluxcpp_a2a_gemm_input_buffer(fluxcpp_a2a_gemm_t op, void** buffer) {
+  if (op == nullptr) return null_arg("fluxcpp_a2a_gemm_input_buffer", "op");
+  if (buffer == nullptr) return null_arg("fluxcpp_a2a_gemm_input_buffer", "buffer");
+  *buffer = nullptr;
+  return guarded([&] { *buffer = op->impl->input_buffer(); });
 }
 
 fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op) {

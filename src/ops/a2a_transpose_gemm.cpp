@@ -139,8 +139,8 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
       }
     }
   // Everything tile j of the exchanged rows needs: our packs for the host peers, our own rows,
-  // the peers' tiles, and the other hosts' rows of the tile. `stop`: see Offload.
-  auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop) {
+  // the peers' tiles, and (`remote`) the other hosts' rows of the tile. `stop`: see Offload.
+  auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop, bool remote = true) {
     const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
     const std::size_t upto = static_cast<std::size_t>(i1) * blk_row;
     for (int i = 1; i < L; ++i) {  // ring order, each published as it is packed
@@ -156,7 +156,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
       in.wait(upto, stop);
       take(s, in.data(), i0, i1);
     }
-    for (int i = 1; i < W; ++i) {
+    for (int i = 1; i < W && remote; ++i) {
       const int s = (r + W - i) % W;
       if (on_host(s)) continue;
       const ops::Inbox in = a2a_.from(s);
@@ -171,6 +171,43 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
                     opts_.n, o);
   };
 
+  if (compute && c.num_nodes() > 1 && opts_.output_dtype != DType::kBFloat16) {
+    // Across hosts the GEMM is split along K by source, out = Σ_s a2a[:, cols of s] ·
+    // weight[:, cols of s]ᵀ: this host's sources first (own first), while the other hosts' rows
+    // are still on the link, then each other host's source chunk by chunk as its rows land.
+    // gemm-only runs the same sequence over the rows in place, so its bits match a forward's.
+    if (comm)
+      for (int64_t j = 0; j < tiles; ++j) exchange_tile(j, nullptr, /*remote=*/false);
+    kernels::GemmWeight slice;
+    bool first = true;
+    auto gemm_rows = [&](int s, int64_t i0, int64_t i1) {
+      o.c = a.output + static_cast<std::size_t>(i0) * out_row;
+      o.bias = first ? a.bias : nullptr;
+      o.accumulate = !first;
+      ops::tiled_gemm(*core_, slice, a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row,
+                      K, i1 - i0, 0, opts_.n, o);
+    };
+    for (int pass = 0; pass < 2; ++pass)  // host sources, then the other hosts'
+      for (int i = 0; i < W; ++i) {       // r, r-1, r-2, ...
+        const int s = (r + W - i) % W;
+        if (on_host(s) != (pass == 0)) continue;
+        slice.prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + s * blk_row, opts_.n,
+                      d.cols, false, K);
+        if (!comm || pass == 0) {
+          gemm_rows(s, 0, d.rows);
+        } else {
+          const ops::Inbox in = a2a_.from(s);
+          for (int64_t done = 0; done < d.rows;) {
+            const int64_t avail = static_cast<int64_t>(in.wait((done + 1) * blk_row) / blk_row);
+            take(s, in.data(), done, avail);
+            gemm_rows(s, done, avail);
+            done = avail;
+          }
+        }
+        first = false;
+      }
+    return;
+  }
   if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {
     // Copy offload: a comm stream exchanges tile after tile, raising `ready`, while this thread
     // runs the GEMM of every tile that is ready.

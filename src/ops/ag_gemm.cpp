@@ -123,6 +123,7 @@ void AgGemmImpl::stage(const ops::Call& call, const Args& a, std::size_t blk) {
   const ops::Outbox own = gather_.own();
   if (a.zero_copy) {  // the caller wrote it there
     own.publish_all();
+    core_->poll();  // post the sends now, not after the first GEMM tile
     return;
   }
   // Chunk by chunk, each published at once: host peers and the transport start on the first.

@@ -84,12 +84,14 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
   o.bias = bias;
   // Columns [t·cols, (t+1)·cols) of y = input · weightᵀ + bias: the head group of rank t.
   auto produce = [&](int t) {
+    const ops::Outbox box = comm ? a2a_.to(t) : ops::Outbox();
     if (compute) {
       o.c = a2a_.out_slot() + blk * t;
-      ops::tiled_gemm(*core_, weight_, input, opts_.hidden, d.rows, t * d.cols, (t + 1) * d.cols,
-                      o);
+      // Each finished tile is published: another host's block leaves while the rest is computed.
+      ops::tiled_gemm(*core_, weight_, input, opts_.hidden, d.rows, t * d.cols, (t + 1) * d.cols, o,
+                      [&](int64_t done) { box.publish(static_cast<std::size_t>(done) * row); });
     }
-    if (comm) a2a_.to(t).publish_all();
+    box.publish_all();
   };
   // Rows [i0, i1) (row i = (b, t')) of source s's block [bs, seq/W, heads_loc·head_dim] into
   // output [bs, heads_loc, seq, head_dim] at sequence position s·seq/W + t'.

@@ -49,7 +49,8 @@ char* GemmRsImpl::partial(int t, int64_t m) const {
   return reduce_.shares() + blk * t;
 }
 
-void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool publish) {
+void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool publish,
+                         const std::function<void(int64_t r0, int64_t r1)>& own_rows) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = m / W;
@@ -74,19 +75,30 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   for (int i = 1; i <= W; ++i) {
     const int t = (r + i) % W;
     o.c = partial(t, m);
-    ops::tiled_gemm(*core_, weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o);
-    if (publish && t != r) reduce_.share(t).publish_all();
-    core_->poll();
+    const ops::Outbox share = reduce_.share(t);
+    const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);
+    // Each finished tile is published: another host's partial leaves while the rest is computed.
+    // Rows of our own block go to `own_rows` as they are done.
+    int64_t prev = 0;
+    ops::tiled_gemm(*core_, weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o,
+                    [&](int64_t done) {
+                      if (publish && t != r)
+                        share.publish(static_cast<std::size_t>(done) * out_row);
+                      if (t == r && own_rows) own_rows(prev, done);
+                      prev = done;
+                    });
   }
 }
 
-void GemmRsImpl::add_bias(int64_t m, const void* bias) {
+void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1) {
   // The bias joins rank r's own partial of block r only, so it is added exactly once, in the
   // accumulation dtype, before the fixed-order sum.
   if (bias == nullptr) return;
   ContextImpl& c = *ctx_;
-  const int64_t rows = m / c.world_size();
-  char* own = partial(c.world_rank(), m);
+  if (r1 < 0) r1 = m / c.world_size();
+  char* own =
+      partial(c.world_rank(), m) + static_cast<std::size_t>(r0) * opts_.n * dtype_size(acc_);
+  const int64_t rows = r1 - r0;
   if (acc_ == DType::kFloat64) {
     auto* p = reinterpret_cast<double*>(own);
     const auto* b = static_cast<const double*>(bias);
@@ -127,7 +139,17 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     ContextImpl& c = *ctx_;
     begin(m);
-    if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
+    if (reduce_.direct()) {
+      // Alone on the host: each tile of our own block is summed with the other hosts' partials
+      // of its rows as soon as it is computed (while it is in cache), in the same order.
+      const int64_t n = opts_.n;
+      char* own = partial(c.world_rank(), m);
+      compute(static_cast<const char*>(input), m, weight, /*publish=*/true,
+              [&](int64_t r0, int64_t r1) {
+                add_bias(m, bias, r0, r1);
+                reduce_.reduce_range(acc_, opts_.output_dtype, r0 * n, r1 * n, own, output);
+              });
+    } else if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
       compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
     } else {
       compute(static_cast<const char*>(input), m, weight, /*publish=*/true);

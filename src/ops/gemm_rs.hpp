@@ -2,6 +2,7 @@
 // docs/ops/gemm_rs.md for the pipeline.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,8 +30,11 @@ class GemmRsImpl {
  private:
   // The partial products, block by block into the segment (publishing each block a peer
   // reduces, or the transport sends, as soon as it is done) or in one call when that is cheaper.
-  void compute(const char* input, int64_t m, const void* weight, bool publish);
-  void add_bias(int64_t m, const void* bias);
+  // own_rows(r0, r1): rows [r0, r1) of our own block are done (direct mode sums them at once).
+  void compute(const char* input, int64_t m, const void* weight, bool publish,
+               const std::function<void(int64_t r0, int64_t r1)>& own_rows = {});
+  // Adds the bias to rows [r0, r1) of our own partial (r1 < 0: to the end of the block).
+  void add_bias(int64_t m, const void* bias, int64_t r0 = 0, int64_t r1 = -1);
   // Starts the reduce exchange of a call with m rows.
   void begin(int64_t m);
   void reduce(int64_t m, void* output);

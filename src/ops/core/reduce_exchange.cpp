@@ -61,6 +61,26 @@ Inbox ReduceExchange::share_of(int q, int t) const {
                share_block_, &share_ready_.at(q, t), share_base_, &share_ready_, t, q);
 }
 
+void ReduceExchange::reduce_range(DType acc, DType out_dtype, int64_t e0, int64_t e1,
+                                  const void* own, void* output) {
+  if (e1 <= e0) return;
+  const int N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
+  const std::size_t esz = dtype_size(acc);
+  std::vector<const void*> hosts(N);
+  for (int n = 0; n < N; ++n) {
+    if (n == nid) {
+      hosts[n] = static_cast<const char*>(own) + e0 * esz;
+      continue;
+    }
+    const Inbox in(core_, c_->world_rank_of(n, me), host_in_.at(me, n), acc_block_,
+                   &in_landed_.at(me, n), in_base_, &in_landed_, n, me);
+    in.wait(static_cast<std::size_t>(e1) * esz);
+    hosts[n] = in.data() + e0 * esz;
+  }
+  kernels::reduce_sum(acc, hosts.data(), N, out_dtype,
+                      static_cast<char*>(output) + e0 * dtype_size(out_dtype), e1 - e0);
+}
+
 std::vector<const void*> ReduceExchange::host_shares(
     int t, const std::function<const void*(int t)>& own) const {
   const int L = c_->node_size(), me = c_->node_rank();

@@ -46,6 +46,14 @@ class ReduceExchange {
   void reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
               const std::function<const void*(int t)>& own, void* host_sum, void* output);
 
+  // Direct mode (see begin): elements [e0, e1) of the same sum, once the other hosts' sums of
+  // them have landed — the same bits as reduce(), a few rows at a time, so an op can sum the
+  // rows of its own block as soon as its GEMM has produced them. `own` is this rank's share of
+  // its block; `output` its whole output block.
+  bool direct() const { return direct_; }
+  void reduce_range(DType acc, DType out_dtype, int64_t e0, int64_t e1, const void* own,
+                    void* output);
+
   // Host rank q's share of block t (q != this rank).
   Inbox share_of(int q, int t) const;
 

@@ -8,11 +8,13 @@
 namespace fluxcpp::ops {
 
 void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64_t lda,
-                int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out) {
+                int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out,
+                const std::function<void(int64_t rows_done)>& done) {
   detail::ContextImpl& c = core.ctx();
   if (rows <= 0 || n0 >= n1) return;
   if (!core.transfers_pending()) {
     parallel_gemm(c, w, a, lda, rows, n0, n1, out);
+    if (done) done(rows);
     return;
   }
   const double per_row = 2.0 * static_cast<double>(n1 - n0) * static_cast<double>(w.k());
@@ -24,6 +26,7 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
     o.c = static_cast<char*>(out.c) + static_cast<std::size_t>(i) * c_row;
     parallel_gemm(c, w, static_cast<const char*>(a) + static_cast<std::size_t>(i) * a_row, lda,
                   std::min(tile, rows - i), n0, n1, o);
+    if (done) done(std::min(rows, i + tile));
     core.poll();
   }
 }

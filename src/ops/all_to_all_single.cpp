@@ -73,11 +73,10 @@ std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_sp
 
 std::string AllToAllSingleImpl::check_splits() const {
   const int W = ctx_->world_size();
-  const ops::Handshake& hs = core_->handshake();
   // Every rank checks every pair in the same order, so all of them report the same mismatch.
   for (int s = 0; s < W; ++s)
     for (int t = 0; t < W; ++t) {
-      const int64_t sent = hs.vector(s)[t], expected = hs.vector(t)[W + s];
+      const int64_t sent = input_splits_of(s)[t], expected = output_splits_of(t)[s];
       if (sent != expected)
         return fmt::format(
             "{}: splits do not match: rank {} sends {} rows to rank {} (input_splits[{}]) but "
@@ -92,15 +91,17 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
   const int W = ctx_->world_size();
   ops::CallDescriptor d;
   d.error = validate(input, input_splits, output, output_splits);
-  std::vector<int64_t> mine(2 * static_cast<std::size_t>(W), 0);  // zeros when unusable
+  // The agreed vector: input_splits then output_splits (zeros when unusable).
+  std::vector<int64_t> mine(2 * static_cast<std::size_t>(W), 0);
   int64_t in_rows = 0, out_rows = 0;
-  if (d.error.empty())
+  if (d.error.empty()) {
+    std::copy(input_splits, input_splits + W, mine.begin());
+    std::copy(output_splits, output_splits + W, mine.begin() + W);
     for (int t = 0; t < W; ++t) {
-      mine[t] = input_splits[t];
-      mine[W + t] = output_splits[t];
       in_rows += input_splits[t];
       out_rows += output_splits[t];
     }
+  }
   const bool zero_copy =
       zero_copy_.check(*core_, a2a_.out_slot(), input, static_cast<std::size_t>(in_rows) * row_,
                        {{output, static_cast<std::size_t>(out_rows) * row_}}, d);
@@ -118,7 +119,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   ContextImpl& c = *ctx_;
   const ops::Handshake& hs = core_->handshake();
   const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
-  auto rows = [&](int s, int t) { return hs.vector(s)[t]; };
+  auto rows = [&](int s, int t) { return input_splits_of(s)[t]; };
   // Byte offset of rank s's block for rank t in s's input, and of s's rows in t's output.
   auto in_off = [&](int s, int t) {
     int64_t o = 0;

@@ -33,6 +33,11 @@ class AllToAllSingleImpl {
   // Every rank's (input_splits, output_splits), agreed in the handshake, checked pair by pair:
   // the same verdict on every rank.
   std::string check_splits() const;
+  // Rank s's splits of the current call, as agreed in the handshake.
+  const int64_t* input_splits_of(int s) const { return core_->handshake().vector(s); }
+  const int64_t* output_splits_of(int s) const {
+    return core_->handshake().vector(s) + ctx_->world_size();
+  }
   void run(const char* input, bool zero_copy, char* output);
 
   std::shared_ptr<ContextImpl> ctx_;

@@ -14,6 +14,14 @@
 
 namespace fluxcpp {
 
+// An error every rank of a collective step raised alike, having taken part in it (comm::agree,
+// comm::agree_value, the per-call handshake): the peers are where this rank is, so it breaks
+// nothing. Callers see a plain Error.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename... Args>
 [[noreturn]] void raise(Errc code, fmt::format_string<Args...> f, Args&&... args) {
   throw Error(code, fmt::format(f, std::forward<Args>(args)...));

@@ -4,14 +4,58 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
 
-void wait_bounded(MPI_Request& req, std::chrono::steady_clock::time_point deadline,
-                  std::shared_ptr<void> keep, const std::function<std::string()>& what) {
+namespace {
+
+thread_local Deadline t_deadline = Deadline::max();
+thread_local std::string t_what;
+
+constexpr int kCheckInTag = 7771;
+
+// "what: timed out after ... in STEP (this is rank R)"
+std::string timed_out(const char* step, MPI_Comm comm) {
+  int rank = -1, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return fmt::format("{}{}timed out in {}: not every rank of the communicator (size {}) took part "
+                     "in time (this is rank {})",
+                     t_what, t_what.empty() ? "" : ": ", step, size, rank);
+}
+
+// Collective buffers on the heap, owned by a shared_ptr that a timeout leaks.
+struct Bytes {
+  std::vector<char> a, b;
+};
+
+}  // namespace
+
+DeadlineScope::DeadlineScope(Deadline deadline, std::string what)
+    : saved_(t_deadline), saved_what_(std::move(t_what)) {
+  t_deadline = deadline;
+  t_what = std::move(what);
+}
+
+DeadlineScope::~DeadlineScope() {
+  t_deadline = saved_;
+  t_what = std::move(saved_what_);
+}
+
+Deadline DeadlineScope::current() {
+  return t_deadline;
+}
+
+const std::string& DeadlineScope::context() {
+  return t_what;
+}
+
+void wait_bounded(MPI_Request& req, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what) {
   const auto start = std::chrono::steady_clock::now();
   for (int done = 0, naps = 0;;) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -30,6 +74,130 @@ void wait_bounded(MPI_Request& req, std::chrono::steady_clock::time_point deadli
       nanosleep(&ts, nullptr);
     }
   }
+}
+
+void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  int esz = 0;
+  MPI_Type_size(type, &esz);
+  auto b = std::make_shared<Bytes>();
+  b->a.assign(static_cast<char*>(buf), static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  b->b.resize(b->a.size());
+  MPI_Request req;
+  check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req), "MPI_Iallreduce");
+  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Iallreduce", comm); });
+  std::memcpy(buf, b->b.data(), b->b.size());
+}
+
+void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  int esz = 0;
+  MPI_Type_size(type, &esz);
+  auto b = std::make_shared<Bytes>();
+  b->a.assign(static_cast<char*>(buf), static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  MPI_Request req;
+  check_mpi(MPI_Ibcast(b->a.data(), count, type, root, comm, &req), "MPI_Ibcast");
+  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });
+  std::memcpy(buf, b->a.data(), b->a.size());
+}
+
+void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm) {
+  int esz = 0, size = 1;
+  MPI_Type_size(type, &esz);
+  MPI_Comm_size(comm, &size);
+  const std::size_t bytes = static_cast<std::size_t>(esz) * count;
+  auto b = std::make_shared<Bytes>();
+  b->a.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+  b->b.resize(bytes * size);
+  MPI_Request req;
+  check_mpi(MPI_Iallgather(b->a.data(), count, type, b->b.data(), count, type, comm, &req),
+            "MPI_Iallgather");
+  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Iallgather", comm); });
+  std::memcpy(recv, b->b.data(), b->b.size());
+}
+
+void barrier(MPI_Comm comm) {
+  MPI_Request req;
+  check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
+  wait_bounded(req, t_deadline, nullptr, [&] { return timed_out("MPI_Ibarrier", comm); });
+}
+
+MPI_Comm dup(MPI_Comm comm) {
+  auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request req;
+  check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
+  wait_bounded(req, t_deadline, out, [&] { return timed_out("MPI_Comm_idup", comm); });
+  MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+  return *out;
+}
+
+void check_in(MPI_Comm comm, uint64_t token, const char* step,
+              const std::function<int(int)>& name_of) {
+  int rank = 0, size = 1;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  if (size == 1) return;
+  struct State {
+    std::vector<uint64_t> got;
+    uint64_t mine;
+    std::vector<MPI_Request> reqs;
+  };
+  auto st = std::make_shared<State>();
+  st->got.assign(size, 0);
+  st->mine = token;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    MPI_Request r;
+    check_mpi(MPI_Irecv(&st->got[p], 1, MPI_UINT64_T, p, kCheckInTag, comm, &r), "MPI_Irecv");
+    st->reqs.push_back(r);
+  }
+  const std::size_t nrecv = st->reqs.size();
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    MPI_Request r;
+    check_mpi(MPI_Isend(&st->mine, 1, MPI_UINT64_T, p, kCheckInTag, comm, &r), "MPI_Isend");
+    st->reqs.push_back(r);
+  }
+  const Deadline deadline = t_deadline;
+  const auto start = std::chrono::steady_clock::now();
+  for (int all = 0, naps = 0;;) {
+    check_mpi(MPI_Testall(static_cast<int>(nrecv), st->reqs.data(), &all, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+    if (all) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      // Name every peer whose token is missing; cancel those receives (MPI can), and leave the
+      // sends (it cannot) with the state, which is leaked.
+      std::string missing;
+      for (int p = 0, i = 0; p < size; ++p) {
+        if (p == rank) continue;
+        if (st->reqs[i] != MPI_REQUEST_NULL) {
+          missing += fmt::format("{}{}", missing.empty() ? "" : ", ", name_of ? name_of(p) : p);
+          MPI_Cancel(&st->reqs[i]);
+          MPI_Request_free(&st->reqs[i]);
+        }
+        ++i;
+      }
+      new std::shared_ptr<State>(st);
+      raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
+            t_what, t_what.empty() ? "" : ": ", step, missing, name_of ? name_of(rank) : rank);
+    }
+    if (now - start < std::chrono::microseconds(200)) {
+      sched_yield();
+    } else {
+      timespec ts{0, (1L << std::min(7, naps++ / 16)) * 1000L};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  // Our sends complete once matched; their buffers live in `st` until then.
+  wait_bounded(st->reqs.back(), deadline, st, [&] { return timed_out(step, comm); });
+  for (std::size_t i = nrecv; i + 1 < st->reqs.size(); ++i)
+    wait_bounded(st->reqs[i], deadline, st, [&] { return timed_out(step, comm); });
+  for (int p = 0; p < size; ++p)
+    if (p != rank && st->got[p] != token)
+      raise(Errc::kInvalidUsage,
+            "{}{}ranks are at different steps: rank {} sent {:#x}, this rank (rank {}) is at "
+            "{:#x} in {} (ranks must create and destroy ops in the same order)",
+            t_what, t_what.empty() ? "" : ": ", name_of ? name_of(p) : p, st->got[p],
+            name_of ? name_of(rank) : rank, token, step);
 }
 
 }  // namespace fluxcpp::comm

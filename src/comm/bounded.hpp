@@ -1,20 +1,63 @@
-// Non-blocking MPI collectives waited for with a deadline. MPI cannot cancel a collective, so a
-// request that did not complete in time is abandoned: the buffers it uses are leaked on purpose
-// (MPI may still write into them) and the caller must treat the communicator as unusable.
+// Collectives with a deadline. Creating and destroying contexts and ops runs collectives; a
+// blocking MPI collective with a dead or absent peer never returns. Here every collective is
+// non-blocking and waited for until the deadline of the current DeadlineScope (none: forever).
+// MPI cannot cancel a collective, so one that did not complete is abandoned: the buffers it uses
+// are the helpers' own heap copies, leaked on purpose (MPI may still write into them), and the
+// caller must treat the communicator as unusable (the context is then broken).
+//
+// check_in() is the only step that can name who is missing: every rank sends every other rank a
+// token point to point and waits for theirs, so at the deadline it knows exactly which peers did
+// not arrive. It runs on fluxcpp's own communicators only (a send MPI cannot cancel would
+// otherwise linger in the caller's communicator).
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fluxcpp::comm {
 
-// Tests `req` until it completes (yielding the core in between) or `deadline` passes; then
+using Deadline = std::chrono::steady_clock::time_point;
+
+// Tests `req` until it completes (yielding the core, then short naps) or `deadline` passes; then
 // leaks `keep` and raises kTimeout with the message `what()` returns.
-void wait_bounded(MPI_Request& req, std::chrono::steady_clock::time_point deadline,
-                  std::shared_ptr<void> keep, const std::function<std::string()>& what);
+void wait_bounded(MPI_Request& req, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what);
+
+// The deadline of the collectives this thread runs while the scope lives (scopes nest; the
+// innermost wins), and the words a timeout starts with ("ag_gemm create", "context destroy").
+class DeadlineScope {
+ public:
+  DeadlineScope(Deadline deadline, std::string what);
+  ~DeadlineScope();
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+  static Deadline current();           // time_point::max() outside any scope
+  static const std::string& context();  // "" outside any scope
+
+ private:
+  Deadline saved_;
+  std::string saved_what_;
+};
+
+// Bounded counterparts of the blocking collectives (the current scope's deadline).
+void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm);
+void barrier(MPI_Comm comm);
+// MPI_Comm_idup, errors set to return.
+MPI_Comm dup(MPI_Comm comm);
+
+// Every rank of `comm` sends `token` to every other rank and receives theirs; raises kTimeout
+// naming the ranks (of `comm`, mapped through `name_of` for the message) whose token did not
+// arrive by the deadline, and kInvalidUsage when a token differs (ranks are creating different
+// ops, or destroying while others create). `comm` must be one of fluxcpp's own.
+void check_in(MPI_Comm comm, uint64_t token, const char* step,
+              const std::function<int(int)>& name_of = {});
 
 }  // namespace fluxcpp::comm

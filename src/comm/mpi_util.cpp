@@ -3,6 +3,7 @@
 #include <new>
 #include <vector>
 
+#include "comm/bounded.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -53,16 +54,15 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
     msg = "unknown exception";
   }
   int first = code != 0 ? rank : size;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  allreduce(&first, 1, MPI_INT, MPI_MIN, comm);
   if (first == size) return;
   long long hdr[2] = {code, static_cast<long long>(msg.size())};
-  check_mpi(MPI_Bcast(hdr, 2, MPI_LONG_LONG, first, comm), "MPI_Bcast");
+  bcast(hdr, 2, MPI_LONG_LONG, first, comm);
   std::string text(static_cast<std::size_t>(hdr[1]), '\0');
   if (rank == first) text = msg;
-  if (!text.empty())
-    check_mpi(MPI_Bcast(text.data(), static_cast<int>(hdr[1]), MPI_CHAR, first, comm), "MPI_Bcast");
-  if (rank == first) throw Error(static_cast<Errc>(hdr[0]), text);
-  throw Error(static_cast<Errc>(hdr[0]), fmt::format("{} (reported by rank {})", text, first));
+  if (!text.empty()) bcast(text.data(), static_cast<int>(hdr[1]), MPI_CHAR, first, comm);
+  if (rank == first) throw AgreedError(static_cast<Errc>(hdr[0]), text);
+  throw AgreedError(static_cast<Errc>(hdr[0]), fmt::format("{} (reported by rank {})", text, first));
 }
 
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value) {
@@ -71,15 +71,16 @@ void agree_value(MPI_Comm comm, const char* op, const char* name, long long valu
   // One reduction finds both extremes: min(~v) = ~max(v), and ~ (unlike -) is defined for
   // every value, LLONG_MIN included.
   long long mm[2] = {value, ~value};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_LONG_LONG, MPI_MIN, comm), "MPI_Allreduce");
+  allreduce(mm, 2, MPI_LONG_LONG, MPI_MIN, comm);
   const long long lo = mm[0], hi = ~mm[1];
   if (lo == hi) return;
   int rank = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   int who[2] = {value == lo ? rank : size, value == hi ? rank : size};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, who, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  raise(Errc::kInvalidArgument, "{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}",
-        op, name, who[0], lo, who[1], hi);
+  allreduce(who, 2, MPI_INT, MPI_MIN, comm);
+  throw AgreedError(Errc::kInvalidArgument,
+                    fmt::format("{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}",
+                                op, name, who[0], lo, who[1], hi));
 }
 
 }  // namespace fluxcpp::comm

@@ -27,13 +27,15 @@ class UniqueComm {
 // Raises Error(kMpi) naming `what` and MPI's error string when rc != MPI_SUCCESS.
 void check_mpi(int rc, const char* what);
 
-// Collective over comm: runs fn; if it throws on any rank, every rank throws an Error with the
-// code and message of the lowest failing rank (other ranks' messages add "(reported by rank r)").
-// Doubles as a barrier.
+// Collective over comm: runs fn; if it throws on any rank, every rank throws an AgreedError with
+// the code and message of the lowest failing rank (other ranks' messages add "(reported by rank
+// r)"). Doubles as a barrier. Its collectives are bounded by the current DeadlineScope
+// (comm/bounded.hpp): at the deadline it raises kTimeout, which is not agreed.
 void agree(MPI_Comm comm, const std::function<void()>& fn);
 
 // Collective: every rank passes its value of the named argument; if they differ, every rank
-// throws kInvalidArgument "<op>: ranks disagree on <name>: rank a passed x, rank b passed y".
+// throws kInvalidArgument "<op>: ranks disagree on <name>: rank a passed x, rank b passed y"
+// (an AgreedError). Bounded like agree.
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value);
 
 }  // namespace fluxcpp::comm

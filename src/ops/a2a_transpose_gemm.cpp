@@ -185,23 +185,28 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
       o.bias = first ? a.bias : nullptr;
       o.accumulate = !first;
       ops::tiled_gemm(*core_, slice, a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row,
-                      K, i1 - i0, 0, opts_.n, o);
+                      K, i1 - i0, 0, opts_.n, o, {}, ops::Tiling::kFixed);
     };
+    // The other hosts' sources go in the same fixed row tiles on both paths, however their rows
+    // arrive, so a forward and gemm-only make the same BLAS calls.
+    const int64_t rtile = ops::fixed_tile_rows(opts_.n, d.cols);
     for (int pass = 0; pass < 2; ++pass)  // host sources, then the other hosts'
       for (int i = 0; i < W; ++i) {       // r, r-1, r-2, ...
         const int s = (r + W - i) % W;
         if (on_host(s) != (pass == 0)) continue;
         slice.prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + s * blk_row, opts_.n,
                       d.cols, false, K);
-        if (!comm || pass == 0) {
+        if (pass == 0) {
           gemm_rows(s, 0, d.rows);
         } else {
-          const ops::Inbox in = a2a_.from(s);
-          for (int64_t done = 0; done < d.rows;) {
-            const int64_t avail = static_cast<int64_t>(in.wait((done + 1) * blk_row) / blk_row);
-            take(s, in.data(), done, avail);
-            gemm_rows(s, done, avail);
-            done = avail;
+          const ops::Inbox in = comm ? a2a_.from(s) : ops::Inbox();
+          for (int64_t i0 = 0; i0 < d.rows; i0 += rtile) {
+            const int64_t i1 = std::min(d.rows, i0 + rtile);
+            if (comm) {
+              in.wait(static_cast<std::size_t>(i1) * blk_row);
+              take(s, in.data(), i0, i1);
+            }
+            gemm_rows(s, i0, i1);
           }
         }
         first = false;

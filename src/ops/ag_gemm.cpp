@@ -132,7 +132,7 @@ void AgGemmImpl::stage(const ops::Call& call, const Args& a, std::size_t blk) {
   for (std::size_t off = 0; off < blk; off += step) {
     std::memcpy(own.data() + off, a.input + off, std::min(step, blk - off));
     own.publish(off + step);
-    if (call.path != ops::Path::kGemmOnly) core_->poll();
+    core_->poll();
   }
 }
 

@@ -31,6 +31,7 @@ GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
   spec.gemm = true;
   spec.fields = {"bs", "seq", "", ""};
   spec.releases = true;  // gemm-only writes the blocks outside a call
+  spec.local_writes = true;
   core_.emplace(c, spec, layout_);
 }
 

@@ -34,6 +34,7 @@ GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
   spec.gemm = true;
   spec.fields = {"m", "", "", ""};
   spec.releases = true;  // gemm-only writes the partials outside a call
+  spec.local_writes = true;
   core_.emplace(c, spec, layout_);
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
@@ -79,14 +80,23 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
     const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);
     // Each finished tile is published: another host's partial leaves while the rest is computed.
     // Rows of our own block go to `own_rows` as they are done.
+    // The split into BLAS calls depends on the shape and the layout only (one call per block on
+    // one host, fixed tiles across hosts), and each runs on this thread: the partials, and so
+    // the sums, have the same bits whatever the timing or the thread count.
     int64_t prev = 0;
-    ops::tiled_gemm(*core_, weight_, input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o,
-                    [&](int64_t done) {
-                      if (publish && t != r)
-                        share.publish(static_cast<std::size_t>(done) * out_row);
-                      if (t == r && own_rows) own_rows(prev, done);
-                      prev = done;
-                    });
+    auto on_tile = [&](int64_t done) {
+      if (publish && t != r) share.publish(static_cast<std::size_t>(done) * out_row);
+      if (t == r && own_rows) own_rows(prev, done);
+      prev = done;
+    };
+    const char* a = input + in_row * rows * t;
+    if (c.num_nodes() > 1) {
+      ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o, on_tile,
+                      ops::Tiling::kSerial);
+    } else {
+      kernels::gemm_tile(weight_, a, opts_.k, rows, 0, opts_.n, o);
+      on_tile(rows);
+    }
   }
 }
 

@@ -15,8 +15,8 @@ namespace fluxcpp::ops {
 
 class Offload {
  public:
-  // The copies use the last comm stream, so that with two or more the MPI transfers (stream 0)
-  // and the copies proceed side by side.
+  // The copies use the last comm stream (with several streams, the others stay free for other
+  // tasks).
   explicit Offload(detail::ContextImpl& c) : c_(c) {}
   Offload(const Offload&) = delete;
   Offload& operator=(const Offload&) = delete;

@@ -97,7 +97,7 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
   call.path = path;
   if (path == Path::kGemmOnly) {
     if (!d.error.empty()) throw Error(d.error_code, d.error);
-    if (spec_.releases) wait_released();
+    if (spec_.local_writes) wait_released();
     call.epoch = epoch_;
     call.deadline = ctx_->deadline();
     return;

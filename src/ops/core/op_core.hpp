@@ -48,6 +48,8 @@ class OpCore {
     // (a gemm-only path, the caller through a zero-copy input buffer): every call then ends by
     // releasing the host peers' segments, and such writers wait for the release first.
     bool releases = false;
+    // The gemm-only path writes this rank's segment (so it first waits for that release).
+    bool local_writes = false;
     // The op runs GEMMs: each call holds OpenBLAS at one thread (our workers are the
     // parallelism) and restores the caller's setting when the last call leaves.
     bool gemm = false;

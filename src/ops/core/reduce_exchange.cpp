@@ -29,7 +29,7 @@ void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t ac
   core_ = &core;
   share_block_ = share_block;
   acc_block_ = acc_block;
-  direct_ = direct && c_->node_size() == 1;
+  direct_ = direct && c_->node_size() == 1 && c_->num_nodes() > 1;
   share_base_ = share_tally_.begin(share_block);
   out_base_ = out_tally_.begin(acc_block);
   in_base_ = in_tally_.begin(acc_block);

@@ -12,13 +12,27 @@
 
 namespace fluxcpp::ops {
 
-// C rows [0, rows) = A · op(B)[:, n0:n1] (+ bias), like parallel_gemm; in tiles of about
-// kTileFlops with core.poll() after each while transfers are pending, else in one piece.
-// `done(r)`: called after each tile with the rows finished so far (an op publishes them, so the
-// transport ships a block while the rest of it is computed).
+// How tiled_gemm splits its rows. OpenBLAS's results depend on how a GEMM is split into calls
+// (its edge kernels round differently), so an op whose bits must not depend on timing uses a
+// split that depends on the shape only.
+enum class Tiling {
+  kAdaptive,  // tiles of about kTileFlops when the op has hosts to talk to, else one piece (by
+              // the layout, not by what is in flight: a shape always makes the same calls)
+  kFixed,     // always tiles of fixed_tile_rows(): the same calls whatever is in flight
+  kSerial,    // kFixed, each tile one BLAS call on the calling thread: the same calls whatever
+              // the thread count (the bitwise-reproducible ops)
+};
+
+// C rows [0, rows) = A · op(B)[:, n0:n1] (+ bias), like parallel_gemm, split by `tiling` with
+// core.poll() after each tile. `done(r)`: called after each tile with the rows finished so far
+// (an op publishes them, so the transport ships a block while the rest of it is computed).
 void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64_t lda,
                 int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out,
-                const std::function<void(int64_t rows_done)>& done = {});
+                const std::function<void(int64_t rows_done)>& done = {},
+                Tiling tiling = Tiling::kAdaptive);
+
+// The rows of a tile of about kTileFlops for a GEMM of `cols` output columns and depth k.
+int64_t fixed_tile_rows(int64_t cols, int64_t k);
 
 // The work of one tile: ~3 ms of one core, about what a 10 Gbit/s link moves through the socket
 // buffers between two polls. Smaller tiles cost a weight repack each (OpenBLAS).

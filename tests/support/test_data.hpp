@@ -147,6 +147,21 @@ inline std::vector<double> widen_f64(const Bytes& b, DType t, std::size_t count)
   return v;
 }
 
+// The values as a tensor of dtype t (f32 and bf16 round to nearest even).
+inline Bytes narrow(const std::vector<double>& v, DType t) {
+  Bytes b(v.size() * dtype_size(t));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    const uint16_t h = float_to_bf16(f);
+    switch (t) {
+      case DType::kFloat32: std::memcpy(b.data() + 4 * i, &f, 4); break;
+      case DType::kFloat64: std::memcpy(b.data() + 8 * i, &v[i], 8); break;
+      case DType::kBFloat16: std::memcpy(b.data() + 2 * i, &h, 2); break;
+    }
+  }
+  return b;
+}
+
 // ---- poisoned outputs ----------------------------------------------------------------------
 
 // Output buffers start as all-ones bytes (NaN in every dtype): unwritten elements fail.
@@ -261,6 +276,23 @@ inline Bytes mpi_allgather(const Bytes& mine, int64_t rows, std::size_t row_byte
   const std::size_t shard = static_cast<std::size_t>(rows) * row_bytes;
   Bytes all(shard * W);
   MPI_Allgather(mine.data(), static_cast<int>(shard), MPI_BYTE, all.data(), static_cast<int>(shard),
+                MPI_BYTE, MPI_COMM_WORLD);
+  return all;
+}
+
+// MPI_Alltoallv of rows of `row_bytes` bytes: in_splits[t] rows go to rank t, out_splits[s] rows
+// come from rank s, each side in rank order.
+inline Bytes mpi_alltoallv(const Bytes& mine, const std::vector<int64_t>& in_splits,
+                           const std::vector<int64_t>& out_splits, std::size_t row_bytes) {
+  const int W = world_size();
+  std::vector<int> sc(W), sd(W), rc(W), rd(W);
+  int so = 0, ro = 0;
+  for (int t = 0; t < W; ++t) {
+    sc[t] = static_cast<int>(in_splits[t] * row_bytes), sd[t] = so, so += sc[t];
+    rc[t] = static_cast<int>(out_splits[t] * row_bytes), rd[t] = ro, ro += rc[t];
+  }
+  Bytes all(static_cast<std::size_t>(ro));
+  MPI_Alltoallv(mine.data(), sc.data(), sd.data(), MPI_BYTE, all.data(), rc.data(), rd.data(),
                 MPI_BYTE, MPI_COMM_WORLD);
   return all;
 }

@@ -23,9 +23,10 @@ std::string timed_out(const char* step, MPI_Comm comm) {
   int rank = -1, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  return fmt::format("{}{}timed out in {}: not every rank of the communicator (size {}) took part "
-                     "in time (this is rank {})",
-                     t_what, t_what.empty() ? "" : ": ", step, size, rank);
+  return fmt::format(
+      "{}{}timed out in {}: not every rank of the communicator (size {}) took part "
+      "in time (this is rank {})",
+      t_what, t_what.empty() ? "" : ": ", step, size, rank);
 }
 
 // Collective buffers on the heap, owned by a shared_ptr that a timeout leaks.
@@ -80,10 +81,12 @@ void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm
   int esz = 0;
   MPI_Type_size(type, &esz);
   auto b = std::make_shared<Bytes>();
-  b->a.assign(static_cast<char*>(buf), static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  b->a.assign(static_cast<char*>(buf),
+              static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
   b->b.resize(b->a.size());
   MPI_Request req;
-  check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req), "MPI_Iallreduce");
+  check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req),
+            "MPI_Iallreduce");
   wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Iallreduce", comm); });
   std::memcpy(buf, b->b.data(), b->b.size());
 }
@@ -92,7 +95,8 @@ void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   int esz = 0;
   MPI_Type_size(type, &esz);
   auto b = std::make_shared<Bytes>();
-  b->a.assign(static_cast<char*>(buf), static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  b->a.assign(static_cast<char*>(buf),
+              static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
   MPI_Request req;
   check_mpi(MPI_Ibcast(b->a.data(), count, type, root, comm, &req), "MPI_Ibcast");
   wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });

@@ -37,7 +37,7 @@ class DeadlineScope {
   ~DeadlineScope();
   DeadlineScope(const DeadlineScope&) = delete;
   DeadlineScope& operator=(const DeadlineScope&) = delete;
-  static Deadline current();           // time_point::max() outside any scope
+  static Deadline current();            // time_point::max() outside any scope
   static const std::string& context();  // "" outside any scope
 
  private:

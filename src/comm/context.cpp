@@ -1,12 +1,19 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <sys/random.h>
+#include <unistd.h>
+
 #include "comm/affinity.hpp"
+#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/launch_guard.hpp"
 #include "comm/mpi_util.hpp"
+#include "deadline.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/version.hpp"
 #include "log.hpp"
+#include "shm/symmetric_buffer.hpp"
 
 namespace fluxcpp {
 
@@ -20,32 +27,20 @@ using comm::check_mpi;
 
 namespace {
 
-// Launch guard. Processes started by a launcher that is not MPI's own (torchrun), or by one whose
-// process manager this MPI does not speak (srun without --mpi, another MPI's mpirun), each see
-// an MPI_COMM_WORLD of one rank. A context over it would run every rank alone at W = 1 and give
-// silently wrong results, so it is refused with a hint. These variables each mean "the launcher
-// started N processes of one job"; SLURM_NTASKS is not among them because a batch script sees
-// the allocation's task count while it runs as one process.
-void check_launch(MPI_Comm user_comm, int size) {
-  if (size != 1) return;
-  int cmp = MPI_UNEQUAL;
-  check_mpi(MPI_Comm_compare(user_comm, MPI_COMM_WORLD, &cmp), "MPI_Comm_compare");
-  if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) return;
-  if (env_choice("FLUXCPP_LAUNCH_GUARD", {"on", "off"}) == 1) return;
-  for (const char* var : {"WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                          "MV2_COMM_WORLD_SIZE"}) {
-    const char* v = std::getenv(var);
-    if (v == nullptr || *v == '\0') continue;
+constexpr uint64_t kDestroyToken = 0xD35720D35720ull;
+
+// The timeout that bounds context create itself, before the config is agreed on: the option,
+// else FLUXCPP_TIMEOUT_S, else the default (a malformed value is reported by the create's own
+// checks; here it only bounds the steps that lead there).
+double create_timeout(const ContextOptions& o) {
+  if (o.timeout_s > 0) return o.timeout_s;
+  const char* v = std::getenv("FLUXCPP_TIMEOUT_S");
+  if (v != nullptr && *v != '\0') {
     char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n <= 1) continue;
-    raise(Errc::kInvalidUsage,
-          "context: MPI_COMM_WORLD has 1 rank but {}={}: the launcher started {} processes that "
-          "each initialised MPI alone. Start them as one MPI job: mpirun -np {} <program>, or "
-          "srun --mpi=pmix -n {} <program> (FLUXCPP_LAUNCH_GUARD=off allows one-rank contexts "
-          "in such a job on purpose)",
-          var, v, n, n, n);
+    const double t = std::strtod(v, &end);
+    if (*end == '\0' && t > 0) return t;
   }
+  return Config{}.timeout_s;
 }
 
 }  // namespace
@@ -57,77 +52,25 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   MPI_Finalized(&finalized);
   if (!initialized || finalized)
     raise(Errc::kInvalidUsage, "context: MPI is not initialised (call MPI_Init_thread first)");
+  // A rank that cannot take part fails alone; the others time out.
   if (user_comm == MPI_COMM_NULL) raise(Errc::kInvalidArgument, "context: comm is MPI_COMM_NULL");
   check_mpi(MPI_Query_thread(&thread_level_), "MPI_Query_thread");
-  check_mpi(MPI_Comm_dup(user_comm, &comm_), "MPI_Comm_dup");
+  // Every collective below is bounded: a rank that never calls create, or died, makes the
+  // others fail with kTimeout instead of hanging. The blocking splits (MPI has no non-blocking
+  // one) each follow a bounded agreement every rank has passed.
+  comm::DeadlineScope scope(deadline_after(create_timeout(options)), "context create");
+  comm_ = comm::dup(user_comm);
   try {
-    // From here on errors are raised collectively, so no rank is left waiting in a collective.
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
     comm::agree(comm_, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
-      check_launch(user_comm, size_);
+      comm::check_launch(user_comm, size_);
       FLUXCPP_CHECK_ARG(options.ranks_per_node >= 0, "context: ranks_per_node={} must be >= 0",
                         options.ranks_per_node);
     });
     comm::agree_value(comm_, "context", "ranks_per_node", options.ranks_per_node);
-
-    // Real hosts first: a forced grouping must not put ranks of different hosts together.
-    MPI_Comm shared = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared),
-              "MPI_Comm_split_type");
-    int shared_size = 1, shared_leader = rank_;
-    MPI_Comm_size(shared, &shared_size);
-    MPI_Allreduce(MPI_IN_PLACE, &shared_leader, 1, MPI_INT, MPI_MIN, shared);
-    MPI_Comm_free(&shared);
-
-    int group_key = shared_leader;  // ranks with the same key form one host
-    if (options.ranks_per_node > 0) group_key = rank_ / options.ranks_per_node;
-    check_mpi(MPI_Comm_split(comm_, group_key, rank_, &node_comm_), "MPI_Comm_split");
-    MPI_Comm_set_errhandler(node_comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(node_comm_, &node_rank_);
-    MPI_Comm_size(node_comm_, &node_size_);
-    comm::agree(comm_, [&] {
-      int lo = shared_leader, hi = shared_leader;
-      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, node_comm_);
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, node_comm_);
-      FLUXCPP_CHECK_ARG(lo == hi,
-                        "context: ranks_per_node={} groups ranks of different hosts (rank {})",
-                        options.ranks_per_node, rank_);
-    });
-
-    // Layout of every rank: (host, rank on host). Hosts are numbered by their lowest rank.
-    std::vector<int> pairs;
-    comm::agree(comm_, [&] {
-      resize_or_raise(pairs, 2 * static_cast<std::size_t>(size_), "context", "the rank layout");
-    });
-    int leader = rank_;
-    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_comm_);
-    int mine[2] = {leader, node_rank_};
-    check_mpi(MPI_Allgather(mine, 2, MPI_INT, pairs.data(), 2, MPI_INT, comm_), "MPI_Allgather");
-    std::vector<int> leaders;
-    for (int r = 0; r < size_; ++r) leaders.push_back(pairs[2 * r]);
-    std::sort(leaders.begin(), leaders.end());
-    leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
-    num_nodes_ = static_cast<int>(leaders.size());
-    members_.assign(num_nodes_, {});
-    node_of_.resize(size_);
-    local_of_.resize(size_);
-    for (int r = 0; r < size_; ++r) {
-      int n = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), pairs[2 * r]) -
-                               leaders.begin());
-      node_of_[r] = n;
-      local_of_[r] = pairs[2 * r + 1];
-      if (static_cast<int>(members_[n].size()) <= local_of_[r])
-        members_[n].resize(local_of_[r] + 1);
-      members_[n][local_of_[r]] = r;
-    }
-    node_id_ = node_of_[rank_];
-    uniform_ = true;
-    for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
-    check_mpi(MPI_Comm_split(comm_, node_rank_, node_id_, &rail_comm_), "MPI_Comm_split");
-    MPI_Comm_set_errhandler(rail_comm_, MPI_ERRORS_RETURN);
+    split_hosts(options.ranks_per_node);
 
     comm::agree(comm_, [&] {
       if (num_nodes_ > 1 && thread_level_ < MPI_THREAD_MULTIPLE)
@@ -138,12 +81,24 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
       int cpus = comm::process_cpu_count();
       int online = static_cast<int>(std::thread::hardware_concurrency());
       // Unbound ranks share the host's CPUs; bound ones own their cpuset.
-      int per_rank = cpus >= online && shared_size > 0 ? std::max(1, cpus / shared_size) : cpus;
-      config_ = resolve_config(options, per_rank, shared_size > online);
+      int per_rank = cpus >= online && shared_size_ > 0 ? std::max(1, cpus / shared_size_) : cpus;
+      config_ = resolve_config(options, per_rank, shared_size_ > online);
     });
     log_set(config_.log_level, rank_, size_);
     policy_.spin = std::chrono::nanoseconds(static_cast<long long>(config_.spin_us * 1e3));
     policy_.yield = std::chrono::nanoseconds(static_cast<long long>(config_.yield_us * 1e3));
+
+    // Segment names every host rank knows in advance (shm::HostTeam::segment_name).
+    if (const int gone = shm::remove_stale_segments(); gone > 0)
+      FLUXCPP_LOG_INFO("context: removed {} segment(s) left by dead processes", gone);
+    host_pids_.assign(node_size_, 0);
+    const long pid = static_cast<long>(getpid());
+    comm::allgather(&pid, host_pids_.data(), 1, MPI_LONG, node_comm_);
+    if (node_rank_ == 0 && getrandom(&host_token_, sizeof host_token_, 0) != sizeof host_token_)
+      host_token_ =
+          static_cast<uint64_t>(pid) * 0x9E3779B97F4A7C15ull ^
+          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    comm::bcast(&host_token_, 1, MPI_UINT64_T, 0, node_comm_);
 
     comm::agree(comm_, [&] {
       int index = 0;
@@ -167,6 +122,70 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   }
 }
 
+void ContextImpl::split_hosts(int ranks_per_node) {
+  // Real hosts first: a forced grouping must not put ranks of different hosts together.
+  MPI_Comm shared = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared),
+            "MPI_Comm_split_type");
+  int shared_leader = rank_;
+  MPI_Comm_size(shared, &shared_size_);
+  MPI_Comm_set_errhandler(shared, MPI_ERRORS_RETURN);
+  try {
+    comm::allreduce(&shared_leader, 1, MPI_INT, MPI_MIN, shared);
+  } catch (...) {
+    MPI_Comm_free(&shared);
+    throw;
+  }
+  MPI_Comm_free(&shared);
+
+  int group_key = shared_leader;  // ranks with the same key form one host
+  if (ranks_per_node > 0) group_key = rank_ / ranks_per_node;
+  comm::barrier(comm_);
+  check_mpi(MPI_Comm_split(comm_, group_key, rank_, &node_comm_), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(node_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(node_comm_, &node_rank_);
+  MPI_Comm_size(node_comm_, &node_size_);
+  comm::agree(comm_, [&] {
+    int lh[2] = {shared_leader, ~shared_leader};
+    comm::allreduce(lh, 2, MPI_INT, MPI_MIN, node_comm_);
+    FLUXCPP_CHECK_ARG(lh[0] == ~lh[1],
+                      "context: ranks_per_node={} groups ranks of different hosts (rank {})",
+                      ranks_per_node, rank_);
+  });
+
+  // Layout of every rank: (host, rank on host). Hosts are numbered by their lowest rank.
+  std::vector<int> pairs;
+  comm::agree(comm_, [&] {
+    resize_or_raise(pairs, 2 * static_cast<std::size_t>(size_), "context", "the rank layout");
+  });
+  int leader = rank_;
+  comm::allreduce(&leader, 1, MPI_INT, MPI_MIN, node_comm_);
+  int mine[2] = {leader, node_rank_};
+  comm::allgather(mine, pairs.data(), 2, MPI_INT, comm_);
+  std::vector<int> leaders;
+  for (int r = 0; r < size_; ++r) leaders.push_back(pairs[2 * r]);
+  std::sort(leaders.begin(), leaders.end());
+  leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
+  num_nodes_ = static_cast<int>(leaders.size());
+  members_.assign(num_nodes_, {});
+  node_of_.resize(size_);
+  local_of_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    int n = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), pairs[2 * r]) -
+                             leaders.begin());
+    node_of_[r] = n;
+    local_of_[r] = pairs[2 * r + 1];
+    if (static_cast<int>(members_[n].size()) <= local_of_[r]) members_[n].resize(local_of_[r] + 1);
+    members_[n][local_of_[r]] = r;
+  }
+  node_id_ = node_of_[rank_];
+  uniform_ = true;
+  for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
+  comm::barrier(comm_);
+  check_mpi(MPI_Comm_split(comm_, node_rank_, node_id_, &rail_comm_), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(rail_comm_, MPI_ERRORS_RETURN);
+}
+
 ContextImpl::~ContextImpl() {
   release();
 }
@@ -177,13 +196,15 @@ void ContextImpl::release() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI
+  // A broken context's communicators may hold a collective MPI cannot cancel: leaked, not freed.
+  if (!broken_.empty()) return;
   for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
-  int len = static_cast<int>(mine.size()), maxlen = 0;
-  check_mpi(MPI_Allreduce(&len, &maxlen, 1, MPI_INT, MPI_MAX, node_comm_), "MPI_Allreduce");
+  int maxlen = static_cast<int>(mine.size());
+  comm::allreduce(&maxlen, 1, MPI_INT, MPI_MAX, node_comm_);
   std::string buf;
   // Agreed: a rank that cannot allocate must not leave its peers inside the allgather.
   comm::agree(node_comm_, [&] {
@@ -192,9 +213,7 @@ std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
   });
   std::string padded = mine;
   padded.resize(maxlen, '\0');
-  check_mpi(
-      MPI_Allgather(padded.data(), maxlen, MPI_CHAR, buf.data(), maxlen, MPI_CHAR, node_comm_),
-      "MPI_Allgather");
+  comm::allgather(padded.data(), buf.data(), maxlen, MPI_CHAR, node_comm_);
   std::vector<std::string> out;
   for (int i = 0; i < node_size_; ++i) {
     std::string s = buf.substr(static_cast<std::size_t>(i) * maxlen, maxlen);
@@ -208,19 +227,45 @@ void ContextImpl::agree(const std::function<void()>& fn) {
   comm::agree(node_comm_, fn);
 }
 
+std::string ContextImpl::segment_name(int rank, const std::string& tag) const {
+  return fmt::format("/fluxcpp-{}-{:016x}-{}", host_pids_[rank], host_token_, tag);
+}
+
 MPI_Comm ContextImpl::dup_comm(MPI_Comm base) {
-  MPI_Comm c = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_dup(base, &c), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-  return c;
+  return comm::dup(base);
+}
+
+void ContextImpl::check_usable(const char* what) const {
+  if (closed_) raise(Errc::kInvalidUsage, "{}: the context was closed", what);
+  if (!broken_.empty())
+    raise(Errc::kInvalidUsage,
+          "{}: the context failed earlier and can only be destroyed (first failure: {})", what,
+          broken_);
+}
+
+uint64_t ContextImpl::begin_op_create(const char* op) {
+  ++op_serial_;
+  creating_tag_ = fmt::format("{}{}", op, op_serial_);
+  return op_serial_;
 }
 
 void ContextImpl::close() {
   if (closed_) return;
+  closed_ = true;  // whatever happens below, the handle is freed
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
-  closed_ = true;
+  if (finalized || !broken_.empty()) {  // local: nothing collective can be trusted
+    release();
+    return;
+  }
+  try {
+    comm::DeadlineScope scope(deadline(), "context destroy");
+    comm::check_in(comm_, kDestroyToken, "the destroy check-in");
+  } catch (const std::exception& e) {
+    mark_broken(e.what());
+    release();
+    throw;
+  }
   release();
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "comm/config.hpp"
@@ -29,6 +30,9 @@ class ContextImpl : public shm::HostTeam {
   int size() const override { return node_size_; }
   std::vector<std::string> allgather(const std::string& mine) override;
   void agree(const std::function<void()>& fn) override;
+  // "/fluxcpp-<pid of host rank>-<host token>-<tag>".
+  std::string segment_name(int rank, const std::string& tag) const override;
+  int id() const override { return rank_; }
 
   MPI_Comm comm() const { return comm_; }
   MPI_Comm node_comm() const { return node_comm_; }
@@ -61,27 +65,56 @@ class ContextImpl : public shm::HostTeam {
   int num_compute_workers() const { return static_cast<int>(compute_.size()); }
   comm::Stream& compute_worker(int i) { return *compute_[i]; }
 
-  // A fresh communicator (collective over base) for one op, so ops never match each other's
-  // messages; the op frees it.
+  // A fresh communicator (collective over base, bounded by the current DeadlineScope) for one
+  // op, so ops never match each other's messages; the op frees it.
   static MPI_Comm dup_comm(MPI_Comm base);
 
-  void close();  // collective
+  // Collective (a check-in bounded by the timeout, naming a rank that does not take part) unless
+  // the context is broken, then local. Frees what this rank holds whatever it returns.
+  void close();
   bool closed() const { return closed_; }
 
-  // A number for each op created on the context, the same on every rank (ops are created
-  // collectively, in the same order): part of every call's identity.
-  uint64_t next_op_serial() { return ++op_serial_; }
-  // One thread at a time: a call enters the context for its duration. false: another thread is
-  // inside (its call goes on; this one must fail with kInvalidUsage).
-  bool try_enter() { return !busy_.exchange(true, std::memory_order_acquire); }
-  void leave() { busy_.store(false, std::memory_order_release); }
+  // Broken: a create or destroy failed midway (its communicator may hold an unmatched
+  // collective); every later call on the context or its ops is kInvalidUsage naming `why`.
+  void mark_broken(const std::string& why) {
+    if (broken_.empty()) broken_ = why;
+  }
+  const std::string& broken() const { return broken_; }
+  // kInvalidUsage when the context is closed or broken.
+  void check_usable(const char* what) const;
+  // Starts an op's collective create: the op's serial (part of every call's identity, the same
+  // on every rank: ops are created collectively, in the same order) and its segments' tag.
+  uint64_t begin_op_create(const char* op);
+  const std::string& creating_tag() const { return creating_tag_; }
+  uint64_t creating_serial() const { return op_serial_; }
+
+  // One thread at a time: a call enters the context for its duration (re-entrant on the thread
+  // inside: an op may use another). false: another thread is inside (its call goes on; this one
+  // must fail with kInvalidUsage).
+  bool try_enter() {
+    const std::thread::id me = std::this_thread::get_id();
+    std::thread::id none{};
+    if (owner_.load(std::memory_order_acquire) == me) {
+      ++depth_;
+      return true;
+    }
+    if (!owner_.compare_exchange_strong(none, me, std::memory_order_acquire)) return false;
+    depth_ = 1;
+    return true;
+  }
+  void leave() {
+    if (--depth_ == 0) owner_.store(std::thread::id{}, std::memory_order_release);
+  }
 
  private:
   void release() noexcept;
+  // Host layout: the node and rail communicators, every rank's host and local rank.
+  void split_hosts(int ranks_per_node);
 
   MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;
   int thread_level_ = MPI_THREAD_SINGLE;
+  int shared_size_ = 1;  // ranks on this rank's real host
   bool uniform_ = true;
   bool closed_ = false;
   std::vector<std::vector<int>> members_;
@@ -91,7 +124,12 @@ class ContextImpl : public shm::HostTeam {
   std::vector<std::unique_ptr<comm::Stream>> comm_streams_;
   std::vector<std::unique_ptr<comm::Stream>> compute_;
   uint64_t op_serial_ = 0;
-  std::atomic<bool> busy_{false};
+  std::string creating_tag_;
+  std::atomic<std::thread::id> owner_{};
+  int depth_ = 0;  // entries of the owning thread
+  std::string broken_;
+  std::vector<long> host_pids_;  // pid of every host rank (segment names)
+  uint64_t host_token_ = 0;      // random, the same on every rank of the host
 };
 
 }  // namespace fluxcpp::detail

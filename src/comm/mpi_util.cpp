@@ -62,7 +62,8 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
   if (rank == first) text = msg;
   if (!text.empty()) bcast(text.data(), static_cast<int>(hdr[1]), MPI_CHAR, first, comm);
   if (rank == first) throw AgreedError(static_cast<Errc>(hdr[0]), text);
-  throw AgreedError(static_cast<Errc>(hdr[0]), fmt::format("{} (reported by rank {})", text, first));
+  throw AgreedError(static_cast<Errc>(hdr[0]),
+                    fmt::format("{} (reported by rank {})", text, first));
 }
 
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value) {

@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
@@ -18,23 +19,27 @@ constexpr const char* kOp = "a2a_gemm";
 A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions& o,
                          const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
-  in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
-  out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-  const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
-  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;  // zero-copy input
-  core_.emplace(c, spec, layout_);
-  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
-  // of a forward.
-  comm::agree(c.comm(), [&] {
-    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    ops::check_gemm_create(c, kOp,
+                           {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight},
+                           local_error);
+    in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
+    out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
+    const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
+    a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"m", "", "", ""};
+    spec.releases = true;  // zero-copy input
+    core_.emplace(c, spec, layout_);
+    // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+    // of a forward.
+    comm::agree(c.comm(), [&] {
+      resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp,
+                      "the gather buffer");
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
@@ -20,22 +21,24 @@ A2aTransposeGemmImpl::A2aTransposeGemmImpl(std::shared_ptr<ContextImpl> ctx,
                                            const A2aTransposeGemmOptions& o,
                                            const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
-                            o.output_dtype, {"n", o.n}, /*own_is_k=*/false, local_error);
-  const int W = c.world_size();
-  const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
-  const std::size_t esz = dtype_size(o.input_dtype);
-  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
-  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"bs", "seq", "", ""};
-  core_.emplace(c, spec, layout_);
-  comm::agree(c.comm(), [&] {
-    resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
-                    "the exchanged rows");
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
+                              o.output_dtype, {"n", o.n}, /*own_is_k=*/false, local_error);
+    const int W = c.world_size();
+    const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
+    const std::size_t esz = dtype_size(o.input_dtype);
+    const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
+    a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"bs", "seq", "", ""};
+    core_.emplace(c, spec, layout_);
+    comm::agree(c.comm(), [&] {
+      resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
+                      "the exchanged rows");
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
@@ -19,47 +20,50 @@ constexpr const char* kOp = "ag_gemm";
 AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
                        const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  MPI_Comm comm = c.comm();
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error,
-      [&] {
-        const int mode = static_cast<int>(o.mode);
-        FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
-        // The op's own setting (declared with the others, so --help-env lists it).
-        mode_ = o.mode != AgGemmMode::kAuto
-                    ? o.mode
-                    : static_cast<AgGemmMode>(
-                          env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
-      });
-  comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    MPI_Comm comm = c.comm();
+    ops::check_gemm_create(
+        c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error,
+        [&] {
+          const int mode = static_cast<int>(o.mode);
+          FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
+          // The op's own setting (declared with the others, so --help-env lists it).
+          mode_ = o.mode != AgGemmMode::kAuto
+                      ? o.mode
+                      : static_cast<AgGemmMode>(
+                            env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
+        });
+    comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
 
-  in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
-  out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-  const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
-  // The staged slot always exists: it is also the zero-copy input buffer.
-  gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
-  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
-  // of a forward.
-  comm::agree(comm, [&] {
-    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
+    in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
+    out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
+    const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
+    // The staged slot always exists: it is also the zero-copy input buffer.
+    gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"m", "", "", ""};
+    spec.releases = true;
+    core_.emplace(c, spec, layout_);
+    // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+    // of a forward.
+    comm::agree(comm, [&] {
+      resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp,
+                      "the gather buffer");
+    });
+    // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
+    std::vector<int> host(c.node_size());
+    for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
+    std::sort(host.begin(), host.end());
+    for (std::size_t a = 0; a < host.size();) {
+      std::size_t b = a + 1;
+      while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
+      host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
+      a = b;
+    }
   });
-  // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
-  std::vector<int> host(c.node_size());
-  for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
-  std::sort(host.begin(), host.end());
-  for (std::size_t a = 0; a < host.size();) {
-    std::size_t b = a + 1;
-    while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
-    host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
-    a = b;
-  }
 }
 
 void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
@@ -117,7 +121,7 @@ bool AgGemmImpl::gathers(int64_t rows) const {
   return opts_.n >= rows;
 }
 
-void AgGemmImpl::stage(const ops::Call& call, const Args& a, std::size_t blk) {
+void AgGemmImpl::stage(const ops::Call& /*call*/, const Args& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
   if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
   const ops::Outbox own = gather_.own();

@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
 #include "shm/cma.hpp"
 
@@ -17,34 +18,34 @@ constexpr const char* kOp = "all_gather";
 AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOptions& o,
                              const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  // close() is collective, so this local check gives the same answer on every rank.
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
-  MPI_Comm comm = c.comm();
-  comm::agree(comm, [&] {
-    if (!local_error.empty())
-      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype", kOp,
-                      static_cast<int>(o.dtype));
-    FLUXCPP_CHECK_ARG(o.k >= 1, "{}: k={} must be >= 1", kOp, o.k);
-    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
-    FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large", kOp,
-                      o.max_m, o.k);
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    MPI_Comm comm = c.comm();
+    comm::agree(comm, [&] {
+      if (!local_error.empty())
+        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
+      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype", kOp,
+                        static_cast<int>(o.dtype));
+      FLUXCPP_CHECK_ARG(o.k >= 1, "{}: k={} must be >= 1", kOp, o.k);
+      FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
+      FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
+                        kOp, o.max_m, o.k);
+    });
+    comm::agree_value(comm, kOp, "max_m", o.max_m);
+    comm::agree_value(comm, kOp, "k", o.k);
+    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
+    const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
+    // The staged slot always exists: it is also the zero-copy input buffer.
+    gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
+    single_copy_ = ops::SingleCopy(c, layout_);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.fields = {"m", "", "", ""};
+    spec.releases = true;
+    core_.emplace(c, spec, layout_);
+    single_copy_.probe(*core_);
   });
-  comm::agree_value(comm, kOp, "max_m", o.max_m);
-  comm::agree_value(comm, kOp, "k", o.k);
-  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
-  row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
-  const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
-  // The staged slot always exists: it is also the zero-copy input buffer.
-  gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
-  single_copy_ = ops::SingleCopy(c, layout_);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
-  single_copy_.probe(*core_);
 }
 
 void AllGatherImpl::forward(const void* input, int64_t m, void* output) {

@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -17,33 +18,34 @@ AllToAllSingleImpl::AllToAllSingleImpl(std::shared_ptr<ContextImpl> ctx,
                                        const AllToAllSingleOptions& o,
                                        const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
-  MPI_Comm comm = c.comm();
-  comm::agree(comm, [&] {
-    if (!local_error.empty())
-      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
-                      kOp, static_cast<int>(o.dtype), c.world_rank());
-    FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
-    FLUXCPP_CHECK_ARG(o.max_rows >= 0, "{}: max_rows={} must be >= 0 (rank {})", kOp, o.max_rows,
-                      c.world_rank());
-    FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n, "{}: max_rows={} x n={} is too large",
-                      kOp, o.max_rows, o.n);
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    MPI_Comm comm = c.comm();
+    comm::agree(comm, [&] {
+      if (!local_error.empty())
+        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
+      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
+                        kOp, static_cast<int>(o.dtype), c.world_rank());
+      FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
+      FLUXCPP_CHECK_ARG(o.max_rows >= 0, "{}: max_rows={} must be >= 0 (rank {})", kOp, o.max_rows,
+                        c.world_rank());
+      FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
+                        "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
+    });
+    comm::agree_value(comm, kOp, "max_rows", o.max_rows);
+    comm::agree_value(comm, kOp, "n", o.n);
+    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
+    const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
+    a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+    single_copy_ = ops::SingleCopy(c, layout_);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
+    spec.releases = true;
+    core_.emplace(c, spec, layout_);
+    single_copy_.probe(*core_);
   });
-  comm::agree_value(comm, kOp, "max_rows", o.max_rows);
-  comm::agree_value(comm, kOp, "n", o.n);
-  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
-  row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
-  const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
-  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-  single_copy_ = ops::SingleCopy(c, layout_);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
-  single_copy_.probe(*core_);
 }
 
 std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_splits,

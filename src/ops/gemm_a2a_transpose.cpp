@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
@@ -18,21 +19,23 @@ GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
                                            const GemmA2aTransposeOptions& o,
                                            const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
-                            o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
-  const int W = c.world_size();
-  const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
-  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
-  // The GEMM writes into a2a-out even when alone.
-  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"bs", "seq", "", ""};
-  spec.releases = true;  // gemm-only writes the blocks outside a call
-  spec.local_writes = true;
-  core_.emplace(c, spec, layout_);
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
+                              o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
+    const int W = c.world_size();
+    const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
+    const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
+    // The GEMM writes into a2a-out even when alone.
+    a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"bs", "seq", "", ""};
+    spec.releases = true;  // gemm-only writes the blocks outside a call
+    spec.local_writes = true;
+    core_.emplace(c, spec, layout_);
+  });
 }
 
 void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,

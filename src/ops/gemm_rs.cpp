@@ -6,6 +6,7 @@
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/reduce.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
@@ -20,27 +21,30 @@ constexpr const char* kOp = "gemm_rs";
 GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
                        const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  MPI_Comm comm = c.comm();
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
-  acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const int W = c.world_size(), N = c.num_nodes();
-  const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
-  // The partials are computed into the segment even when alone.
-  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;  // gemm-only writes the partials outside a call
-  spec.local_writes = true;
-  core_.emplace(c, spec, layout_);
-  comm::agree(comm, [&] {
-    resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
-    if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
-    if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
-      resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    MPI_Comm comm = c.comm();
+    ops::check_gemm_create(c, kOp,
+                           {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight},
+                           local_error);
+    acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const int W = c.world_size(), N = c.num_nodes();
+    const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
+    // The partials are computed into the segment even when alone.
+    reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"m", "", "", ""};
+    spec.releases = true;  // gemm-only writes the partials outside a call
+    spec.local_writes = true;
+    core_.emplace(c, spec, layout_);
+    comm::agree(comm, [&] {
+      resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
+      if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
+      if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
+        resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
+    });
   });
 }
 

@@ -1,5 +1,7 @@
 #include "ops/grouped_gemm.hpp"
 
+#include "ops/core/op_core.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -26,29 +28,13 @@ bool valid_pair(DType in, DType out) {
          (in == DType::kBFloat16 && (out == DType::kBFloat16 || out == DType::kFloat32));
 }
 
-// Clears the in-use flag when the forward leaves, however it leaves.
-class InUse {
- public:
-  explicit InUse(std::atomic<bool>& busy) : busy_(busy) {
-    if (busy_.exchange(true, std::memory_order_acquire))
-      raise(Errc::kInvalidUsage,
-            "{}: the op is in use by another thread (an op is used by one thread at a time)", kOp);
-  }
-  ~InUse() { busy_.store(false, std::memory_order_release); }
-  InUse(const InUse&) = delete;
-  InUse& operator=(const InUse&) = delete;
-
- private:
-  std::atomic<bool>& busy_;
-};
-
 }  // namespace
 
 GroupedGemmImpl::GroupedGemmImpl(std::shared_ptr<ContextImpl> ctx, const GroupedGemmOptions& o,
                                  const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
   if (!ctx_) raise(Errc::kInvalidUsage, "{}: the context is empty (moved from)", kOp);
-  if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
+  ctx_->check_usable(kOp);
   if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {}", kOp, local_error);
   FLUXCPP_CHECK_ARG(dtype_valid(o.input_dtype) && dtype_valid(o.output_dtype) &&
                         valid_pair(o.input_dtype, o.output_dtype),
@@ -144,7 +130,9 @@ void GroupedGemmImpl::run_part(const Part& p, kernels::GemmWeight& w, const char
 
 void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const void* weight,
                               const float* scale, void* output) {
-  InUse in_use(busy_);
+  // Local: no communicator is involved, so a closed or broken context does not stop it (after
+  // close() it computes on the calling thread).
+  ops::ContextEntry entry(*ctx_, kOp);
   const int64_t m = validate(input, splits, weight, output);
   if (m == 0) return;
   kernels::BlasSingleThreadScope one_blas_thread;  // our participants are the parallelism

@@ -46,7 +46,6 @@ class GroupedGemmImpl {
   std::size_t in_elem_ = 0, out_elem_ = 0;    // bytes per element of input/weight and output
   std::vector<int64_t> offsets_;              // P[g], G + 1 entries, of the current forward
   std::vector<kernels::GemmWeight> weights_;  // one per participant (bf16 slabs widened there)
-  std::atomic<bool> busy_{false};
 };
 
 }  // namespace fluxcpp::detail

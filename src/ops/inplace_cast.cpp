@@ -4,12 +4,14 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "error_util.hpp"
 #include "fluxcpp/inplace_cast.hpp"
 #include "kernels/inplace_cast.hpp"
+#include "ops/core/op_core.hpp"
 
 namespace fluxcpp::ops {
 namespace {
@@ -79,7 +81,11 @@ void run_chains(detail::ContextImpl& c, void* data, const kernels::CastPlan& pla
 
 void inplace_cast(detail::ContextImpl* c, void* data, int64_t count, DType from, DType to) {
   check_args(data, count, from, to);
-  if (c != nullptr && c->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
+  std::optional<ContextEntry> entry;
+  if (c != nullptr) {
+    c->check_usable(kOp);
+    entry.emplace(*c, kOp);
+  }
   if (count == 0) return;
   const int threads = c == nullptr ? 1 : std::max(1, c->num_compute_workers());
   if (threads == 1 || count < kMinParallel) {

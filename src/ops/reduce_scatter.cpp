@@ -4,6 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
 
 namespace fluxcpp {
@@ -16,33 +17,34 @@ constexpr const char* kOp = "reduce_scatter";
 ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
                                      const ReduceScatterOptions& o, const std::string& local_error)
     : ctx_(std::move(ctx)), opts_(o) {
-  ContextImpl& c = *ctx_;
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", kOp);
-  MPI_Comm comm = c.comm();
-  comm::agree(comm, [&] {
-    if (!local_error.empty())
-      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
-                      kOp, static_cast<int>(o.dtype), c.world_rank());
-    FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
-    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
-    FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large", kOp,
-                      o.max_m, o.n);
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    MPI_Comm comm = c.comm();
+    comm::agree(comm, [&] {
+      if (!local_error.empty())
+        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
+      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
+                        kOp, static_cast<int>(o.dtype), c.world_rank());
+      FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
+      FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
+      FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
+                        kOp, o.max_m, o.n);
+    });
+    comm::agree_value(comm, kOp, "max_m", o.max_m);
+    comm::agree_value(comm, kOp, "n", o.n);
+    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
+    reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
+                                  ops::needs_data(c));
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.fields = {"m", "", "", ""};
+    core_.emplace(c, spec, layout_);
+    if (c.num_nodes() > 1)
+      comm::agree(
+          comm, [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
   });
-  comm::agree_value(comm, kOp, "max_m", o.max_m);
-  comm::agree_value(comm, kOp, "n", o.n);
-  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
-  acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
-  reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
-                                ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.fields = {"m", "", "", ""};
-  core_.emplace(c, spec, layout_);
-  if (c.num_nodes() > 1)
-    comm::agree(comm,
-                [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
 }
 
 void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {

@@ -68,10 +68,10 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
             "hosts)",
             op, c.world_size(), c.num_nodes());
   });
-  hs_ = Handshake(c, op, c.next_op_serial(), layout, spec.fields, spec.vector_len);
+  hs_ = Handshake(c, op, c.creating_serial(), layout, spec.fields, spec.vector_len);
   released_ = layout.signals("released", c.node_size());
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
-  comm::agree(comm, [&] { buf_ = shm::SymmetricBuffer(c, layout.bytes(), op); });
+  buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
   layout.bind(buf_);
   if (c.num_nodes() > 1)
     transport_.emplace(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
@@ -86,10 +86,10 @@ OpCore::~OpCore() {
 }
 
 void OpCore::check_usable() const {
+  ctx_->check_usable(spec_.op);
   if (!broken_.empty())
     raise(Errc::kInvalidUsage,
           "{}: the op failed earlier and must be destroyed (first failure: {})", spec_.op, broken_);
-  if (ctx_->closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", spec_.op);
 }
 
 void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {

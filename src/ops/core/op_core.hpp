@@ -17,6 +17,7 @@
 
 #include "comm/context_impl.hpp"
 #include "comm/transport.hpp"
+#include "fault.hpp"
 #include "kernels/blas_threads.hpp"
 #include "ops/core/handshake.hpp"
 #include "shm/layout.hpp"
@@ -133,6 +134,7 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
   Call call;
   begin_call(path, d, call);
   if (noop) return;
+  fault_point("forward", ctx_->world_rank());
   try {
     body(static_cast<const Call&>(call));
     if (path != Path::kGemmOnly) end_call();

@@ -31,9 +31,9 @@ class ReduceExchange {
 
   // Starts a call with blocks of `share_block` bytes (shares) and `acc_block` bytes (host sums):
   // posts the host-sum transfers (each send goes once its sum is published). `direct`: across
-  // hosts, alone on its host with shares already in the accumulation type, a rank's share of block t is its
-  // host's sum: it is sent straight from the shares slot once share(t) is published, while the
-  // op computes the next block.
+  // hosts, alone on its host with shares already in the accumulation type, a rank's share of block
+  // t is its host's sum: it is sent straight from the shares slot once share(t) is published, while
+  // the op computes the next block.
   void begin(OpCore& core, std::size_t share_block, std::size_t acc_block, bool direct = false);
   // This rank's shares: block t at shares() + t * share_block.
   char* shares() const { return shares_.count() > 0 ? shares_.at(c_->node_rank()) : nullptr; }

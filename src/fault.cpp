@@ -1,0 +1,59 @@
+#include "fault.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace fluxcpp {
+
+namespace {
+
+struct Fault {
+  std::string point;
+  int rank = -1;
+  int signal = SIGKILL;
+  int nth = 1;
+  std::atomic<int> seen{0};
+};
+
+const Fault* parse() {
+  static Fault f;
+  static const bool active = [] {
+    const char* v = std::getenv("FLUXCPP_TEST_FAULT");
+    if (v == nullptr || *v == '\0') return false;
+    const std::string s = v;
+    const auto c1 = s.find(':');
+    if (c1 == std::string::npos) return false;
+    f.point = s.substr(0, c1);
+    f.rank = std::atoi(s.c_str() + c1 + 1);
+    const auto c2 = s.find(':', c1 + 1);
+    if (c2 != std::string::npos) {
+      const std::string rest = s.substr(c2 + 1);
+      f.signal = rest.rfind("stop", 0) == 0 ? SIGSTOP : SIGKILL;
+      const auto c3 = rest.find(':');
+      if (c3 != std::string::npos) f.nth = std::max(1, std::atoi(rest.c_str() + c3 + 1));
+    }
+    return true;
+  }();
+  return active ? &f : nullptr;
+}
+
+}  // namespace
+
+void fault_point(const char* point, int world_rank) noexcept {
+  const Fault* f = parse();
+  if (f == nullptr || world_rank != f->rank || f->point != point) return;
+  if (const_cast<Fault*>(f)->seen.fetch_add(1) + 1 != f->nth) return;
+  std::fprintf(stderr, "[fluxcpp %d] FLUXCPP_TEST_FAULT: %s at %s\n", world_rank,
+               f->signal == SIGSTOP ? "stopping" : "killing", point);
+  std::fflush(stderr);
+  raise(f->signal);
+}
+
+}  // namespace fluxcpp

@@ -1,0 +1,43 @@
+// The collective create of an op, written once. Every op's constructor body runs inside
+// create_op, which:
+//  * refuses a closed or broken context, and a context in use by another thread (kInvalidUsage);
+//  * bounds every collective of the body by the timeout (comm::DeadlineScope);
+//  * starts with a check-in on the context's own communicator, so a rank that does not take
+//    part (a NULL context, an early return, a dead process) is named in the others' kTimeout;
+//  * on a failure the ranks did not agree on (a timeout, an MPI or system error midway), breaks
+//    the context — its communicator may hold an unmatched collective — and removes every host
+//    rank's segment name for this op, a dead rank's included. Agreed errors (bad arguments
+//    every rank reported alike, a full /dev/shm) break nothing.
+#pragma once
+
+#include <exception>
+
+#include "comm/bounded.hpp"
+#include "comm/context_impl.hpp"
+#include "error_util.hpp"
+#include "fault.hpp"
+#include "ops/core/op_core.hpp"
+#include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::ops {
+
+template <class Body>
+void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
+  c.check_usable(op);
+  ContextEntry entry(c, op);
+  const uint64_t serial = c.begin_op_create(op);
+  comm::DeadlineScope scope(c.deadline(), fmt::format("{} create", op));
+  try {
+    comm::check_in(c.comm(), serial, "the op's check-in");
+    fault_point("create", c.world_rank());
+    body();
+  } catch (const AgreedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    c.mark_broken(fmt::format("{} create failed: {}", op, e.what()));
+    shm::unlink_team_segments(c, c.creating_tag());
+    throw;
+  }
+}
+
+}  // namespace fluxcpp::ops

@@ -305,5 +305,45 @@ TEST_F(AsyncSendRecvErrors, IsendDataNotReadAfterSendWait) {
   op.close();
 }
 
+// destroy is collective and bounded: a rank that does not take part is named in the others'
+// kTimeout within the timeout plus a little (the context is then broken: its communicator may
+// hold an unmatched check-in), and that rank's own destroy, once the others are gone, too.
+TEST_F(AsyncSendRecvErrors, DestroyWithoutPeerTimesOut) {
+  const int W = world_size(), r = world_rank();
+  if (W < 2) GTEST_SKIP() << "needs a peer (W = 1)";
+  const double timeout_s = 1.0;
+  Context ctx(MPI_COMM_WORLD, test_options(timeout_s));
+  AsyncSendRecv op(ctx, options({1, DType::kFloat32}));
+  if (r != W - 1) {
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_error([&] { op.close(); }, Errc::kTimeout,
+                 {"async_send_recv destroy", std::to_string(W - 1), "did not take part"},
+                 "destroy without the last rank");
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LE(took, timeout_s + 1.0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == W - 1) {
+    // The others' tokens are already here, so the late destroy may succeed; either way it ends
+    // within the timeout.
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      op.close();
+    } catch (const Error& e) {
+      EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(Errc::kTimeout)) << e.what();
+    }
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LE(took, timeout_s + 1.0);
+  } else {
+    expect_error(
+        [&] {
+          AsyncSendRecv again(ctx, options({1, DType::kFloat32}));
+        },
+        Errc::kInvalidUsage, {"destroy failed"}, "create on the broken context");
+  }
+}
+
 }  // namespace
 }  // namespace fluxcpp::test

@@ -3,6 +3,7 @@
 // random delays on both sides, num_slots 1..4 and many more messages than slots; then the error
 // rules: too-small receive buffers, bad arguments, a receive with no sender (kTimeout within the
 // timeout), and isend data that must not be read after send_wait.
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -343,6 +344,39 @@ TEST_F(AsyncSendRecvErrors, DestroyWithoutPeerTimesOut) {
         },
         Errc::kInvalidUsage, {"destroy failed"}, "create on the broken context");
   }
+}
+
+// One thread at a time: a second thread entering the op while a recv waits gets INVALID_USAGE;
+// the waiting recv goes on and gets its message.
+TEST_F(AsyncSendRecvErrors, SecondThreadIsRefused) {
+  const int W = world_size(), r = world_rank();
+  if (W < 2) GTEST_SKIP() << "needs a peer (W = 1)";
+  Context ctx(MPI_COMM_WORLD, test_options());
+  AsyncSendRecv op(ctx, options({1, DType::kFloat32}));
+  const int next = (r + 1) % W, prev = (r - 1 + W) % W;
+  Bytes out(kMaxM * row_bytes(DType::kFloat32));
+  if (r == 0) {
+    std::atomic<bool> started{false};
+    int64_t got = -1;
+    std::thread waiter([&] {
+      started = true;
+      got = op.recv(prev, out.data(), kMaxM);
+    });
+    while (!started) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    expect_error([&] { (void)op.probe(prev); }, Errc::kInvalidUsage, {"another thread"},
+                 "probe from a second thread");
+    MPI_Barrier(MPI_COMM_WORLD);
+    waiter.join();
+    EXPECT_EQ(got, rows_of(prev, 0, 2));
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (next == 0) {
+      Bytes mine = message(DType::kFloat32, r, 0, 2);
+      op.send(0, mine.data(), rows_of(r, 0, 2));
+    }
+  }
+  op.close();
 }
 
 }  // namespace

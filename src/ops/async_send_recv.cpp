@@ -39,19 +39,28 @@ void AsyncSendRecvImpl::timeout(std::string& broken, const std::string& msg) {
 bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime deadline,
                              uint64_t* observed) {
   const shm::WaitPolicy policy = ctx_->wait_policy();
+  if (!net_ || net_->size() == 0) return shm::signal_wait(s, target, deadline, policy, observed);
+  // Messages of ours in flight across hosts move only while someone calls MPI, and a comm stream
+  // may post one while we wait: poll MPI while anything is in flight, and otherwise sleep on the
+  // signal in slices of 1 ms, looking again between them.
   ops::Backoff backoff(policy);
-  // Messages of ours in flight across hosts move only while someone calls MPI.
-  while (net_ && net_->busy()) {
-    net_->progress();
-    const uint64_t v = shm::signal_load(s);
-    if (v >= target) return true;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      *observed = v;
-      return false;
+  for (;;) {
+    if (net_->busy()) {
+      net_->progress();
+      const uint64_t v = shm::signal_load(s);
+      if (v >= target) return true;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        *observed = v;
+        return false;
+      }
+      backoff.pause();
+      continue;
     }
-    backoff.pause();
+    const SteadyTime slice = std::min(
+        deadline, deadline_add(std::chrono::steady_clock::now(), std::chrono::milliseconds(1)));
+    if (shm::signal_wait(s, target, slice, policy, observed)) return true;
+    if (slice >= deadline) return false;
   }
-  return shm::signal_wait(s, target, deadline, policy, observed);
 }
 
 void AsyncSendRecvImpl::deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes,

@@ -379,5 +379,35 @@ TEST_F(AsyncSendRecvErrors, SecondThreadIsRefused) {
   op.close();
 }
 
+// Messages far above MPI's eager sizes (up to 512 KiB), isend then recv around the ring: across
+// hosts each needs the sender's progress while it waits for its own receive.
+TEST_F(AsyncSendRecvErrors, RingLargeMessages) {
+  const int W = world_size(), r = world_rank();
+  if (W < 2) GTEST_SKIP() << "a ring needs two ranks (W = 1)";
+  Context ctx(MPI_COMM_WORLD, test_options());
+  AsyncSendRecvOptions o;
+  o.max_m = 512;
+  o.n = 256;
+  o.num_slots = 2;
+  AsyncSendRecv op(ctx, o);
+  const int next = (r + 1) % W, prev = (r - 1 + W) % W;
+  const std::size_t row = 256 * sizeof(float);
+  for (int q = 0; q < 10; ++q) {
+    const int64_t m = 512 - 37 * q, pm = m;  // every rank sends the same sizes
+    Bytes mine =
+        random_tensor(DType::kFloat32, static_cast<std::size_t>(m) * 256, seed_of(r, q, 5));
+    Bytes got(512 * row), ref(512 * row);
+    const uint64_t seq = op.isend(next, mine.data(), m);
+    ASSERT_EQ(op.recv(prev, got.data(), 512), pm) << "message " << q + 1;
+    op.send_wait(next, seq);
+    MPI_Sendrecv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, next, q, ref.data(),
+                 static_cast<int>(ref.size()), MPI_BYTE, prev, q, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), static_cast<std::size_t>(pm) * row), 0)
+        << "rank " << r << ": message " << q + 1 << " from rank " << prev << " differs";
+  }
+  op.close();
+}
+
 }  // namespace
 }  // namespace fluxcpp::test

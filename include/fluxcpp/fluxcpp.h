@@ -221,6 +221,48 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_tran
 /* NULL is a no-op. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op);
 
+/* ---- async_send_recv (FLUX AsyncSendRecv, DeepEP pp_send/pp_recv: pipeline parallel) ------ */
+typedef struct fluxcpp_async_send_recv_s* fluxcpp_async_send_recv_t;
+/* Collective, bounded by the timeout. A message is m rows (0 <= m <= max_m; m = 0 is a message)
+ * of n elements of dtype. peers: the ranks this rank exchanges with (NULL with num_peers = 0: the
+ * ring neighbours {r-1, r+1} mod W without r and duplicates); lists must be symmetric (checked).
+ * max_m, n, dtype and num_slots (>= 1 messages in flight per ordered pair) must agree. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_create(fluxcpp_context_t ctx, int64_t max_m,
+                                                            int64_t n, fluxcpp_dtype_t dtype,
+                                                            int num_slots, int num_peers,
+                                                            const int* peers,
+                                                            fluxcpp_async_send_recv_t* op);
+/* Point to point, not collective. Messages s -> d are numbered q = 1, 2, ... (64-bit counters,
+ * never reset) and delivered in order; message q uses slot (q-1) % num_slots, filled only after d
+ * released message q - num_slots. send: blocks until the slot is free, copies, publishes; data is
+ * reusable on return (does not wait for d to receive). *seq (may be NULL) = q. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send(fluxcpp_async_send_recv_t op, int dst,
+                                                          const void* data, int64_t m,
+                                                          uint64_t* seq);
+/* isend: blocks only until the slot is free; the copy runs on a comm thread; data stays untouched
+ * until send_wait(dst, seq) returns or send_test says done. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_isend(fluxcpp_async_send_recv_t op, int dst,
+                                                           const void* data, int64_t m,
+                                                           uint64_t* seq);
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send_wait(fluxcpp_async_send_recv_t op,
+                                                               int dst, uint64_t seq);
+/* *done = 1 when message seq no longer reads the caller's data, else 0. Non-blocking. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send_test(fluxcpp_async_send_recv_t op,
+                                                               int dst, uint64_t seq, int* done);
+/* Blocks until the next message from src; if its m > out_rows: INVALID_ARGUMENT and the message
+ * stays queued; else copies it into out [out_rows, n], sets *m (may be NULL), releases the slot. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_recv(fluxcpp_async_send_recv_t op, int src,
+                                                          void* out, int64_t out_rows, int64_t* m);
+/* Non-blocking: *m = rows of the next message from src, or -1 if none has arrived. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_probe(fluxcpp_async_send_recv_t op, int src,
+                                                           int64_t* m);
+/* Errors are point to point: only the caller fails, nothing is sent. A wait beyond the context
+ * timeout is FLUXCPP_ERROR_TIMEOUT naming peer, message number and observed counter, and breaks
+ * that ordered pair only (its later calls: INVALID_USAGE); other pairs go on.
+ * Collective (bounded by the timeout; local once the context is closed or broken); messages
+ * never received are discarded. NULL is a no-op; the handle is freed whatever it returns. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_destroy(fluxcpp_async_send_recv_t op);
+
 /* ---- inplace_cast (FLUX InplaceCast) ------------------------------------------------------ */
 /* Local (not collective), blocking. Converts `count` elements of dtype `from` at `data` into
  * elements of dtype `to` over the same memory: element i of the result (at data + i*sizeof(to)) =

@@ -5,6 +5,7 @@
 #include "fluxcpp/ag_gemm.hpp"
 #include "fluxcpp/all_gather.hpp"
 #include "fluxcpp/all_to_all_single.hpp"
+#include "fluxcpp/async_send_recv.hpp"
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/gemm_rs.hpp"

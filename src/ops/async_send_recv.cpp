@@ -1,0 +1,319 @@
+// AsyncSendRecv: the point-to-point calls (send, isend, send_wait, send_test, recv, probe).
+#include "ops/async_send_recv.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "error_util.hpp"
+#include "ops/core/backoff.hpp"
+#include "ops/core/op_core.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+constexpr const char* kOp = "async_send_recv";
+
+std::string list_text(const std::vector<int>& v) {
+  return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ", "));
+}
+}  // namespace
+
+void AsyncSendRecvImpl::check_open(const char* fn) const {
+  ctx_->check_usable(kOp);
+  if (closed_) raise(Errc::kInvalidUsage, "{}: {}: the op was destroyed", kOp, fn);
+}
+
+AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::pair(const char* fn, const char* arg, int peer) {
+  for (auto& p : pairs_)
+    if (p->rank == peer) return *p;
+  raise(Errc::kInvalidArgument, "{}: {}: {}={} is not a peer of rank {} (peers: {})", kOp, fn, arg,
+        peer, ctx_->world_rank(), list_text(peers_));
+}
+
+void AsyncSendRecvImpl::timeout(std::string& broken, const std::string& msg) {
+  broken = msg;
+  throw Error(Errc::kTimeout, msg);
+}
+
+bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime deadline,
+                             uint64_t* observed) {
+  const shm::WaitPolicy policy = ctx_->wait_policy();
+  if (!net_ || net_->size() == 0) return shm::signal_wait(s, target, deadline, policy, observed);
+  // Messages of ours in flight across hosts move only while someone calls MPI, and a comm stream
+  // may post one while we wait: poll MPI while anything is in flight, and otherwise sleep on the
+  // signal in slices of 1 ms, looking again between them.
+  ops::Backoff backoff(policy);
+  for (;;) {
+    if (net_->busy()) {
+      net_->progress();
+      const uint64_t v = shm::signal_load(s);
+      if (v >= target) return true;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        *observed = v;
+        return false;
+      }
+      backoff.pause();
+      continue;
+    }
+    const SteadyTime slice = std::min(
+        deadline, deadline_add(std::chrono::steady_clock::now(), std::chrono::milliseconds(1)));
+    if (shm::signal_wait(s, target, slice, policy, observed)) return true;
+    if (slice >= deadline) return false;
+  }
+}
+
+void AsyncSendRecvImpl::deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes,
+                                int64_t m) noexcept {
+  const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
+  if (p.local >= 0) {
+    const int me = ctx_->node_rank();
+    if (bytes > 0) std::memcpy(out_.at(me, p.mine * slots_ + s), data, bytes);
+    rows_.at(me, p.mine * slots_ + s)
+        .value.store(static_cast<uint64_t>(m), std::memory_order_relaxed);
+    shm::signal_set(arrived_.at(me, p.mine), q);
+  } else {
+    if (bytes > 0) std::memcpy(net_->staging(p.net, q), data, bytes);
+    net_->ready(p.net, q, bytes);
+  }
+  shm::signal_set(p.copied, q);
+}
+
+uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool async) {
+  const char* fn = async ? "isend" : "send";
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open(fn);
+  const int r = ctx_->world_rank();
+  Pair& p = pair(fn, "dst", dst);
+  FLUXCPP_CHECK_ARG(m >= 0 && m <= opts_.max_m,
+                    "{}: {} to rank {}: m={} must be in [0, {}] (rank {})", kOp, fn, dst, m,
+                    opts_.max_m, r);
+  FLUXCPP_CHECK_ARG(m == 0 || data != nullptr,
+                    "{}: {} to rank {}: data is NULL with m={} (rank {})", kOp, fn, dst, m, r);
+  if (!p.send_broken.empty())
+    raise(Errc::kInvalidUsage, "{}: {} to rank {}: the pair failed earlier: {}", kOp, fn, dst,
+          p.send_broken);
+  const uint64_t q = p.sent + 1;
+  const uint64_t S = static_cast<uint64_t>(slots_);
+  const std::size_t bytes = static_cast<std::size_t>(m) * row_;
+  const SteadyTime deadline = ctx_->deadline();
+  const double tmo = ctx_->config().timeout_s;
+  uint64_t seen = 0;
+  if (q > S && p.local >= 0) {
+    if (!wait(released_.at(p.local, p.theirs), q - S, deadline, &seen))
+      timeout(p.send_broken,
+              fmt::format("{}: {} to rank {}: message {} waits for slot {}, free once rank {} has "
+                          "released message {}; observed released = {} after {} s (rank {})",
+                          kOp, fn, dst, q, (q - 1) % S, dst, q - S, seen, tmo, r));
+  } else if (q > S) {
+    ops::Backoff backoff(ctx_->wait_policy());
+    for (;;) {
+      seen = net_->completed(p.net);
+      const std::string err = net_->send_error(p.net);
+      if (!err.empty()) {
+        p.send_broken = err;
+        raise(Errc::kMpi, "{}: {} to rank {}: {} (rank {})", kOp, fn, dst, err, r);
+      }
+      if (seen >= q - S) break;
+      if (std::chrono::steady_clock::now() >= deadline)
+        timeout(p.send_broken,
+                fmt::format("{}: {} to rank {}: message {} waits for slot {}, free once rank {} "
+                            "has matched message {}; observed matched = {} after {} s (rank {})",
+                            kOp, fn, dst, q, (q - 1) % S, dst, q - S, seen, tmo, r));
+      backoff.pause();
+    }
+  }
+  if (async && p.stream >= 0) {
+    Pair* pp = &p;
+    const char* src = static_cast<const char*>(data);
+    p.ticket = ctx_->comm_stream(p.stream).enqueue(
+        [this, pp, q, src, bytes, m] { deliver(*pp, q, src, bytes, m); });
+  } else {
+    // An isend still copying goes first: messages are published in order.
+    if (shm::signal_load(p.copied) < p.sent && !wait(p.copied, p.sent, deadline, &seen))
+      timeout(p.send_broken,
+              fmt::format("{}: {} to rank {}: the copy of message {} on the comm stream did not "
+                          "finish; observed copied = {} after {} s (rank {})",
+                          kOp, fn, dst, p.sent, seen, tmo, r));
+    deliver(p, q, static_cast<const char*>(data), bytes, m);
+  }
+  p.sent = q;
+  return q;
+}
+
+void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open("send_wait");
+  Pair& p = pair("send_wait", "dst", dst);
+  FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
+                    "{}: send_wait: message {} to rank {} was never sent ({} sent; rank {})", kOp,
+                    seq, dst, p.sent, ctx_->world_rank());
+  if (net_) net_->progress();
+  if (shm::signal_load(p.copied) >= seq) return;
+  if (!p.send_broken.empty())
+    raise(Errc::kInvalidUsage, "{}: send_wait to rank {}: the pair failed earlier: {}", kOp, dst,
+          p.send_broken);
+  uint64_t seen = 0;
+  if (!wait(p.copied, seq, ctx_->deadline(), &seen))
+    timeout(p.send_broken,
+            fmt::format("{}: send_wait to rank {}: the copy of message {} did not finish; "
+                        "observed copied = {} after {} s (rank {})",
+                        kOp, dst, seq, seen, ctx_->config().timeout_s, ctx_->world_rank()));
+}
+
+bool AsyncSendRecvImpl::send_test(int dst, uint64_t seq) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open("send_test");
+  Pair& p = pair("send_test", "dst", dst);
+  FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
+                    "{}: send_test: message {} to rank {} was never sent ({} sent; rank {})", kOp,
+                    seq, dst, p.sent, ctx_->world_rank());
+  if (net_) net_->progress();
+  return shm::signal_load(p.copied) >= seq;
+}
+
+int64_t AsyncSendRecvImpl::recv(int src, void* out, int64_t out_rows) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open("recv");
+  Pair& p = pair("recv", "src", src);
+  FLUXCPP_CHECK_ARG(out_rows >= 0, "{}: recv from rank {}: out_rows={} must be >= 0 (rank {})", kOp,
+                    src, out_rows, ctx_->world_rank());
+  FLUXCPP_CHECK_ARG(out_rows == 0 || out != nullptr,
+                    "{}: recv from rank {}: out is NULL with out_rows={} (rank {})", kOp, src,
+                    out_rows, ctx_->world_rank());
+  if (!p.recv_broken.empty())
+    raise(Errc::kInvalidUsage, "{}: recv from rank {}: the pair failed earlier: {}", kOp, src,
+          p.recv_broken);
+  const SteadyTime deadline = ctx_->deadline();
+  if (p.local >= 0) return recv_local(p, out, out_rows, deadline);
+  try {
+    return recv_net(p, out, out_rows, deadline);
+  } catch (const Error& e) {
+    if (e.code() == Errc::kMpi && p.recv_broken.empty()) p.recv_broken = e.what();
+    throw;
+  }
+}
+
+int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
+  const uint64_t q = p.received + 1;
+  const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
+  uint64_t seen = 0;
+  if (!wait(arrived_.at(p.local, p.theirs), q, deadline, &seen))
+    timeout(p.recv_broken,
+            fmt::format("{}: recv from rank {}: message {} has not arrived; observed arrived = {} "
+                        "after {} s (rank {})",
+                        kOp, p.rank, q, seen, ctx_->config().timeout_s, ctx_->world_rank()));
+  const auto m = static_cast<int64_t>(
+      rows_.at(p.local, p.theirs * slots_ + s).value.load(std::memory_order_acquire));
+  FLUXCPP_CHECK_ARG(m <= out_rows,
+                    "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
+                    "queued (rank {})",
+                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
+  if (m > 0)
+    std::memcpy(out, out_.at(p.local, p.theirs * slots_ + s), static_cast<std::size_t>(m) * row_);
+  p.received = q;
+  shm::signal_set(released_.at(ctx_->node_rank(), p.mine), q);
+  return m;
+}
+
+int64_t AsyncSendRecvImpl::recv_net(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
+  const uint64_t q = p.received + 1;
+  ops::Backoff backoff(ctx_->wait_policy());
+  std::size_t bytes = 0;
+  while (!net_->probe(p.net, &bytes)) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      timeout(
+          p.recv_broken,
+          fmt::format("{}: recv from rank {}: message {} has not arrived; observed received = "
+                      "{} after {} s (rank {})",
+                      kOp, p.rank, q, p.received, ctx_->config().timeout_s, ctx_->world_rank()));
+    backoff.pause();
+  }
+  const auto m = static_cast<int64_t>(bytes / row_);
+  FLUXCPP_CHECK_ARG(m <= out_rows,
+                    "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
+                    "queued (rank {})",
+                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
+  net_->start_recv(p.net, bytes);
+  while (!net_->recv_done(p.net)) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      timeout(p.recv_broken,
+              fmt::format("{}: recv from rank {}: message {} ({} bytes) was matched but has not "
+                          "landed after {} s; observed received = {} (rank {})",
+                          kOp, p.rank, q, bytes, ctx_->config().timeout_s, p.received,
+                          ctx_->world_rank()));
+    backoff.pause();
+  }
+  if (bytes > 0) std::memcpy(out, net_->inbox(p.net), bytes);
+  p.received = q;
+  return m;
+}
+
+int64_t AsyncSendRecvImpl::probe(int src) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open("probe");
+  Pair& p = pair("probe", "src", src);
+  if (!p.recv_broken.empty())
+    raise(Errc::kInvalidUsage, "{}: probe of rank {}: the pair failed earlier: {}", kOp, src,
+          p.recv_broken);
+  if (p.local < 0) {
+    std::size_t bytes = 0;
+    try {
+      return net_->probe(p.net, &bytes) ? static_cast<int64_t>(bytes / row_) : -1;
+    } catch (const Error& e) {
+      p.recv_broken = e.what();
+      throw;
+    }
+  }
+  if (net_) net_->progress();
+  const uint64_t q = p.received + 1;
+  if (shm::signal_load(arrived_.at(p.local, p.theirs)) < q) return -1;
+  const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
+  return static_cast<int64_t>(
+      rows_.at(p.local, p.theirs * slots_ + s).value.load(std::memory_order_acquire));
+}
+
+}  // namespace detail
+
+AsyncSendRecv::AsyncSendRecv(const Context& ctx, const AsyncSendRecvOptions& options)
+    : impl_(std::make_unique<detail::AsyncSendRecvImpl>(ctx.impl(), options)) {}
+AsyncSendRecv::AsyncSendRecv(AsyncSendRecv&&) noexcept = default;
+AsyncSendRecv& AsyncSendRecv::operator=(AsyncSendRecv&&) noexcept = default;
+AsyncSendRecv::~AsyncSendRecv() = default;
+
+namespace {
+detail::AsyncSendRecvImpl& checked(const std::unique_ptr<detail::AsyncSendRecvImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "async_send_recv: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+uint64_t AsyncSendRecv::send(int dst, const void* data, int64_t m) {
+  return checked(impl_).send(dst, data, m, false);
+}
+uint64_t AsyncSendRecv::isend(int dst, const void* data, int64_t m) {
+  return checked(impl_).send(dst, data, m, true);
+}
+void AsyncSendRecv::send_wait(int dst, uint64_t seq) {
+  checked(impl_).send_wait(dst, seq);
+}
+bool AsyncSendRecv::send_test(int dst, uint64_t seq) {
+  return checked(impl_).send_test(dst, seq);
+}
+int64_t AsyncSendRecv::recv(int src, void* out, int64_t out_rows) {
+  return checked(impl_).recv(src, out, out_rows);
+}
+int64_t AsyncSendRecv::probe(int src) {
+  return checked(impl_).probe(src);
+}
+void AsyncSendRecv::close() {
+  if (impl_) impl_->close();
+}
+const AsyncSendRecvOptions& AsyncSendRecv::options() const {
+  return checked(impl_).options();
+}
+const std::vector<int>& AsyncSendRecv::peers() const {
+  return checked(impl_).peers();
+}
+
+}  // namespace fluxcpp

@@ -1,0 +1,203 @@
+// AsyncSendRecv: the collective create (peer lists, slot layout, transport) and destroy.
+#include "ops/async_send_recv.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/bounded.hpp"
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "ops/core/backoff.hpp"
+#include "ops/core/create.hpp"
+
+namespace fluxcpp::detail {
+
+namespace {
+constexpr const char* kOp = "async_send_recv";
+constexpr uint64_t kDestroyBit = uint64_t{1} << 62;  // destroy check-in token: serial | bit
+
+std::vector<int> ring_peers(int r, int W) {
+  std::vector<int> out;
+  for (int p : {(r - 1 + W) % W, (r + 1) % W})
+    if (p != r && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
+}
+}  // namespace
+
+AsyncSendRecvImpl::AsyncSendRecvImpl(std::shared_ptr<ContextImpl> ctx,
+                                     const AsyncSendRecvOptions& o, const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ops::create_op(*ctx_, kOp, [&] { create(local_error); });
+}
+
+AsyncSendRecvImpl::~AsyncSendRecvImpl() {
+  // Copies queued on comm streams read the caller's data and write our slots: let them finish
+  // (they never wait for a peer).
+  wait_copies(SteadyTime::max());
+}
+
+void AsyncSendRecvImpl::create(const std::string& local_error) {
+  ContextImpl& c = *ctx_;
+  MPI_Comm comm = c.comm();
+  const int W = c.world_size(), r = c.world_rank();
+  const AsyncSendRecvOptions& o = opts_;
+  serial_ = c.creating_serial();
+  std::vector<int> list = o.peers ? *o.peers : ring_peers(r, W);
+  comm::agree(comm, [&] {
+    if (!local_error.empty())
+      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, r);
+    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
+                      kOp, static_cast<int>(o.dtype), r);
+    FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, r);
+    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0 (rank {})", kOp, o.max_m, r);
+    FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large", kOp,
+                      o.max_m, o.n);
+    FLUXCPP_CHECK_ARG(o.num_slots >= 1 && o.num_slots <= 4096,
+                      "{}: num_slots={} must be in [1, 4096] (rank {})", kOp, o.num_slots, r);
+    std::vector<int> seen;
+    for (int p : list) {
+      FLUXCPP_CHECK_ARG(p >= 0 && p < W, "{}: peers lists rank {}, outside [0, {}) (rank {})", kOp,
+                        p, W, r);
+      FLUXCPP_CHECK_ARG(p != r, "{}: peers lists this rank itself ({})", kOp, r);
+      FLUXCPP_CHECK_ARG(std::find(seen.begin(), seen.end(), p) == seen.end(),
+                        "{}: peers lists rank {} twice (rank {})", kOp, p, r);
+      seen.push_back(p);
+    }
+  });
+  comm::agree_value(comm, kOp, "max_m", o.max_m);
+  comm::agree_value(comm, kOp, "n", o.n);
+  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+  comm::agree_value(comm, kOp, "num_slots", o.num_slots);
+  row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
+  slot_bytes_ = static_cast<std::size_t>(o.max_m) * row_;
+  slots_ = o.num_slots;
+  // Every rank's list, padded with -1: the symmetry check and the slot positions need them all.
+  int width = static_cast<int>(list.size());
+  comm::allreduce(&width, 1, MPI_INT, MPI_MAX, comm);
+  std::vector<int> all(static_cast<std::size_t>(width) * W, -1);
+  if (width > 0) {
+    std::vector<int> mine(width, -1);
+    std::copy(list.begin(), list.end(), mine.begin());
+    comm::allgather(mine.data(), all.data(), width, MPI_INT, comm);
+  }
+  comm::agree(comm, [&] {
+    auto lists = [&](int a, int b) {
+      for (int k = 0; k < width; ++k)
+        if (all[static_cast<std::size_t>(a) * width + k] == b) return true;
+      return false;
+    };
+    bool cross = false;
+    for (int a = 0; a < W; ++a)
+      for (int k = 0; k < width; ++k) {
+        const int b = all[static_cast<std::size_t>(a) * width + k];
+        if (b < 0) continue;
+        cross = cross || c.node_of(a) != c.node_of(b);
+        FLUXCPP_CHECK_ARG(lists(b, a),
+                          "{}: peer lists are not symmetric: rank {} lists rank {}, but rank {} "
+                          "does not list rank {}",
+                          kOp, a, b, b, a);
+      }
+    FLUXCPP_CHECK_ARG(!cross || slot_bytes_ <= static_cast<std::size_t>(INT32_MAX),
+                      "{}: max_m={} x n={} is {} bytes, above the 2 GiB a message between hosts "
+                      "may have",
+                      kOp, o.max_m, o.n, slot_bytes_);
+  });
+  peers_ = list;
+  plan_pairs(all, width);
+}
+
+void AsyncSendRecvImpl::plan_pairs(const std::vector<int>& all, int width) {
+  ContextImpl& c = *ctx_;
+  const int r = c.world_rank(), W = c.world_size();
+  // Position of rank b among rank a's peers on a's host.
+  auto host_position = [&](int a, int b) {
+    int pos = 0;
+    for (int k = 0; k < width; ++k) {
+      const int x = all[static_cast<std::size_t>(a) * width + k];
+      if (x < 0 || c.node_of(x) != c.node_of(a)) continue;
+      if (x == b) return pos;
+      ++pos;
+    }
+    return -1;
+  };
+  int host_slots = 0;  // the most host peers any rank of this host has: the layout's width
+  for (int a = 0; a < W; ++a) {
+    if (c.node_of(a) != c.node_id()) continue;
+    int count = 0;
+    for (int k = 0; k < width; ++k) {
+      const int x = all[static_cast<std::size_t>(a) * width + k];
+      if (x >= 0 && c.node_of(x) == c.node_id()) ++count;
+    }
+    host_slots = std::max(host_slots, count);
+  }
+  std::vector<int> net_peers;
+  const int streams = c.num_comm_streams();
+  for (std::size_t k = 0; k < peers_.size(); ++k) {
+    auto p = std::make_unique<Pair>();
+    p->rank = peers_[k];
+    if (c.node_of(p->rank) == c.node_id()) {
+      p->local = c.local_of(p->rank);
+      p->mine = host_position(r, p->rank);
+      p->theirs = host_position(p->rank, r);
+    } else {
+      p->net = static_cast<int>(net_peers.size());
+      net_peers.push_back(p->rank);
+    }
+    p->stream = streams > 0 ? static_cast<int>(k % static_cast<std::size_t>(streams)) : -1;
+    pairs_.push_back(std::move(p));
+  }
+  if (host_slots > 0) {
+    const int n = host_slots * slots_;
+    out_ = layout_.slots("out", n, slot_bytes_);
+    rows_ = layout_.signals("rows", n);
+    arrived_ = layout_.signals("arrived", host_slots);
+    released_ = layout_.signals("released", host_slots);
+  }
+  // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
+  comm::agree(c.comm(), [&] {
+    if (host_slots == 0) return;
+    buf_ = shm::SymmetricBuffer(c, layout_.bytes(), c.creating_tag());
+    layout_.bind(buf_);
+  });
+  if (c.num_nodes() > 1) net_.emplace(c, kOp, slot_bytes_, slots_, net_peers);
+}
+
+void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {
+  for (auto& p : pairs_) {
+    if (p->stream < 0 || p->ticket == 0) continue;
+    try {
+      ctx_->comm_stream(p->stream).wait(p->ticket, deadline);
+    } catch (...) {
+      // deliver() does not throw; another op's task error belongs to that op
+    }
+  }
+}
+
+void AsyncSendRecvImpl::close() {
+  if (closed_) return;
+  ContextImpl& c = *ctx_;
+  ops::ContextEntry entry(c, kOp);
+  closed_ = true;  // whatever happens below, the op is gone
+  const SteadyTime deadline = c.deadline();
+  wait_copies(deadline);
+  if (c.closed() || !c.broken().empty()) return;  // local
+  comm::DeadlineScope scope(deadline, fmt::format("{} destroy", kOp));
+  try {
+    comm::check_in(c.comm(), serial_ | kDestroyBit, "the destroy check-in");
+  } catch (const std::exception& e) {
+    // The context's communicator may hold an unmatched check-in.
+    c.mark_broken(fmt::format("{} destroy failed: {}", kOp, e.what()));
+    throw;
+  }
+  if (!net_ || net_->size() == 0) return;
+  std::vector<uint64_t> received(net_->size(), 0);
+  std::vector<bool> skip(net_->size(), false);
+  for (auto& p : pairs_) {
+    if (p->net < 0) continue;
+    received[p->net] = p->received;
+    skip[p->net] = !p->recv_broken.empty();
+  }
+  net_->drain(received, skip, deadline, kOp);
+}
+
+}  // namespace fluxcpp::detail

@@ -31,6 +31,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"inplace_cast", bench_inplace_cast},
       {"moe_layout", bench_moe_layout},
       {"grouped_gemm", bench_grouped_gemm},
+      {"moe", bench_moe},
       {"link_probe", bench_link_probe},
   };
   return e;

@@ -130,6 +130,16 @@ std::string MoeDispatchImpl::agree(const MoeDispatchOutput& out) {
 
 int64_t MoeDispatchImpl::forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,
                                  const std::string& local_error) {
+  return call(in, out, local_error, {});
+}
+
+int64_t MoeDispatchImpl::forward_by_expert(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                                           const ExpertReady& on_expert) {
+  return call(in, out, {}, on_expert);
+}
+
+int64_t MoeDispatchImpl::call(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                              const std::string& local_error, const ExpertReady& on_expert) {
   const int W = ctx_->world_size(), r = ctx_->world_rank();
   ops::CallDescriptor d;
   d.error = local_error.empty() ? validate(in, out)
@@ -151,11 +161,13 @@ int64_t MoeDispatchImpl::forward(const MoeDispatchInput& in, const MoeDispatchOu
   }
   d.vector = vector_.data();
   d.agreed_check = [&] { return agree(out); };
-  core_->run(ops::Path::kFused, d, /*noop=*/false, [&](const ops::Call&) { run(in, out); });
+  core_->run(ops::Path::kFused, d, /*noop=*/false,
+             [&](const ops::Call&) { run(in, out, on_expert); });
   return routing_.recv_rows(r);
 }
 
-void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& out) {
+void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                          const ExpertReady& on_expert) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
   const int H = c.node_size(), me = c.node_rank();
@@ -186,15 +198,27 @@ void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& o
   own_rows(in, out);
   // 3. Blocks for host peers, ring order; then theirs for us in the matching order.
   for (int i = 1; i < H; ++i) pack(c.world_rank_of(nid, (me + i) % H), in);
+  // 4. Host peers' blocks (in the order they are packed for us), then other hosts' rows, copied
+  // into place as they land; expert by expert when the caller starts work on each.
+  std::vector<std::pair<int, ops::Inbox>> from;
   for (int i = 1; i < H; ++i) {
     const int s = c.world_rank_of(nid, (me + H - i) % H);
-    unpack(s, a2a_.from(s), out);
+    from.emplace_back(s, a2a_.from(s));
   }
-  // 4. Other hosts' rows, copied into place as they land.
   for (int i = 1; i < W; ++i) {
     const int s = (r + W - i) % W;
-    if (!on_host(s)) unpack(s, a2a_.from(s), out);
+    if (!on_host(s)) from.emplace_back(s, a2a_.from(s));
   }
+  if (on_expert) {
+    for (int64_t l = 0; l < L_; ++l) {
+      for (const auto& [s, box] : from) unpack_rows(s, l, box, out);
+      on_expert(l);
+    }
+  } else {
+    for (const auto& [s, box] : from)
+      for (int64_t l = 0; l < L_; ++l) unpack_rows(s, l, box, out);
+  }
+  for (const auto& [s, box] : from) unpack_meta(s, box, out);
 }
 
 void MoeDispatchImpl::pack(int t, const MoeDispatchInput& in) {
@@ -250,19 +274,21 @@ void MoeDispatchImpl::own_rows(const MoeDispatchInput& in, const MoeDispatchOutp
   }
 }
 
-void MoeDispatchImpl::unpack(int s, const ops::Inbox& box, const MoeDispatchOutput& out) {
+void MoeDispatchImpl::unpack_rows(int s, int64_t l, const ops::Inbox& box,
+                                  const MoeDispatchOutput& out) {
+  const int r = ctx_->world_rank();
+  const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
+  if (cnt == 0) return;
+  const auto b = static_cast<std::size_t>(routing_.block_row(s, l));
+  copy_landed(
+      box, b * row_, (b + cnt) * row_,
+      static_cast<char*>(out.recv) + static_cast<std::size_t>(routing_.dest_row(s, l)) * row_);
+}
+
+void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out) {
   const int r = ctx_->world_rank();
   const auto n = static_cast<std::size_t>(routing_.rows(s, r));
-  if (n == 0) return;
-  auto* recv = static_cast<char*>(out.recv);
-  for (int64_t l = 0; l < L_; ++l) {
-    const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
-    const auto b = static_cast<std::size_t>(routing_.block_row(s, l));
-    if (cnt > 0)
-      copy_landed(box, b * row_, (b + cnt) * row_,
-                  recv + static_cast<std::size_t>(routing_.dest_row(s, l)) * row_);
-  }
-  if (out.recv_weights == nullptr && out.recv_src == nullptr) return;
+  if (n == 0 || (out.recv_weights == nullptr && out.recv_src == nullptr)) return;
   box.wait_all();
   const char* m = box.data() + n * row_;
   for (int64_t l = 0; l < L_; ++l) {

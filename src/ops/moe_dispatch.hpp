@@ -2,6 +2,7 @@
 // docs/ops/moe_dispatch.md for the algorithm.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,17 +27,28 @@ class MoeDispatchImpl {
                   const std::string& local_error = {});
   const MoeDispatchOptions& options() const { return opts_; }
 
+  // The same call, receiving expert by expert: on_expert(l) runs as soon as every row of local
+  // expert l is in recv (its own rows first), while later experts' rows may still be arriving.
+  // Internal: measures whether dispatch + grouped GEMM gains from starting each expert's GEMM
+  // early (docs/ops/moe_dispatch.md).
+  using ExpertReady = std::function<void(int64_t l)>;
+  int64_t forward_by_expert(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                            const ExpertReady& on_expert);
+
  private:
   std::string validate(const MoeDispatchInput& in, const MoeDispatchOutput& out) const;
   // Run on every rank after the handshake: reads every rank's counts and flags, writes this
   // rank's counts, returns the agreed verdict (overflow, missing weights, missing recv).
   std::string agree(const MoeDispatchOutput& out);
-  void run(const MoeDispatchInput& in, const MoeDispatchOutput& out);
+  int64_t call(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+               const std::string& local_error, const ExpertReady& on_expert);
+  void run(const MoeDispatchInput& in, const MoeDispatchOutput& out, const ExpertReady& on_expert);
   // Rank s's flags word of the current call.
   uint64_t flags_of(int s) const;
   bool meta_for(int t) const;  // rank t wants (t, k, weight) with its rows
   void pack(int t, const MoeDispatchInput& in);
-  void unpack(int s, const ops::Inbox& box, const MoeDispatchOutput& out);
+  void unpack_rows(int s, int64_t l, const ops::Inbox& box, const MoeDispatchOutput& out);
+  void unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out);
   void own_rows(const MoeDispatchInput& in, const MoeDispatchOutput& out);
 
   std::shared_ptr<ContextImpl> ctx_;

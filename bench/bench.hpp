@@ -115,5 +115,7 @@ void bench_inplace_cast(Env& env);
 void bench_moe_layout(Env& env);
 void bench_grouped_gemm(Env& env);
 void bench_send_recv(Env& env);
+void bench_moe(Env& env);
+void bench_moe_overlap(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -32,6 +32,8 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"moe_layout", bench_moe_layout},
       {"grouped_gemm", bench_grouped_gemm},
       {"send_recv", bench_send_recv},
+      {"moe", bench_moe},
+      {"moe_overlap", bench_moe_overlap},
       {"link_probe", bench_link_probe},
   };
   return e;

@@ -321,6 +321,61 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_forward(fluxcpp_grouped_gemm_t
 /* NULL is a no-op. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_destroy(fluxcpp_grouped_gemm_t op);
 
+/* ---- moe_dispatch (FLUX DisScatterForward, DeepEP dispatch) -------------------------------- */
+typedef struct fluxcpp_moe_dispatch_s* fluxcpp_moe_dispatch_t;
+/* Collective. Expert parallel over the whole context: E = num_experts, E % W == 0, rank r owns
+ * experts [r*L, (r+1)*L), L = E/W. max_recv_rows: the most rows any rank may receive in one call
+ * (0: W*max_tokens*topk), the same on every rank; max_tokens*topk <= INT32_MAX. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_dispatch_create(fluxcpp_context_t ctx, int64_t max_tokens,
+                                                         int64_t hidden, int64_t topk,
+                                                         int64_t num_experts,
+                                                         int64_t max_recv_rows,
+                                                         fluxcpp_dtype_t dtype,
+                                                         fluxcpp_moe_dispatch_t* op);
+/* Collective, blocking. Each rank s passes its own T_s = num_tokens (0 <= T_s <= max_tokens, may
+ * differ per rank), input_s [T_s, hidden], topk_ids_s [T_s, K] (ids in [0, E) or -1),
+ * topk_weights_s [T_s, K] f32 or NULL. With c_s[e] the slots of rank s with id e, rank r receives
+ * R_r = sum_s sum_l c_s[r*L + l] rows: recv_expert_counts [L] (required) = sum_s c_s[r*L + l];
+ * *num_recv_rows (required) = R_r; recv [max_recv_rows, hidden]: recv[rho_r(s,t,k)] =
+ * input_s[t], rows sorted by (local expert, source rank, token, k) (rho_r in docs/api.md); rows
+ * >= R_r untouched. recv_weights [max_recv_rows] f32 or NULL (if any rank passes it, every rank
+ * with routed slots passes topk_weights); recv_src [max_recv_rows, 3] int32 or NULL: (s, t, k).
+ * Overflow (any R_q > max_recv_rows): FLUXCPP_ERROR_INVALID_ARGUMENT on every rank naming q, R_q,
+ * the capacity and the largest R over the ranks; *num_recv_rows and recv_expert_counts are still
+ * written, recv is untouched. A pure copy: bitwise reproducible. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_dispatch_forward(
+    fluxcpp_moe_dispatch_t op, const void* input, int64_t num_tokens, const int32_t* topk_ids,
+    const float* topk_weights, void* recv, float* recv_weights, int32_t* recv_src,
+    int64_t* recv_expert_counts, int64_t* num_recv_rows);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_dispatch_destroy(fluxcpp_moe_dispatch_t op);
+
+/* ---- moe_combine (FLUX DisScatterBackward, DeepEP combine) ---------------------------------- */
+typedef struct fluxcpp_moe_combine_s* fluxcpp_moe_combine_t;
+/* Collective. Arguments as moe_dispatch's; (input, output) dtypes (f32,f32), (f64,f64),
+ * (bf16,bf16), (bf16,f32). */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_combine_create(fluxcpp_context_t ctx, int64_t max_tokens,
+                                                        int64_t hidden, int64_t topk,
+                                                        int64_t num_experts, int64_t max_recv_rows,
+                                                        fluxcpp_dtype_t input_dtype,
+                                                        fluxcpp_dtype_t output_dtype,
+                                                        fluxcpp_moe_combine_t* op);
+/* Collective, blocking. The inverse of moe_dispatch for the same routing: each rank passes the
+ * num_tokens and topk_ids it dispatched with. input [num_rows, hidden]: one row per received slot
+ * in moe_dispatch's order (num_rows != R_r on any rank is FLUXCPP_ERROR_INVALID_ARGUMENT on every
+ * rank). topk_weights [num_tokens, K] f32 or NULL. output [num_tokens, hidden] on rank r, for each
+ * t: acc = +0 (f32; f64 for f64); for k = 0..K-1 with e = topk_ids[t][k] >= 0, owner q = e/L:
+ * acc <- acc + topk_weights[t][k] * input_q[rho_q(r,t,k)] (the product rounded to the accumulator
+ * type, then added, no fused multiply-add; without weights no multiply); output[t] = acc rounded
+ * once; unrouted tokens get +0. Bitwise identical from call to call and run to run. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_combine_forward(fluxcpp_moe_combine_t op,
+                                                         const void* input, int64_t num_rows,
+                                                         int64_t num_tokens,
+                                                         const int32_t* topk_ids,
+                                                         const float* topk_weights, void* output);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_moe_combine_destroy(fluxcpp_moe_combine_t op);
+
 #ifdef __cplusplus
 }
 #endif

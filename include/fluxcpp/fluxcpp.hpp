@@ -11,6 +11,8 @@
 #include "fluxcpp/gemm_rs.hpp"
 #include "fluxcpp/grouped_gemm.hpp"
 #include "fluxcpp/inplace_cast.hpp"
+#include "fluxcpp/moe_combine.hpp"
+#include "fluxcpp/moe_dispatch.hpp"
 #include "fluxcpp/moe_layout.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
 #include "fluxcpp/types.hpp"

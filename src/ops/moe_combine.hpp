@@ -1,0 +1,50 @@
+// MoE combine (private part). See include/fluxcpp/moe_combine.hpp for the contract and
+// docs/ops/moe_combine.md for the algorithm.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/moe_combine.hpp"
+#include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/moe_routing.hpp"
+
+namespace fluxcpp::detail {
+
+class MoeCombineImpl {
+ public:
+  // local_error: see ContextImpl.
+  MoeCombineImpl(std::shared_ptr<ContextImpl> ctx, const MoeCombineOptions& options,
+                 const std::string& local_error = {});
+
+  void forward(const MoeCombineInput& in, void* output);
+  const MoeCombineOptions& options() const { return opts_; }
+
+ private:
+  std::string validate(const MoeCombineInput& in, const void* output) const;
+  // After the handshake, on every rank: every rank's num_rows must be its R_q.
+  std::string agree();
+  void run(const MoeCombineInput& in, void* output);
+  // Owner side: this rank's received rows of source s, back in s's expert-major order.
+  void stage(int s, const char* input);
+
+  std::shared_ptr<ContextImpl> ctx_;
+  MoeCombineOptions opts_;
+  int64_t L_ = 1;        // experts per rank
+  std::size_t row_ = 0;  // bytes per input row
+  shm::Layout layout_;
+  ops::A2aExchange a2a_;  // a2a-out: this rank's rows for each source
+  std::optional<ops::OpCore> core_;
+  ops::MoeRouting routing_;
+  std::vector<int64_t> counts_, prefix_;
+  std::vector<int32_t> scatter_;
+  std::vector<const void*> slot_rows_;  // [T·K]: where each slot's row is, or null
+  std::vector<int64_t> vector_;         // published: counts [E], num_rows, num_tokens
+  std::vector<std::size_t> bytes_, out_off_, in_off_;
+};
+
+}  // namespace fluxcpp::detail

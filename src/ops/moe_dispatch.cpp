@@ -1,0 +1,332 @@
+#include "ops/moe_dispatch.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "ops/core/create.hpp"
+#include "ops/core/mailbox.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+constexpr const char* kOp = "moe_dispatch";
+// Flags a rank publishes with its counts.
+constexpr uint64_t kHasWeights = 1, kWantsWeights = 2, kWantsSrc = 4, kNoRecv = 8;
+// What travels with a row when its receiver asks for weights or sources: token, k, weight.
+struct Meta {
+  int32_t t, k;
+  float w;
+};
+constexpr std::size_t kMeta = sizeof(Meta);
+static_assert(kMeta == 12, "Meta is packed as three 4-byte words");
+// Packed rows are published (and the transport may ship them) every this many bytes.
+constexpr std::size_t kPublishBytes = std::size_t{256} << 10;
+
+// Copies bytes [from, to) of `box` to dst as they arrive.
+void copy_landed(const ops::Inbox& box, std::size_t from, std::size_t to, char* dst) {
+  for (std::size_t done = from; done < to;) {
+    const std::size_t have = std::min(box.wait(done + 1), to);
+    std::memcpy(dst + (done - from), box.data() + done, have - done);
+    done = have;
+  }
+}
+}  // namespace
+
+MoeDispatchImpl::MoeDispatchImpl(std::shared_ptr<ContextImpl> ctx, const MoeDispatchOptions& o,
+                                 const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    const int W = c.world_size();
+    opts_.max_recv_rows = ops::check_moe_create(
+        c, kOp, {o.max_tokens, o.hidden, o.topk, o.num_experts, o.max_recv_rows, o.dtype, o.dtype},
+        local_error);
+    L_ = o.num_experts / W;
+    row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.dtype);
+    const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
+    const std::size_t out_bytes = slots * (row_ + kMeta);
+    const std::size_t in_bytes = static_cast<std::size_t>(opts_.max_recv_rows) * (row_ + kMeta);
+    comm::agree(c.comm(), [&] {
+      resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
+      resize_or_raise(gather_, slots, kOp, "the gather index");
+      resize_or_raise(topk_index_, slots, kOp, "the topk index");
+      resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
+    });
+    a2a_ = ops::A2aExchange(c, layout_, out_bytes, in_bytes, ops::needs_data(c));
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], flags, num_tokens
+    core_.emplace(c, spec, layout_);
+    routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
+    bytes_.assign(static_cast<std::size_t>(W) * W, 0);
+    out_off_.assign(static_cast<std::size_t>(W) * W, 0);
+    in_off_.assign(static_cast<std::size_t>(W), 0);
+  });
+}
+
+std::string MoeDispatchImpl::validate(const MoeDispatchInput& in,
+                                      const MoeDispatchOutput& out) const {
+  const int r = ctx_->world_rank();
+  if (in.num_tokens < 0 || in.num_tokens > opts_.max_tokens)
+    return fmt::format("{}: num_tokens={} must be in [0, max_tokens={}] (rank {})", kOp,
+                       in.num_tokens, opts_.max_tokens, r);
+  if (in.num_tokens > 0 && in.input == nullptr)
+    return fmt::format("{}: input is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
+  if (in.num_tokens > 0 && in.topk_ids == nullptr)
+    return fmt::format("{}: topk_ids is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
+  if (out.recv_expert_counts == nullptr)
+    return fmt::format("{}: recv_expert_counts is NULL (rank {})", kOp, r);
+  return {};
+}
+
+uint64_t MoeDispatchImpl::flags_of(int s) const {
+  return static_cast<uint64_t>(core_->handshake().vector(s)[opts_.num_experts]);
+}
+
+bool MoeDispatchImpl::meta_for(int t) const {
+  return (flags_of(t) & (kWantsWeights | kWantsSrc)) != 0;
+}
+
+std::string MoeDispatchImpl::agree(const MoeDispatchOutput& out) {
+  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  routing_.build([&](int s) { return core_->handshake().vector(s); });
+  for (int64_t l = 0; l < L_; ++l) out.recv_expert_counts[l] = routing_.recv_count(l);
+  if (out.num_recv_rows != nullptr) *out.num_recv_rows = routing_.recv_rows(r);
+  // Every rank checks the same data in the same order: the same verdict everywhere.
+  int64_t largest = 0;
+  int over = -1;
+  for (int q = 0; q < W; ++q) {
+    largest = std::max(largest, routing_.recv_rows(q));
+    if (over < 0 && routing_.recv_rows(q) > opts_.max_recv_rows) over = q;
+  }
+  if (over >= 0)
+    return fmt::format(
+        "{}: rank {} receives {} rows, more than max_recv_rows={}; nothing was moved (re-create "
+        "with max_recv_rows >= {}, the most any rank receives in this call) (reported by rank {})",
+        kOp, over, routing_.recv_rows(over), opts_.max_recv_rows, largest, r);
+  for (int q = 0; q < W; ++q)
+    if ((flags_of(q) & kNoRecv) != 0 && routing_.recv_rows(q) > 0)
+      return fmt::format(
+          "{}: recv is NULL on rank {}, which receives {} rows (reported by rank {})", kOp, q,
+          routing_.recv_rows(q), r);
+  int asker = -1;
+  for (int q = 0; q < W && asker < 0; ++q)
+    if ((flags_of(q) & kWantsWeights) != 0) asker = q;
+  if (asker >= 0)
+    for (int s = 0; s < W; ++s) {
+      int64_t sent = 0;
+      for (int q = 0; q < W; ++q) sent += routing_.rows(s, q);
+      if (sent > 0 && (flags_of(s) & kHasWeights) == 0)
+        return fmt::format(
+            "{}: rank {} asks for recv_weights but rank {} passed topk_weights=NULL with {} "
+            "routed slots (reported by rank {})",
+            kOp, asker, s, sent, r);
+    }
+  return {};
+}
+
+int64_t MoeDispatchImpl::forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                                 const std::string& local_error) {
+  return call(in, out, local_error, {});
+}
+
+int64_t MoeDispatchImpl::forward_by_expert(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                                           const ExpertReady& on_expert) {
+  return call(in, out, {}, on_expert);
+}
+
+int64_t MoeDispatchImpl::call(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                              const std::string& local_error, const ExpertReady& on_expert) {
+  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  ops::CallDescriptor d;
+  d.error = local_error.empty() ? validate(in, out)
+                                : fmt::format("{}: {} (rank {})", kOp, local_error, r);
+  if (d.error.empty())
+    d.error = ops::own_layout(kOp, r, in.topk_ids, in.num_tokens, opts_.topk, opts_.num_experts, W,
+                              counts_.data(), nullptr, gather_.data(), topk_index_.data());
+  std::fill(vector_.begin(), vector_.end(), 0);
+  if (d.error.empty()) {
+    std::copy(counts_.begin(), counts_.end(), vector_.begin());
+    uint64_t flags = 0;
+    if (in.topk_weights != nullptr) flags |= kHasWeights;
+    if (out.recv_weights != nullptr) flags |= kWantsWeights;
+    if (out.recv_src != nullptr) flags |= kWantsSrc;
+    if (out.recv == nullptr) flags |= kNoRecv;
+    vector_[static_cast<std::size_t>(opts_.num_experts)] = static_cast<int64_t>(flags);
+    vector_[static_cast<std::size_t>(opts_.num_experts) + 1] = in.num_tokens;
+    prefix_ = ops::expert_prefix(counts_.data(), opts_.num_experts);
+  }
+  d.vector = vector_.data();
+  d.agreed_check = [&] { return agree(out); };
+  core_->run(ops::Path::kFused, d, /*noop=*/false,
+             [&](const ops::Call&) { run(in, out, on_expert); });
+  return routing_.recv_rows(r);
+}
+
+void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& out,
+                          const ExpertReady& on_expert) {
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
+  const int H = c.node_size(), me = c.node_rank();
+  // Block of s for t: its rows for t's experts, in s's expert-major order, then their Meta.
+  for (int s = 0; s < W; ++s) {
+    std::size_t off = 0;
+    for (int t = 0; t < W; ++t) {
+      const std::size_t b =
+          static_cast<std::size_t>(routing_.rows(s, t)) * (row_ + (meta_for(t) ? kMeta : 0));
+      bytes_[static_cast<std::size_t>(s) * W + t] = b;
+      out_off_[static_cast<std::size_t>(s) * W + t] = off;
+      off += b;
+    }
+  }
+  std::size_t in_off = 0;
+  for (int s = 0; s < W; ++s) {
+    in_off_[s] = in_off;
+    in_off += bytes_[static_cast<std::size_t>(s) * W + r];
+  }
+  a2a_.begin(*core_, {[&](int s, int t) { return bytes_[static_cast<std::size_t>(s) * W + t]; },
+                      [&](int s, int t) { return out_off_[static_cast<std::size_t>(s) * W + t]; },
+                      [&](int s) { return in_off_[s]; }});
+  auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  // 1. Blocks for other hosts first: the transport ships them as they are published.
+  for (int i = 1; i < W; ++i)
+    if (!on_host((r + i) % W)) pack((r + i) % W, in);
+  // 2. Our own rows, straight into place.
+  own_rows(in, out);
+  // 3. Blocks for host peers, ring order; then theirs for us in the matching order.
+  for (int i = 1; i < H; ++i) pack(c.world_rank_of(nid, (me + i) % H), in);
+  // 4. Host peers' blocks (in the order they are packed for us), then other hosts' rows, copied
+  // into place as they land; expert by expert when the caller starts work on each.
+  std::vector<std::pair<int, ops::Inbox>> from;
+  for (int i = 1; i < H; ++i) {
+    const int s = c.world_rank_of(nid, (me + H - i) % H);
+    from.emplace_back(s, a2a_.from(s));
+  }
+  for (int i = 1; i < W; ++i) {
+    const int s = (r + W - i) % W;
+    if (!on_host(s)) from.emplace_back(s, a2a_.from(s));
+  }
+  if (on_expert) {
+    for (int64_t l = 0; l < L_; ++l) {
+      for (const auto& [s, box] : from) unpack_rows(s, l, box, out);
+      on_expert(l);
+    }
+  } else {
+    for (const auto& [s, box] : from)
+      for (int64_t l = 0; l < L_; ++l) unpack_rows(s, l, box, out);
+  }
+  for (const auto& [s, box] : from) unpack_meta(s, box, out);
+}
+
+void MoeDispatchImpl::pack(int t, const MoeDispatchInput& in) {
+  const ops::Outbox box = a2a_.to(t);
+  const int64_t j0 = prefix_[static_cast<std::size_t>(t * L_)];
+  const int64_t j1 = prefix_[static_cast<std::size_t>((t + 1) * L_)];
+  const auto* src = static_cast<const char*>(in.input);
+  char* dst = box.data();
+  std::size_t published = 0;
+  for (int64_t j = j0; j < j1; ++j) {
+    const std::size_t at = static_cast<std::size_t>(j - j0) * row_;
+    std::memcpy(dst + at, src + static_cast<std::size_t>(gather_[j]) * row_, row_);
+    if (at + row_ - published >= kPublishBytes) {
+      published = at + row_;
+      box.publish(published);
+      core_->poll();
+    }
+  }
+  const auto n = static_cast<std::size_t>(j1 - j0);
+  box.publish(n * row_);
+  if (n > 0 && meta_for(t)) {
+    char* m = dst + n * row_;
+    for (int64_t j = j0; j < j1; ++j) {
+      const Meta x{
+          gather_[j], topk_index_[j],
+          in.topk_weights != nullptr
+              ? in.topk_weights[static_cast<int64_t>(gather_[j]) * opts_.topk + topk_index_[j]]
+              : 0.0f};
+      std::memcpy(m + static_cast<std::size_t>(j - j0) * kMeta, &x, kMeta);
+    }
+  }
+  box.publish_all();
+}
+
+void MoeDispatchImpl::own_rows(const MoeDispatchInput& in, const MoeDispatchOutput& out) {
+  const int r = ctx_->world_rank();
+  const auto* src = static_cast<const char*>(in.input);
+  auto* recv = static_cast<char*>(out.recv);
+  for (int64_t l = 0; l < L_; ++l) {
+    const int64_t e = r * L_ + l, base = routing_.dest_row(r, l) - prefix_[e];
+    for (int64_t j = prefix_[e]; j < prefix_[e + 1]; ++j) {
+      const int32_t t = gather_[j], k = topk_index_[j];
+      const int64_t at = base + j;
+      std::memcpy(recv + static_cast<std::size_t>(at) * row_,
+                  src + static_cast<std::size_t>(t) * row_, row_);
+      if (out.recv_weights != nullptr)
+        out.recv_weights[at] = in.topk_weights[static_cast<int64_t>(t) * opts_.topk + k];
+      if (out.recv_src != nullptr) {
+        const int32_t x[3] = {r, t, k};
+        std::memcpy(out.recv_src + 3 * at, x, sizeof x);
+      }
+    }
+  }
+}
+
+void MoeDispatchImpl::unpack_rows(int s, int64_t l, const ops::Inbox& box,
+                                  const MoeDispatchOutput& out) {
+  const int r = ctx_->world_rank();
+  const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
+  if (cnt == 0) return;
+  const auto b = static_cast<std::size_t>(routing_.block_row(s, l));
+  copy_landed(
+      box, b * row_, (b + cnt) * row_,
+      static_cast<char*>(out.recv) + static_cast<std::size_t>(routing_.dest_row(s, l)) * row_);
+}
+
+void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out) {
+  const int r = ctx_->world_rank();
+  const auto n = static_cast<std::size_t>(routing_.rows(s, r));
+  if (n == 0 || (out.recv_weights == nullptr && out.recv_src == nullptr)) return;
+  box.wait_all();
+  const char* m = box.data() + n * row_;
+  for (int64_t l = 0; l < L_; ++l) {
+    const int64_t cnt = routing_.count(s, r * L_ + l), b = routing_.block_row(s, l);
+    const int64_t d = routing_.dest_row(s, l);
+    for (int64_t i = 0; i < cnt; ++i) {
+      Meta x;
+      std::memcpy(&x, m + static_cast<std::size_t>(b + i) * kMeta, kMeta);
+      if (out.recv_weights != nullptr) out.recv_weights[d + i] = x.w;
+      if (out.recv_src != nullptr) {
+        const int32_t v[3] = {s, x.t, x.k};
+        std::memcpy(out.recv_src + 3 * (d + i), v, sizeof v);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+MoeDispatch::MoeDispatch(const Context& ctx, const MoeDispatchOptions& options)
+    : impl_(std::make_unique<detail::MoeDispatchImpl>(ctx.impl(), options)) {}
+MoeDispatch::MoeDispatch(MoeDispatch&&) noexcept = default;
+MoeDispatch& MoeDispatch::operator=(MoeDispatch&&) noexcept = default;
+MoeDispatch::~MoeDispatch() = default;
+
+namespace {
+detail::MoeDispatchImpl& checked(const std::unique_ptr<detail::MoeDispatchImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "moe_dispatch: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {
+  return checked(impl_).forward(input, output);
+}
+
+const MoeDispatchOptions& MoeDispatch::options() const {
+  return checked(impl_).options();
+}
+
+}  // namespace fluxcpp

@@ -26,7 +26,27 @@ def _describe(t):
 def tensor(where, name, t, dtype, shape):
     """Checks t and returns its data pointer. `shape` is a tuple whose length is the required
     number of dimensions; an entry None matches any size."""
-    if type(t) is not torch.Tensor and not isinstance(t, torch.Tensor):
+    # Fast path: a handful of attribute reads; any failure goes to _reject for the message.
+    try:
+        ok = t.dtype is dtype and t.is_cpu and t.is_contiguous()
+    except AttributeError:
+        ok = False
+    if ok:
+        s = t.shape
+        if s == shape:
+            return t.data_ptr()
+        if len(s) == len(shape):
+            for have, want in zip(s, shape):
+                if want is not None and have != want:
+                    break
+            else:
+                return t.data_ptr()
+    _reject(where, name, t, dtype, shape)
+
+
+def _reject(where, name, t, dtype, shape):
+    """Raises the error for a tensor that failed the fast path: TypeError before ValueError."""
+    if not isinstance(t, torch.Tensor):
         raise TypeError(f"{where}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cpu:
         raise TypeError(f"{where}: {name} is on device {t.device}; fluxcpp takes CPU tensors")
@@ -39,10 +59,7 @@ def tensor(where, name, t, dtype, shape):
     if not t.is_contiguous():
         raise ValueError(f"{where}: {name} is not contiguous ({_describe(t)}); pass "
                          f"{name}.contiguous() (a .t() or a slice of columns is a strided view)")
-    for have, want in zip(s, shape):
-        if want is not None and have != want:
-            raise ValueError(f"{where}: {name} has shape {list(s)}, expected {_shape_text(shape)}")
-    return t.data_ptr()
+    raise ValueError(f"{where}: {name} has shape {list(s)}, expected {_shape_text(shape)}")
 
 
 def optional(where, name, t, dtype, shape):

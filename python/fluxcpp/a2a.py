@@ -33,7 +33,7 @@ class AllToAllSingle(Op, ZeroCopyInput):
         self._fwd(self._handle, None, bad, None, bad)
 
     def forward(self, input, input_splits, output_splits, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         try:
             isp, ivals, ikeep = int_array(fw, "input_splits", input_splits, torch.int64, self._W)
@@ -66,7 +66,7 @@ class A2aGemm(_GemmOp, ZeroCopyInput):
         self._fwd(self._handle, None, -1, None, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None, a2a_output=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         try:
             ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
@@ -116,7 +116,7 @@ class GemmA2aTranspose(Op):
         self._fwd(self._handle, None, -1, -1, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw, W = self._fw, self._W
         nd = self.nheads * self.head_dim
         try:
@@ -163,7 +163,7 @@ class A2aTransposeGemm(Op):
         self._fwd(self._handle, None, -1, -1, None, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None, a2a_output=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw, W = self._fw, self._W
         nd = self.nheads * self.head_dim
         try:

@@ -49,7 +49,7 @@ class AllGather(Op, ZeroCopyInput):
         self._fwd(self._handle, None, -1, None)
 
     def forward(self, input, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         try:
             ip = tensor(self._fw, "input", input, self.dtype, (None, self.k))
             m = input.shape[0] * self._W
@@ -84,7 +84,7 @@ class ReduceScatter(Op):
         self._fwd(self._handle, None, -1, None)
 
     def forward(self, input, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         try:
             ip = tensor(self._fw, "input", input, self.dtype, (None, self.n))
             m = input.shape[0]
@@ -119,12 +119,13 @@ class AgGemm(_GemmOp, ZeroCopyInput):
         self._fwd(self._handle, None, -1, None, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None, gathered_input=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         try:
             ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
             m = input.shape[0] * self._W
-            self._check_m(m)
+            if m > self.max_m:
+                self._check_m(m)
             wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
             if out is None:
@@ -153,7 +154,7 @@ class GemmRs(_GemmOp):
         self._fwd(self._handle, None, -1, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         try:
             ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))

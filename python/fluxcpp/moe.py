@@ -59,7 +59,7 @@ class GroupedGemm(Op):
         self._fwd = _lib.fn("fluxcpp_grouped_gemm_forward")
 
     def forward(self, input, splits, weight, scale=None, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         sp, vals, keep = int_array(fw, "splits", splits, torch.int64, self.num_groups)
         m = sum(vals)
@@ -112,7 +112,7 @@ class MoeDispatch(_MoeEp):
         self._fwd(self._handle, None, -1, None, None, None, None, None, counts, ctypes.byref(rows))
 
     def forward(self, input, topk_ids, topk_weights=None, *, recv=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         cap = self._capacity()
         try:
@@ -161,7 +161,7 @@ class MoeCombine(_MoeEp):
         self._fwd(self._handle, None, -1, -1, None, None, None)
 
     def forward(self, input, topk_ids, topk_weights=None, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         try:
             ip = tensor(fw, "input", input, self.input_dtype, (None, self.hidden))
@@ -224,7 +224,7 @@ class AgScatterGroupedGemm(_MoeTp):
 
     def forward(self, input, splits, scatter_index, weight, scale=None, *, out=None,
                 gathered_input=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         L = self._L
         try:
@@ -265,7 +265,7 @@ class GroupedGemmGatherRs(_MoeTp):
         self._fwd(self._handle, None, -1, None, None, None, None, None)
 
     def forward(self, input, splits, scatter_index, weight, routing_weights=None, *, out=None):
-        h = self._h()
+        h = self._handle or self._h()
         fw = self._fw
         L = self._L
         try:

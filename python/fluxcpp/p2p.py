@@ -42,7 +42,7 @@ class AsyncSendRecv(Op):
 
     def send(self, dst, data):
         """Blocks until the slot is free, copies, publishes; data reusable on return."""
-        h = self._h()
+        h = self._handle or self._h()
         p, m = self._data("AsyncSendRecv.send", data)
         seq = ctypes.c_uint64()
         s = self._send(h, int(dst), p, m, ctypes.byref(seq))
@@ -53,7 +53,7 @@ class AsyncSendRecv(Op):
     def isend(self, dst, data):
         """Blocks only until the slot is free; data must stay untouched until send_wait or
         send_test says done (this object keeps a reference until then)."""
-        h = self._h()
+        h = self._handle or self._h()
         p, m = self._data("AsyncSendRecv.isend", data)
         seq = ctypes.c_uint64()
         s = self._isend(h, int(dst), p, m, ctypes.byref(seq))
@@ -79,7 +79,7 @@ class AsyncSendRecv(Op):
 
     def recv(self, src, out=None):
         """Blocks until the next message from src; returns its [m, n] rows."""
-        h = self._h()
+        h = self._handle or self._h()
         if out is None:
             out = torch.empty((self.max_m, self.n), dtype=self.dtype)
             p = out.data_ptr()

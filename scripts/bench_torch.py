@@ -47,11 +47,17 @@ def timed(fn):
     return comm.allreduce(statistics.median(ts), op=MPI.MAX) * 1e3
 
 
-def report(op, shape, nbytes, t_flux, t_torch):
+def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None):
+    """nbytes: the bytes moved as fluxcpp_bench counts them for its algbw (all W blocks of an
+    all-gather or reduce-scatter, a rank's whole input of an all-to-all); bytes_per_rank: its
+    x axis (one block; a rank's input for the all-to-all)."""
     if rank != 0:
         return
     row = {"op": op, "shape": shape, "world": W, "bytes": nbytes, "fluxcpp_ms": t_flux,
            "torch_gloo_ms": t_torch, "speedup": t_torch / t_flux}
+    if bytes_per_rank is not None:
+        row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
+                   algbw_gloo_gbs=nbytes / (t_torch * 1e6))
     print(f"{op:18s} {shape:22s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
           f"speedup {t_torch / t_flux:6.2f}x", flush=True)
     if args.json:
@@ -70,7 +76,7 @@ with fluxcpp.Context() as ctx:
         with fluxcpp.AllGather(ctx, m, k, f32) as op:
             t_f = timed(lambda: op(x, out=out))
         t_t = timed(lambda: dist.all_gather(parts, x))
-        report("all_gather", f"m={m} k={k}", m * k * 4, t_f, t_t)
+        report("all_gather", f"m={m} k={k}", m * k * 4, t_f, t_t, m * k * 4 // W)
 
         xr = torch.randn(m, k)
         with fluxcpp.ReduceScatter(ctx, m, k, f32) as op:
@@ -82,7 +88,7 @@ with fluxcpp.Context() as ctx:
             dist.all_reduce(y)
             return y[rank * m // W:(rank + 1) * m // W]
         t_t = timed(torch_rs)
-        report("reduce_scatter", f"m={m} n={k}", m * k * 4, t_f, t_t)
+        report("reduce_scatter", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4 // W)
 
         splits = [m // W] * W
         with fluxcpp.AllToAllSingle(ctx, m, k, f32) as op:
@@ -90,7 +96,7 @@ with fluxcpp.Context() as ctx:
             t_f = timed(lambda: op(xr, splits, splits, out=o))
         o2 = torch.empty(m, k)
         t_t = timed(lambda: dist.all_to_all_single(o2, xr, splits, splits))
-        report("all_to_all_single", f"m={m} n={k}", m * k * 4, t_f, t_t)
+        report("all_to_all_single", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4)
 
     gemm_shapes = [(256, 512, 512), (1024, 1024, 1024)] if args.quick else \
         [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048)]

@@ -13,6 +13,7 @@ from .moe import (AgScatterGroupedGemm, DispatchResult, DisScatterBackward, DisS
                   GroupedGemmGatherRs, MoeCombine, MoeDispatch, MoeLayout, moe_layout)
 from .p2p import AsyncSendRecv
 from .cast import inplace_cast
+from .autograd import ColumnParallelLinear, RowParallelLinear
 
 __all__ = [
     "Context", "Error", "Status", "Unavailable", "version", "has", "LIBRARY_PATH",
@@ -23,4 +24,5 @@ __all__ = [
     "MoeDispatch", "DisScatterForward", "MoeCombine", "DisScatterBackward", "DispatchResult",
     "AgScatterGroupedGemm", "GemmGroupedV3AGScatter", "GroupedGemmGatherRs",
     "GemmGroupedV3GatherRS", "AsyncSendRecv", "inplace_cast",
+    "ColumnParallelLinear", "RowParallelLinear",
 ]

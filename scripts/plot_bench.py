@@ -54,6 +54,8 @@ def plot_speedup(rows, out_dir, fmt):
             vals = [r["speedup"] for r in sel]
             colors = ["tab:green" if v >= 1 else "tab:red" for v in vals]
             ax.bar(range(len(sel)), vals, color=colors)
+            for i, v in enumerate(vals):
+                ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=6)
             ax.axhline(1.0, color="black", lw=0.8)
             ax.set_xticks(range(len(sel)))
             ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
@@ -74,28 +76,36 @@ def plot_bandwidth(rows, torch_rows, out_dir, fmt):
     sel = [r for r in rows if r["op"] in COLLECTIVES and r.get("algbw_gbs") is not None]
     if not sel:
         return []
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    by = collections.defaultdict(list)
-    for r in sel:
-        by[(r["op"], r.get("hosts", 1), r.get("world", 0))].append(r)
-    for i, ((op, hosts, world), rs) in enumerate(sorted(by.items())):
-        rs.sort(key=lambda r: r["bytes_per_rank"])
-        x = [r["bytes_per_rank"] for r in rs]
-        c = f"C{i}"
-        label = f"{op} ({world} ranks, {hosts} host{'s' if hosts != 1 else ''})"
-        ax.plot(x, [r["algbw_gbs"] for r in rs], "-o", color=c, ms=3, label=f"{label} fluxcpp")
-        ax.plot(x, [r["algbw_unfused_gbs"] for r in rs], "--", color=c, label=f"{label} MPI")
-        ts = sorted((r for r in torch_rows if r["op"] == op and r.get("world") == world
-                     and "algbw_gloo_gbs" in r), key=lambda r: r["bytes_per_rank"])
-        if ts:
-            ax.plot([r["bytes_per_rank"] for r in ts], [r["algbw_gloo_gbs"] for r in ts], ":^",
-                    color=c, ms=4, label=f"{op} ({world} ranks) torch gloo")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("bytes per rank")
-    ax.set_ylabel("algorithm bandwidth (GB/s)")
-    ax.set_title("collectives: fluxcpp (solid) vs MPI (dashed) vs torch gloo (dotted)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ops = [op for op in COLLECTIVES if any(r["op"] == op for r in sel)]
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 4.0), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        by = collections.defaultdict(list)
+        for r in sel:
+            if r["op"] == op:
+                by[(r.get("hosts", 1), r.get("world", 0))].append(r)
+        for i, ((hosts, world), rs) in enumerate(sorted(by.items())):
+            rs.sort(key=lambda r: r["bytes_per_rank"])
+            x = [r["bytes_per_rank"] for r in rs]
+            c = f"C{i}"
+            where = f"{world} ranks, {hosts} host{'s' if hosts != 1 else ''}"
+            ax.plot(x, [r["algbw_gbs"] for r in rs], "-o", color=c, ms=3,
+                    label=f"fluxcpp ({where})")
+            ax.plot(x, [r["algbw_unfused_gbs"] for r in rs], "--s", color=c, ms=3,
+                    label=f"MPI ({where})")
+            ts = sorted((r for r in torch_rows if r["op"] == op and r.get("world") == world
+                         and "algbw_gloo_gbs" in r and hosts == 1),
+                        key=lambda r: r["bytes_per_rank"])
+            if ts:
+                ax.plot([r["bytes_per_rank"] for r in ts], [r["algbw_gloo_gbs"] for r in ts],
+                        ":^", color=c, ms=4, label=f"torch gloo ({world} ranks)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes per rank")
+        ax.set_title(op, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("algorithm bandwidth (GB/s, log)")
+    fig.suptitle("collectives: fluxcpp vs MPI vs torch.distributed gloo (f32)", fontsize=10)
     fig.tight_layout()
     name = f"bandwidth.{fmt}"
     fig.savefig(os.path.join(out_dir, name), dpi=110)
@@ -110,15 +120,19 @@ def plot_torch(rows, out_dir, fmt):
     fig, axes = plt.subplots(1, len(ops), figsize=(3.0 * len(ops), 3.6), squeeze=False)
     for ax, op in zip(axes[0], ops):
         sel = [r for r in rows if r["op"] == op]
-        ax.bar(range(len(sel)), [r["speedup"] for r in sel], color="tab:blue")
+        vals = [r["speedup"] for r in sel]
+        ax.bar(range(len(sel)), vals, color=["tab:blue" if v >= 1 else "tab:red" for v in vals])
         ax.axhline(1.0, color="black", lw=0.8)
-        ax.set_yscale("log")
+        if max(vals) / min(vals) > 10:  # log only where the range needs it
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, max(vals) * 1.15)
         ax.set_xticks(range(len(sel)))
         ax.set_xticklabels([r["shape"].replace(" ", "\n") for r in sel], fontsize=6)
         ax.set_title(op, fontsize=9)
         for i, r in enumerate(sel):
             ax.text(i, r["speedup"], f"{r['speedup']:.1f}x", ha="center", va="bottom", fontsize=6)
-    axes[0][0].set_ylabel("speedup over torch + gloo (log)")
+    axes[0][0].set_ylabel("speedup over torch + gloo")
     world = rows[0].get("world")
     fig.suptitle(f"fluxcpp (Python module) vs torch.distributed gloo + torch.mm, f32, {world} "
                  "ranks", fontsize=10)

@@ -62,6 +62,35 @@ with fluxcpp.Context(timeout_s=60) as ctx:
         check(time.monotonic() - t0 < 20, "peers of a bad rank fail without waiting for a timeout")
         equal(op(x, w), good, "ag_gemm usable after one rank's bad tensor")
 
+        # The same for every collective op: rank 0's input has the wrong dtype.
+        f32, f64 = torch.float32, torch.float64
+        cases = [
+            (fluxcpp.AllGather(ctx, 2 * W, k, f32), lambda op, d: op(torch.zeros(2, k, dtype=d))),
+            (fluxcpp.ReduceScatter(ctx, 2 * W, k, f32),
+             lambda op, d: op(torch.zeros(2 * W, k, dtype=d))),
+            (fluxcpp.GemmRS(ctx, 2 * W, n, k, f32),
+             lambda op, d: op(torch.zeros(2 * W, k, dtype=d), w)),
+            (fluxcpp.AllToAllSingle(ctx, 2 * W, k, f32),
+             lambda op, d: op(torch.zeros(W, k, dtype=d), [1] * W, [1] * W)),
+            (fluxcpp.A2aGemm(ctx, 2 * W, n, k, f32),
+             lambda op, d: op(torch.zeros(W, k, dtype=d), w)),
+            (fluxcpp.GemmA2aTranspose(ctx, 1, 2 * W, k, W, 4, f32),
+             lambda op, d: op(torch.zeros(1, 2, k, dtype=d), torch.zeros(4 * W, k))),
+            (fluxcpp.A2aTransposeGemm(ctx, 1, 2 * W, W, 4, n, f32),
+             lambda op, d: op(torch.zeros(1, 1, 2 * W, 4, dtype=d), torch.zeros(n, 4 * W))),
+        ]
+        for c_op, call in cases:
+            name = type(c_op).__name__
+            t0 = time.monotonic()
+            if RANK == 0:
+                raises(TypeError, lambda: call(c_op, f64), f"{name}: rank 0's f64 input")
+            else:
+                raises(fluxcpp.Error, lambda: call(c_op, f32), f"{name}: peer of a bad rank",
+                       status=S.INVALID_ARGUMENT)
+            check(time.monotonic() - t0 < 20, f"{name}: peers fail without a timeout")
+            call(c_op, f32)  # usable afterwards on every rank
+            c_op.close()
+
     # Bad create arguments: a dtype fluxcpp does not take (TypeError), a shape the C create
     # rejects (fluxcpp.Error on every rank).
     raises(TypeError, lambda: fluxcpp.AgGemm(ctx, 8, n, k, torch.int32), "int32 input_dtype",

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs fluxcpp's build and test dependencies from Debian 12 packages.
 # Idempotent: prints nothing and touches nothing when everything is already present.
+# --python also installs what the Python module's tests need (Debian's PyTorch, mpi4py, NumPy)
+# and scripts/plot_bench.py (Matplotlib), all for /usr/bin/python3; the library never needs them.
+# Usage: scripts/install_deps.sh [--python]
 set -euo pipefail
 
 packages=(
@@ -12,6 +15,13 @@ packages=(
   libgtest-dev
   iproute2 util-linux
 )
+python_packages=(python3-torch python3-mpi4py python3-numpy python3-matplotlib)
+for arg in "$@"; do
+  case "$arg" in
+    --python) packages+=("${python_packages[@]}") ;;
+    *) echo "install_deps: unknown argument $arg (usage: install_deps.sh [--python])" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,7 +3,8 @@
 # Usage: scripts/test.sh [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install_deps.sh
+# --python: PyTorch and mpi4py for the Python module's tests (python.*), not for the library.
+./scripts/install_deps.sh --python
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 # Serial on purpose: the multi-rank tests already oversubscribe a small machine.

@@ -1,0 +1,28 @@
+"""fluxcpp for PyTorch: fused communication + computation ops on CPU tensors.
+
+Every call goes to libfluxcpp's C ABI through ctypes (docs/python.md); no compiler is needed
+at import. Start with a Context (an mpi4py communicator, or None for MPI_COMM_WORLD), create
+ops with their create-time shapes, and call forward(tensors)."""
+from ._lib import LIBRARY_PATH, Error, Status, Unavailable, has, version
+from ._base import Context
+from .dense import AGKernel, AgGemm, AllGather, GemmRS, GemmRs, ReduceScatter
+from .a2a import (A2aGemm, A2aTransposeGemm, AllToAllSingle, AllToAllTransposeGemm,
+                  GemmA2aTranspose, GemmAllToAllTranspose)
+from .moe import (AgScatterGroupedGemm, DispatchResult, DisScatterBackward, DisScatterForward,
+                  GemmGroupedV3, GemmGroupedV3AGScatter, GemmGroupedV3GatherRS, GroupedGemm,
+                  GroupedGemmGatherRs, MoeCombine, MoeDispatch, MoeLayout, moe_layout)
+from .p2p import AsyncSendRecv
+from .cast import inplace_cast
+from .autograd import ColumnParallelLinear, RowParallelLinear
+
+__all__ = [
+    "Context", "Error", "Status", "Unavailable", "version", "has", "LIBRARY_PATH",
+    "AllGather", "ReduceScatter", "AgGemm", "AGKernel", "GemmRs", "GemmRS",
+    "AllToAllSingle", "A2aGemm", "GemmA2aTranspose", "GemmAllToAllTranspose",
+    "A2aTransposeGemm", "AllToAllTransposeGemm",
+    "GroupedGemm", "GemmGroupedV3", "moe_layout", "MoeLayout",
+    "MoeDispatch", "DisScatterForward", "MoeCombine", "DisScatterBackward", "DispatchResult",
+    "AgScatterGroupedGemm", "GemmGroupedV3AGScatter", "GroupedGemmGatherRs",
+    "GemmGroupedV3GatherRS", "AsyncSendRecv", "inplace_cast",
+    "ColumnParallelLinear", "RowParallelLinear",
+]

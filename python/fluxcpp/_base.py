@@ -1,0 +1,181 @@
+"""fluxcpp.Context and the base of every op class (create, close, with, __del__)."""
+import ctypes
+import warnings
+
+from . import _lib
+from ._lib import Error, Status, c_void_p
+
+
+def _comm_handle(comm):
+    """(ctypes type, value) of the MPI_Comm behind an mpi4py communicator.
+
+    MPI._handleof gives the handle itself (a pointer for Open MPI, an int for MPICH);
+    MPI._addressof would give the address of the Python object's copy of it."""
+    from mpi4py import MPI
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"Context: comm must be an mpi4py communicator or None, got "
+                        f"{type(comm).__name__}")
+    ctype = c_void_p if MPI._sizeof(MPI.Comm) == ctypes.sizeof(c_void_p) else ctypes.c_int
+    return ctype, MPI._handleof(comm)
+
+
+class Context:
+    """fluxcpp_context_t over an mpi4py communicator (None: MPI_COMM_WORLD). Collective.
+
+    Attributes rank, world_size, node_rank, node_size. close() (collective) or `with`."""
+
+    def __init__(self, comm=None, *, ranks_per_node=0, timeout_s=0.0, compute_threads=0,
+                 comm_threads=0):
+        self._handle = None
+        if comm is None:
+            from mpi4py import MPI  # initialises MPI (thread level MULTIPLE by default)
+            comm = MPI.COMM_WORLD
+        ctype, value = _comm_handle(comm)
+        self._comm = comm  # keeps the communicator alive as long as the context
+        cfg = _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), int(ranks_per_node),
+                                 float(timeout_s), int(compute_threads), int(comm_threads))
+        create = _lib.fn("fluxcpp_context_create", [ctype, c_void_p, c_void_p])
+        out = c_void_p()
+        s = create(value, ctypes.byref(cfg), ctypes.byref(out))
+        if s:
+            _lib.raise_status(s)
+        self._handle = out.value
+        vals = [ctypes.c_int() for _ in range(4)]
+        s = _lib.fn("fluxcpp_context_info")(self._handle, *[ctypes.byref(v) for v in vals])
+        if s:
+            _lib.raise_status(s)
+        self.rank, self.world_size, self.node_rank, self.node_size = (v.value for v in vals)
+
+    @property
+    def comm(self):
+        return self._comm
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def _require(self, where):
+        if self._handle is None:
+            raise Error(Status.INVALID_USAGE, f"{where}: the context is closed")
+        return self._handle
+
+    def close(self):
+        """Collective (fluxcpp_context_destroy). Closing twice is a no-op."""
+        h, self._handle = self._handle, None
+        if h is not None:
+            s = _lib.fn("fluxcpp_context_destroy")(h)
+            if s:
+                _lib.raise_status(s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Never communicates: an open context is leaked (destroy is collective).
+        if getattr(self, "_handle", None) is not None:
+            warnings.warn("fluxcpp.Context was not closed; its resources are leaked (close() is "
+                          "collective, so it is not called from __del__)", ResourceWarning,
+                          stacklevel=2)
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else (
+            f"rank={self.rank}, world_size={self.world_size}, node_rank={self.node_rank}, "
+            f"node_size={self.node_size}")
+        return f"fluxcpp.Context({state})"
+
+
+class Op:
+    """Base of the op classes: a C handle created in __init__, destroyed by close()."""
+    _c = ""            # the C op name: fluxcpp_<_c>_create / _forward / _destroy
+    _collective = True  # a forward failing a Python check poisons the C call (see _poison)
+
+    def _create(self, ctx, *args):
+        self._handle = None
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{type(self).__name__}: ctx must be a fluxcpp.Context, got "
+                            f"{type(ctx).__name__}")
+        self._ctx = ctx
+        self._W = ctx.world_size
+        self._rank = ctx.rank
+        h = ctx._require(type(self).__name__)
+        create = _lib.fn(f"fluxcpp_{self._c}_create")
+        self._destroy_fn = _lib.fn(f"fluxcpp_{self._c}_destroy")
+        out = c_void_p()
+        s = create(h, *args, ctypes.byref(out))
+        if s:
+            _lib.raise_status(s)
+        self._handle = out.value
+
+    def _h(self):
+        h = self._handle
+        if h is None:
+            raise Error(Status.INVALID_USAGE, f"{type(self).__name__}: the op is closed")
+        return h
+
+    def _poison(self):
+        """After a Python-side check failed on this rank, a collective op still enters its C
+        forward, with an invalid shape and no data, so the other ranks get INVALID_ARGUMENT at
+        once instead of waiting for a peer that never comes (a TIMEOUT breaking the op)."""
+
+    def __init_subclass__(cls, **kw):
+        # op(...) is forward(...) itself, not a wrapper re-packing *args/**kwargs (which costs
+        # microseconds per call).
+        super().__init_subclass__(**kw)
+        if "forward" in cls.__dict__:
+            cls.__call__ = cls.__dict__["forward"]
+
+    @property
+    def closed(self):
+        return getattr(self, "_handle", None) is None
+
+    def close(self):
+        """fluxcpp_<op>_destroy (collective where the C destroy is). Closing twice is a no-op."""
+        h, self._handle = getattr(self, "_handle", None), None
+        if h is not None:
+            s = self._destroy_fn(h)
+            if s:
+                _lib.raise_status(s)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            warnings.warn(f"fluxcpp.{type(self).__name__} was not closed; its resources are "
+                          "leaked (close() is collective, so it is not called from __del__)",
+                          ResourceWarning, stacklevel=2)
+
+
+class ZeroCopyInput:
+    """Mixin: input_buffer() for ops with zero-copy input."""
+
+    def _buffer_shape(self):
+        raise NotImplementedError
+
+    def input_buffer(self):
+        """This rank's slot of the op's symmetric buffer as a tensor ([max rows on this rank,
+        k] in the input dtype), after every peer finished reading it for the previous forward.
+        Write this call's input into it (or a leading slice) and pass that as `input`: forward
+        then skips copying it. Call again before each write. Valid until close()."""
+        import torch
+        p = c_void_p()
+        s = _lib.fn(f"fluxcpp_{self._c}_input_buffer")(self._h(), ctypes.byref(p))
+        if s:
+            _lib.raise_status(s)
+        buf = getattr(self, "_buffer", None)
+        if buf is None or buf.data_ptr() != p.value:
+            shape = self._buffer_shape()
+            count = 1
+            for d in shape:
+                count *= d
+            nbytes = count * torch.empty(0, dtype=self._in_dtype).element_size()
+            raw = (ctypes.c_char * max(nbytes, 1)).from_address(p.value)
+            buf = torch.frombuffer(raw, dtype=self._in_dtype, count=count).view(shape)
+            self._buffer = buf
+        return buf

@@ -1,0 +1,183 @@
+"""AllGather, ReduceScatter, AgGemm (AGKernel) and GemmRs (GemmRS): the tensor-parallel pair."""
+import torch
+
+from . import _lib
+from ._base import Op, ZeroCopyInput
+from ._checks import c_dtype, tensor
+
+_raise = _lib.raise_status
+
+
+class _GemmOp(Op):
+    """Shared create arguments of the fused GEMM ops: (max_m, n, k, input_dtype, output_dtype,
+    transpose_weight); weight is [n, k], or [k, n] when transposed."""
+
+    def __init__(self, ctx, max_m, n, k, input_dtype, output_dtype=None, transpose_weight=False):
+        name = type(self).__name__
+        output_dtype = input_dtype if output_dtype is None else output_dtype
+        cin = c_dtype(name, "input_dtype", input_dtype)
+        cout = c_dtype(name, "output_dtype", output_dtype)
+        self.max_m, self.n, self.k = int(max_m), int(n), int(k)
+        self.input_dtype, self.output_dtype = input_dtype, output_dtype
+        self.transpose_weight = bool(transpose_weight)
+        self._in_dtype, self._out_dtype = input_dtype, output_dtype
+        self._wshape = (self.k, self.n) if self.transpose_weight else (self.n, self.k)
+        self._fw = f"{name}.forward"
+        self._create(ctx, self.max_m, self.n, self.k, cin, cout, int(self.transpose_weight))
+        self._fwd = _lib.fn(f"fluxcpp_{self._c}_forward")
+
+    def _check_m(self, m):
+        if m > self.max_m:
+            raise ValueError(f"{self._fw}: m={m} (from input's shape) exceeds max_m={self.max_m}")
+
+
+class AllGather(Op, ZeroCopyInput):
+    """fluxcpp_all_gather: input [m/W, k] -> output [m, k], rank s's rows at [s*m/W, (s+1)*m/W)."""
+    _c = "all_gather"
+
+    def __init__(self, ctx, max_m, k, dtype):
+        self.max_m, self.k, self.dtype = int(max_m), int(k), dtype
+        self._in_dtype = dtype
+        self._fw = "AllGather.forward"
+        self._create(ctx, self.max_m, self.k, c_dtype("AllGather", "dtype", dtype))
+        self._fwd = _lib.fn("fluxcpp_all_gather_forward")
+
+    def _buffer_shape(self):
+        return (self.max_m // self._W, self.k)
+
+    def _poison(self):
+        self._fwd(self._handle, None, -1, None)
+
+    def forward(self, input, *, out=None):
+        h = self._handle or self._h()
+        try:
+            ip = tensor(self._fw, "input", input, self.dtype, (None, self.k))
+            m = input.shape[0] * self._W
+            if m > self.max_m:
+                raise ValueError(f"{self._fw}: m={m} (input rows x W) exceeds max_m={self.max_m}")
+            if out is None:
+                out = torch.empty((m, self.k), dtype=self.dtype)
+                op = out.data_ptr()
+            else:
+                op = tensor(self._fw, "out", out, self.dtype, (m, self.k))
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        s = self._fwd(h, ip, m, op)
+        if s:
+            _raise(s)
+        return out
+
+
+class ReduceScatter(Op):
+    """fluxcpp_reduce_scatter: input [m, n] -> output [m/W, n] = this rank's rows of the sum over
+    ranks, in a fixed order (bitwise reproducible)."""
+    _c = "reduce_scatter"
+
+    def __init__(self, ctx, max_m, n, dtype):
+        self.max_m, self.n, self.dtype = int(max_m), int(n), dtype
+        self._fw = "ReduceScatter.forward"
+        self._create(ctx, self.max_m, self.n, c_dtype("ReduceScatter", "dtype", dtype))
+        self._fwd = _lib.fn("fluxcpp_reduce_scatter_forward")
+
+    def _poison(self):
+        self._fwd(self._handle, None, -1, None)
+
+    def forward(self, input, *, out=None):
+        h = self._handle or self._h()
+        try:
+            ip = tensor(self._fw, "input", input, self.dtype, (None, self.n))
+            m = input.shape[0]
+            if m % self._W:
+                raise ValueError(f"{self._fw}: input has {m} rows, not divisible by W={self._W}")
+            if m > self.max_m:
+                raise ValueError(f"{self._fw}: m={m} exceeds max_m={self.max_m}")
+            if out is None:
+                out = torch.empty((m // self._W, self.n), dtype=self.dtype)
+                op = out.data_ptr()
+            else:
+                op = tensor(self._fw, "out", out, self.dtype, (m // self._W, self.n))
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        s = self._fwd(h, ip, m, op)
+        if s:
+            _raise(s)
+        return out
+
+
+class AgGemm(_GemmOp, ZeroCopyInput):
+    """fluxcpp_ag_gemm (FLUX AGKernel), the column-parallel linear: input [m/W, k]; weight [n, k]
+    (this rank's shard); out [m, n] = AllGather(input) @ weight.T + bias; gathered_input [m, k]
+    optionally receives AllGather(input)."""
+    _c = "ag_gemm"
+
+    def _buffer_shape(self):
+        return (self.max_m // self._W, self.k)
+
+    def _poison(self):
+        self._fwd(self._handle, None, -1, None, None, None, None)
+
+    def forward(self, input, weight, bias=None, *, out=None, gathered_input=None):
+        h = self._handle or self._h()
+        fw = self._fw
+        try:
+            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
+            m = input.shape[0] * self._W
+            if m > self.max_m:
+                self._check_m(m)
+            wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
+            bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
+            if out is None:
+                out = torch.empty((m, self.n), dtype=self._out_dtype)
+                op = out.data_ptr()
+            else:
+                op = tensor(fw, "out", out, self._out_dtype, (m, self.n))
+            gp = None if gathered_input is None else tensor(
+                fw, "gathered_input", gathered_input, self._in_dtype, (m, self.k))
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        s = self._fwd(h, ip, m, wp, bp, op, gp)
+        if s:
+            _raise(s)
+        return out
+
+
+class GemmRs(_GemmOp):
+    """fluxcpp_gemm_rs (FLUX GemmRS), the row-parallel linear: input [m, k] (this rank's K
+    slice); weight [n, k]; out [m/W, n] = this rank's rows of the sum over ranks of
+    input @ weight.T, + bias once (bias the same on every rank). Bitwise reproducible."""
+    _c = "gemm_rs"
+
+    def _poison(self):
+        self._fwd(self._handle, None, -1, None, None, None)
+
+    def forward(self, input, weight, bias=None, *, out=None):
+        h = self._handle or self._h()
+        fw = self._fw
+        try:
+            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
+            m = input.shape[0]
+            if m % self._W:
+                raise ValueError(f"{fw}: input has {m} rows, not divisible by W={self._W}")
+            self._check_m(m)
+            wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
+            bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
+            rows = m // self._W
+            if out is None:
+                out = torch.empty((rows, self.n), dtype=self._out_dtype)
+                op = out.data_ptr()
+            else:
+                op = tensor(fw, "out", out, self._out_dtype, (rows, self.n))
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        s = self._fwd(h, ip, m, wp, bp, op)
+        if s:
+            _raise(s)
+        return out
+
+
+AGKernel = AgGemm
+GemmRS = GemmRs

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""fluxcpp through its Python module vs PyTorch's own path (torch.distributed gloo + torch.mm) at
+the same shapes, f32, on the ranks of one mpirun.
+
+Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
+Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup.
+The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
+reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
+gemm_rs -> torch.mm + dist.all_reduce + rows; all_to_all_single -> dist.all_to_all_single."""
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+import fluxcpp
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+ap.add_argument("--json", help="append one JSON object per row to this file (rank 0)")
+args = ap.parse_args()
+
+comm = MPI.COMM_WORLD
+rank, W = comm.Get_rank(), comm.Get_size()
+torch.set_num_threads(1)
+path = comm.bcast(tempfile.mkdtemp(prefix="fluxcpp_gloo_") if rank == 0 else None)
+dist.init_process_group("gloo", init_method=f"file://{path}/rdv", rank=rank, world_size=W)
+comm.Barrier()
+if rank == 0:
+    shutil.rmtree(path, ignore_errors=True)
+reps = 5 if args.quick else 15
+
+
+def timed(fn):
+    fn()
+    ts = []
+    for _ in range(reps):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return comm.allreduce(statistics.median(ts), op=MPI.MAX) * 1e3
+
+
+def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None):
+    """nbytes: the bytes moved as fluxcpp_bench counts them for its algbw (all W blocks of an
+    all-gather or reduce-scatter, a rank's whole input of an all-to-all); bytes_per_rank: its
+    x axis (one block; a rank's input for the all-to-all)."""
+    if rank != 0:
+        return
+    row = {"op": op, "shape": shape, "world": W, "bytes": nbytes, "fluxcpp_ms": t_flux,
+           "torch_gloo_ms": t_torch, "speedup": t_torch / t_flux}
+    if bytes_per_rank is not None:
+        row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
+                   algbw_gloo_gbs=nbytes / (t_torch * 1e6))
+    print(f"{op:18s} {shape:22s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
+          f"speedup {t_torch / t_flux:6.2f}x", flush=True)
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+f32 = torch.float32
+with fluxcpp.Context() as ctx:
+    coll_sizes = [(64, 256), (1024, 1024)] if args.quick else \
+        [(64, 256), (256, 1024), (1024, 1024), (4096, 1024)]
+    for m, k in coll_sizes:
+        x = torch.randn(m // W, k)
+        out = torch.empty(m, k)
+        parts = [torch.empty_like(x) for _ in range(W)]
+        with fluxcpp.AllGather(ctx, m, k, f32) as op:
+            t_f = timed(lambda: op(x, out=out))
+        t_t = timed(lambda: dist.all_gather(parts, x))
+        report("all_gather", f"m={m} k={k}", m * k * 4, t_f, t_t, m * k * 4 // W)
+
+        xr = torch.randn(m, k)
+        with fluxcpp.ReduceScatter(ctx, m, k, f32) as op:
+            o = torch.empty(m // W, k)
+            t_f = timed(lambda: op(xr, out=o))
+
+        def torch_rs():
+            y = xr.clone()
+            dist.all_reduce(y)
+            return y[rank * m // W:(rank + 1) * m // W]
+        t_t = timed(torch_rs)
+        report("reduce_scatter", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4 // W)
+
+        splits = [m // W] * W
+        with fluxcpp.AllToAllSingle(ctx, m, k, f32) as op:
+            o = torch.empty(m, k)
+            t_f = timed(lambda: op(xr, splits, splits, out=o))
+        o2 = torch.empty(m, k)
+        t_t = timed(lambda: dist.all_to_all_single(o2, xr, splits, splits))
+        report("all_to_all_single", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4)
+
+    gemm_shapes = [(256, 512, 512), (1024, 1024, 1024)] if args.quick else \
+        [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048)]
+    for m, n, k in gemm_shapes:
+        x = torch.randn(m // W, k)
+        w = torch.randn(n, k)
+        out = torch.empty(m, n)
+        parts = [torch.empty_like(x) for _ in range(W)]
+        with fluxcpp.AgGemm(ctx, m, n, k, f32) as op:
+            t_f = timed(lambda: op(x, w, out=out))
+
+        def torch_ag():
+            dist.all_gather(parts, x)
+            return torch.mm(torch.cat(parts), w.t())
+        t_t = timed(torch_ag)
+        report("ag_gemm", f"m={m} n={n} k={k}", m * k * 4, t_f, t_t)
+
+        xk = torch.randn(m, k)
+        with fluxcpp.GemmRs(ctx, m, n, k, f32) as op:
+            o = torch.empty(m // W, n)
+            t_f = timed(lambda: op(xk, w, out=o))
+
+        def torch_grs():
+            y = torch.mm(xk, w.t())
+            dist.all_reduce(y)
+            return y[rank * m // W:(rank + 1) * m // W]
+        t_t = timed(torch_grs)
+        report("gemm_rs", f"m={m} n={n} k={k}", m * n * 4, t_f, t_t)
+
+dist.destroy_process_group()

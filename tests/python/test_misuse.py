@@ -1,0 +1,130 @@
+"""Misuse through Python: non-contiguous (w.t()), wrong dtype / device / rank, wrong shapes,
+failed C calls (fluxcpp.Error with .status), one rank's bad tensor (its peers fail at once
+instead of timing out), closed handles, __del__ warning without communicating."""
+import time
+import warnings
+
+import torch
+
+import fluxcpp
+from support import RANK, W, check, equal, finish, raises
+
+S = fluxcpp.Status
+
+with fluxcpp.Context(timeout_s=60) as ctx:
+    n, k = 16, 8
+    op = fluxcpp.AGKernel(ctx, 4 * W, n, k, torch.float32)
+    check(type(op) is fluxcpp.AgGemm, "AGKernel is AgGemm")
+    x = torch.randn(2, k)
+    w = torch.randn(n, k)
+    good = op(x, w)
+
+    raises(ValueError, lambda: op(x, torch.randn(k, n).t()), "w.t() as weight",
+           contains=("AgGemm.forward", "weight", "contiguous", "stride"))
+    raises(ValueError, lambda: op(torch.randn(k, 2).t(), w), "input.t()",
+           contains=("AgGemm.forward", "input", "contiguous"))
+    raises(TypeError, lambda: op(x.double(), w), "f64 input for f32 op",
+           contains=("AgGemm.forward", "input", "torch.float64", "torch.float32"))
+    raises(TypeError, lambda: op(x, w.bfloat16()), "bf16 weight", contains=("weight", "bfloat16"))
+    raises(TypeError, lambda: op(x, w, torch.zeros(n, dtype=torch.float64)), "f64 bias",
+           contains=("bias",))
+    raises(TypeError, lambda: op(x.to("meta"), w), "meta-device input",
+           contains=("input", "device", "meta"))
+    raises(TypeError, lambda: op(x.view(-1), w), "1-D input", contains=("input", "dimensions"))
+    raises(TypeError, lambda: op(x, w, out=[1, 2]), "a list as out", contains=("out",))
+    raises(ValueError, lambda: op(torch.randn(2, k + 1), w), "input with k+1 columns",
+           contains=("input", f"[2, {k + 1}]", f"[*, {k}]"))
+    raises(ValueError, lambda: op(x, torch.randn(n + 1, k)), "weight [n+1, k]",
+           contains=("weight", f"[{n + 1}, {k}]"))
+    raises(ValueError, lambda: op(x, w, out=torch.empty(2 * W, n + 1)), "out of the wrong shape",
+           contains=("out",))
+    raises(ValueError, lambda: op(torch.randn(5, k), w), "m > max_m", contains=("max_m",))
+    raises(ValueError, lambda: op(x, w, gathered_input=torch.empty(2 * W, k)[:, :4]),
+           "strided gathered_input", contains=("gathered_input",))
+    equal(op(x, w), good, "ag_gemm still usable after the local errors")
+
+    # A failed C call: ranks disagree on m (rank 0 has one row more) -> every rank
+    # INVALID_ARGUMENT, and the op stays usable.
+    if W > 1:
+        xs = torch.randn(3 if RANK == 0 else 2, k)
+        e = raises(fluxcpp.Error, lambda: op(xs, w), "ranks disagree on m",
+                   status=S.INVALID_ARGUMENT, contains=("ag_gemm", "disagree on m"))
+        check(e is None or (isinstance(e, RuntimeError) and e.message), "Error text")
+        equal(op(x, w), good, "ag_gemm usable after a failed C call")
+
+        # One rank's bad tensor: it raises ValueError, its peers get INVALID_ARGUMENT at once.
+        t0 = time.monotonic()
+        if RANK == 0:
+            raises(ValueError, lambda: op(x, torch.randn(k, n).t()), "rank 0's w.t()")
+        else:
+            raises(fluxcpp.Error, lambda: op(x, w), "peer of a rank with a bad tensor",
+                   status=S.INVALID_ARGUMENT)
+        check(time.monotonic() - t0 < 20, "peers of a bad rank fail without waiting for a timeout")
+        equal(op(x, w), good, "ag_gemm usable after one rank's bad tensor")
+
+        # The same for every collective op: rank 0's input has the wrong dtype.
+        f32, f64 = torch.float32, torch.float64
+        cases = [
+            (fluxcpp.AllGather(ctx, 2 * W, k, f32), lambda op, d: op(torch.zeros(2, k, dtype=d))),
+            (fluxcpp.ReduceScatter(ctx, 2 * W, k, f32),
+             lambda op, d: op(torch.zeros(2 * W, k, dtype=d))),
+            (fluxcpp.GemmRS(ctx, 2 * W, n, k, f32),
+             lambda op, d: op(torch.zeros(2 * W, k, dtype=d), w)),
+            (fluxcpp.AllToAllSingle(ctx, 2 * W, k, f32),
+             lambda op, d: op(torch.zeros(W, k, dtype=d), [1] * W, [1] * W)),
+            (fluxcpp.A2aGemm(ctx, 2 * W, n, k, f32),
+             lambda op, d: op(torch.zeros(W, k, dtype=d), w)),
+            (fluxcpp.GemmA2aTranspose(ctx, 1, 2 * W, k, W, 4, f32),
+             lambda op, d: op(torch.zeros(1, 2, k, dtype=d), torch.zeros(4 * W, k))),
+            (fluxcpp.A2aTransposeGemm(ctx, 1, 2 * W, W, 4, n, f32),
+             lambda op, d: op(torch.zeros(1, 1, 2 * W, 4, dtype=d), torch.zeros(n, 4 * W))),
+        ]
+        for c_op, call in cases:
+            name = type(c_op).__name__
+            t0 = time.monotonic()
+            if RANK == 0:
+                raises(TypeError, lambda: call(c_op, f64), f"{name}: rank 0's f64 input")
+            else:
+                raises(fluxcpp.Error, lambda: call(c_op, f32), f"{name}: peer of a bad rank",
+                       status=S.INVALID_ARGUMENT)
+            check(time.monotonic() - t0 < 20, f"{name}: peers fail without a timeout")
+            call(c_op, f32)  # usable afterwards on every rank
+            c_op.close()
+
+    # Bad create arguments: a dtype fluxcpp does not take (TypeError), a shape the C create
+    # rejects (fluxcpp.Error on every rank).
+    raises(TypeError, lambda: fluxcpp.AgGemm(ctx, 8, n, k, torch.int32), "int32 input_dtype",
+           contains=("input_dtype",))
+    raises(fluxcpp.Error, lambda: fluxcpp.AgGemm(ctx, 8, -1, k, torch.float32), "n = -1",
+           status=S.INVALID_ARGUMENT, contains=("n",))
+    raises(fluxcpp.Error, lambda: fluxcpp.GemmA2aTranspose(ctx, 1, 4 * W, 8, W + 1, 4,
+                                                           torch.float32) if W > 1 else
+           fluxcpp.GemmA2aTranspose(ctx, 1, 4, 8, 0, 4, torch.float32),
+           "nheads not divisible by W", status=S.INVALID_ARGUMENT)
+
+    # __del__ never communicates: an open op warns (ResourceWarning) and leaks.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        op.__del__()
+    check(any(issubclass(c.category, ResourceWarning) for c in caught), "__del__ warns")
+    op.close()
+    op.close()  # twice is a no-op
+    raises(fluxcpp.Error, lambda: op(x, w), "forward after close", status=S.INVALID_USAGE,
+           contains=("closed",))
+
+    # Local op errors are local: a grouped_gemm whose splits exceed max_m.
+    with fluxcpp.GroupedGemm(ctx, 2, 4, n, k, torch.float32) as gg:
+        raises(fluxcpp.Error, lambda: gg(torch.randn(6, k), [3, 3], torch.randn(2, n, k)),
+               "grouped_gemm m > max_m", status=S.INVALID_ARGUMENT)
+        raises(ValueError, lambda: gg(torch.randn(5, k), [3, 3], torch.randn(2, n, k)),
+               "grouped_gemm input rows != sum(splits)", contains=("input",))
+
+raises(fluxcpp.Error, lambda: fluxcpp.Context(timeout_s=-1.0), "negative timeout",
+       status=S.INVALID_ARGUMENT, contains=("timeout",))
+raises(TypeError, lambda: fluxcpp.Context(comm=42), "comm=42", contains=("mpi4py",))
+closed = fluxcpp.Context()
+closed.close()
+raises(fluxcpp.Error, lambda: fluxcpp.AllGather(closed, 4, 4, torch.float32),
+       "op on a closed context", status=S.INVALID_USAGE)
+
+finish("python.misuse")

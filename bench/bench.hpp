@@ -114,5 +114,7 @@ void bench_link_probe(Env& env);
 void bench_inplace_cast(Env& env);
 void bench_moe_layout(Env& env);
 void bench_grouped_gemm(Env& env);
+void bench_ag_scatter_grouped_gemm(Env& env);
+void bench_grouped_gemm_gather_rs(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -31,6 +31,8 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"inplace_cast", bench_inplace_cast},
       {"moe_layout", bench_moe_layout},
       {"grouped_gemm", bench_grouped_gemm},
+      {"ag_scatter_grouped_gemm", bench_ag_scatter_grouped_gemm},
+      {"grouped_gemm_gather_rs", bench_grouped_gemm_gather_rs},
       {"link_probe", bench_link_probe},
   };
   return e;

@@ -13,9 +13,11 @@ namespace detail {
 
 namespace {
 constexpr const char* kOp = "ag_scatter_grouped_gemm";
-// Another host's block is computed in this many pieces as it lands (fewer, larger GEMMs than one
-// per network chunk: each BLAS call repacks its expert's weight).
-constexpr int64_t kRemotePieces = 4;
+// Another host's block is computed in up to kMaxPieces pieces as it lands, each with about
+// kPieceRows rows per local expert at least: every BLAS call repacks its expert's weight, so
+// smaller pieces cost more than the earlier start wins.
+constexpr int64_t kMaxPieces = 4;
+constexpr int64_t kPieceRows = 128;
 }  // namespace
 
 AgScatterGroupedGemmImpl::AgScatterGroupedGemmImpl(std::shared_ptr<ContextImpl> ctx,
@@ -181,7 +183,10 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
       compute(slots, 0, slots.size(), in.data(), t0, a);
       continue;
     }
-    const int64_t piece = std::max<int64_t>(1, (per + kRemotePieces - 1) / kRemotePieces);
+    const int64_t L = routing_.num_local_experts();
+    const int64_t pieces = std::clamp<int64_t>(
+        static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);
+    const int64_t piece = (per + pieces - 1) / pieces;
     std::size_t next = 0;
     for (int64_t done = 0; done < per && next < slots.size();) {
       const int64_t want = std::min(per, done + piece);

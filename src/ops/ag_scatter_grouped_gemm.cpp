@@ -88,6 +88,10 @@ void AgScatterGroupedGemmImpl::call(ops::Path path, const Args& a) {
   core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
+bool AgScatterGroupedGemmImpl::pipelined(int W) const {
+  return routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+}
+
 kernels::GemmWeight& AgScatterGroupedGemmImpl::weight_of(int64_t l, const Args& a) {
   if (!prepared_[l]) {
     const std::size_t slab =
@@ -100,8 +104,7 @@ kernels::GemmWeight& AgScatterGroupedGemmImpl::weight_of(int64_t l, const Args& 
 }
 
 void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin,
-                                       std::size_t end, const char* src, int64_t t0,
-                                       const Args& a) {
+                                       std::size_t end, const RowSource& src, const Args& a) {
   if (begin >= end) return;
   ops::bucket_by_expert(slots, begin, end, routing_, order_, first_);
   const int64_t L = routing_.num_local_experts();
@@ -117,7 +120,7 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
     const int32_t row0 = slots[idx[0]].row;
     for (int64_t i = 0; i < n; ++i) {
       const ops::RoutedSlot& s = slots[idx[i]];
-      std::memcpy(a_rows_.data() + i * in_row_, src + (s.t - t0) * in_row_, in_row_);
+      std::memcpy(a_rows_.data() + i * in_row_, src(s.t), in_row_);
       consecutive = consecutive && s.row == row0 + i;
     }
     if (!consecutive && c_rows_.size() < static_cast<std::size_t>(n) * out_row_)
@@ -161,42 +164,66 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
     gather_.begin(*core_, blk);
     stage(a, blk);
   }
-  // 1. Own tokens first: they need nothing from anyone.
-  if (computes) {
+  auto rows_of = [&](const char* block, int64_t t0) {
+    return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
+  };
+  if (computes && !pipelined(c.world_size())) {
+    // Pieces per source would be too small for the BLAS (each call repacks its expert's
+    // weight): once every block with rows here has landed, one GEMM per expert over all rows,
+    // still read straight from the segments.
+    std::vector<const char*> block(static_cast<std::size_t>(c.world_size()), nullptr);
+    block[r] = a.input;
+    all_.clear();
+    for (int g = 0; g < c.world_size(); ++g) {
+      const auto& slots = routing_.slots_from(g);
+      all_.insert(all_.end(), slots.begin(), slots.end());
+      if (g == r || slots.empty()) continue;
+      if (call.path == ops::Path::kGemmOnly) {
+        block[g] = gather_.data_of(g);
+      } else {
+        const ops::Inbox in = gather_.from(g);
+        in.wait_all();
+        block[g] = in.data();
+      }
+    }
+    compute(
+        all_, 0, all_.size(), [&](int32_t t) { return block[t / per] + (t % per) * in_row_; }, a);
+  } else if (computes) {
+    // 1. Own tokens first: they need nothing from anyone.
     const auto& own = routing_.slots_from(r);
-    compute(own, 0, own.size(), a.input, r * per, a);
-  }
-  // 2. Host peers in ring order, then the other hosts' ranks in the order their blocks reach
-  // this host: each source's rows start once its tokens have landed — a host peer's block read
-  // straight from its segment, another host's in pieces as the transport brings it.
-  for (int g : gather_.others()) {
-    const auto& slots = routing_.slots_from(g);
-    const int64_t t0 = g * per;
-    if (call.path == ops::Path::kGemmOnly) {
-      compute(slots, 0, slots.size(), gather_.data_of(g), t0, a);
-      continue;
-    }
-    if (!computes || slots.empty()) continue;
-    const ops::Inbox in = gather_.from(g);
-    if (c.node_of(g) == nid) {
-      in.wait_all();
-      compute(slots, 0, slots.size(), in.data(), t0, a);
-      continue;
-    }
-    const int64_t L = routing_.num_local_experts();
-    const int64_t pieces = std::clamp<int64_t>(
-        static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);
-    const int64_t piece = (per + pieces - 1) / pieces;
-    std::size_t next = 0;
-    for (int64_t done = 0; done < per && next < slots.size();) {
-      const int64_t want = std::min(per, done + piece);
-      const int64_t have =
-          static_cast<int64_t>(in.wait(static_cast<std::size_t>(want) * in_row_) / in_row_);
-      std::size_t end = next;
-      while (end < slots.size() && slots[end].t - t0 < have) ++end;
-      compute(slots, next, end, in.data(), t0, a);
-      next = end;
-      done = have;
+    compute(own, 0, own.size(), rows_of(a.input, r * per), a);
+    // 2. Host peers in ring order, then the other hosts' ranks in the order their blocks reach
+    // this host: each source's rows start once its tokens have landed — a host peer's block read
+    // straight from its segment, another host's in pieces as the transport brings it.
+    for (int g : gather_.others()) {
+      const auto& slots = routing_.slots_from(g);
+      const int64_t t0 = g * per;
+      if (call.path == ops::Path::kGemmOnly) {
+        compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), t0), a);
+        continue;
+      }
+      if (slots.empty()) continue;
+      const ops::Inbox in = gather_.from(g);
+      if (c.node_of(g) == nid) {
+        in.wait_all();
+        compute(slots, 0, slots.size(), rows_of(in.data(), t0), a);
+        continue;
+      }
+      const int64_t L = routing_.num_local_experts();
+      const int64_t pieces =
+          std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);
+      const int64_t piece = (per + pieces - 1) / pieces;
+      std::size_t next = 0;
+      for (int64_t done = 0; done < per && next < slots.size();) {
+        const int64_t want = std::min(per, done + piece);
+        const int64_t have =
+            static_cast<int64_t>(in.wait(static_cast<std::size_t>(want) * in_row_) / in_row_);
+        std::size_t end = next;
+        while (end < slots.size() && slots[end].t - t0 < have) ++end;
+        compute(slots, next, end, rows_of(in.data(), t0), a);
+        next = end;
+        done = have;
+      }
     }
   }
   // 3. The gathered tokens, when asked for.

@@ -2,6 +2,7 @@
 // contract and docs/ops/ag_scatter_grouped_gemm.md for the pipeline.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,11 +47,16 @@ class AgScatterGroupedGemmImpl {
   void run(const ops::Call& call, const Args& a);
   // Publishes our tokens chunk by chunk: host peers read them in our segment, MPI sends them.
   void stage(const Args& a, std::size_t blk);
-  // The rows of slots [begin, end) of `slots` (all from one source rank, whose tokens start at
-  // global token t0 and are at `src`): gathered expert by expert, one GEMM per expert.
+  // Where global token t's row is read.
+  using RowSource = std::function<const char*(int32_t t)>;
+  // The rows of slots [begin, end) of `slots`: gathered expert by expert, one GEMM per expert.
   void compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin, std::size_t end,
-               const char* src, int64_t t0, const Args& a);
+               const RowSource& src, const Args& a);
   kernels::GemmWeight& weight_of(int64_t l, const Args& a);
+  // Whether this call computes source by source (own tokens first, then each block as it lands):
+  // when a local expert gets about kPieceRows rows or more per source (a function of the routing
+  // and the shape, the same on every call with the same routing).
+  bool pipelined(int W) const;
 
   std::shared_ptr<ContextImpl> ctx_;
   MoeTpOptions opts_;
@@ -60,6 +66,7 @@ class AgScatterGroupedGemmImpl {
   std::vector<kernels::GemmWeight> weights_;  // [L], prepared once per call when used
   std::vector<char> prepared_;                // [L]
   std::vector<char> a_rows_, c_rows_;         // gathered A rows, GEMM rows to scatter
+  std::vector<ops::RoutedSlot> all_;          // every source's slots, when computed in one pass
   std::vector<int32_t> order_;
   std::vector<int64_t> first_;
   shm::Layout layout_;

@@ -15,6 +15,7 @@ namespace detail {
 
 namespace {
 constexpr const char* kOp = "grouped_gemm_gather_rs";
+constexpr int64_t kPieceRows = 128;
 
 // part[i] <- part[i] + w·y[i]: the product rounded to the accumulator type, then added (this file
 // is compiled without floating-point contraction, so no fused multiply-add).
@@ -139,13 +140,16 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
   char* share = share_of(t);
   std::memset(share, 0, share_);  // part = +0 for every token
   if (slots.empty()) return;
+  const std::size_t n_slots = slots.size();
+  y_of_.resize(n_slots);
+  if (!per_destination_) {  // every row's GEMM is done (all_rows): row i is Y row i
+    for (std::size_t i = 0; i < n_slots; ++i) y_of_[i] = slots[i].row;
+  }
   // 1. The GEMM rows of these slots, expert by expert, in the accumulator type. The split into
   // BLAS calls depends on the routing only (fixed tiles, this thread): the same bits every call.
-  ops::bucket_by_expert(slots, 0, slots.size(), routing_, order_, first_);
-  const std::size_t n_slots = slots.size();
-  if (y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
-  y_of_.resize(n_slots);
-  for (int64_t l = 0; l < routing_.num_local_experts(); ++l) {
+  if (per_destination_) ops::bucket_by_expert(slots, 0, slots.size(), routing_, order_, first_);
+  if (per_destination_ && y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
+  for (int64_t l = 0; per_destination_ && l < routing_.num_local_experts(); ++l) {
     const int64_t n = first_[l + 1] - first_[l];
     if (n == 0) continue;
     const int32_t* idx = order_.data() + first_[l];
@@ -184,6 +188,23 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
   }
 }
 
+void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
+  // One GEMM per expert over its consecutive input rows, Y row i for input row i.
+  const std::size_t rows = static_cast<std::size_t>(routing_.rows());
+  if (y_rows_.size() < rows * acc_row_) y_rows_.resize(rows * acc_row_);
+  const int64_t b = routing_.row_begin(ctx_->world_rank());
+  for (int64_t l = 0; l < routing_.num_local_experts(); ++l) {
+    const int64_t i0 = routing_.expert_begin(l) - b, n = routing_.expert_end(l) - b - i0;
+    if (n == 0) continue;
+    kernels::GemmOut o;
+    o.c = y_rows_.data() + static_cast<std::size_t>(i0) * acc_row_;
+    o.ldc = opts_.hidden;
+    o.dtype = acc_;
+    ops::tiled_gemm(*core_, weight_of(l, a), a.input + static_cast<std::size_t>(i0) * in_row_,
+                    opts_.ffn_shard, n, 0, opts_.hidden, o, {}, ops::Tiling::kSerial);
+  }
+}
+
 void GroupedGemmGatherRsImpl::reduce(const Args& a) {
   // acc = +0; acc <- acc + part_s for s = 0..W-1, rounded once. A part is never -0 (it starts at
   // +0), so starting from part_0 gives the same bits as starting from +0.
@@ -214,6 +235,13 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
   const int W = c.world_size(), r = c.world_rank();
   std::fill(prepared_.begin(), prepared_.end(), 0);
   if (call.comm()) a2a_.begin(*core_, plan(share_));
+  // GEMMs per destination (each part published as soon as it is done) when a local expert gets
+  // about kPieceRows rows or more per destination; below that the split costs the BLAS more
+  // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
+  // and the shape: the same BLAS calls on every call with the same routing).
+  per_destination_ =
+      routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+  if (call.compute() && !per_destination_) all_rows(a);
   // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
   // each published as soon as it is done; our own last.
   for (int i = 1; i <= W; ++i) {

@@ -46,6 +46,8 @@ class GroupedGemmGatherRsImpl {
   // This rank's partial of rank t's tokens into share t: the GEMM rows of those tokens' slots,
   // expert by expert, then per token the k-ordered weighted sum.
   void partial(int t, const Args& a);
+  // Y for all of this rank's rows, one GEMM per expert (when not per destination).
+  void all_rows(const Args& a);
   // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
   void reduce(const Args& a);
   kernels::GemmWeight& weight_of(int64_t l, const Args& a);
@@ -57,6 +59,7 @@ class GroupedGemmGatherRsImpl {
   DType acc_ = DType::kFloat32;
   std::size_t in_row_ = 0, acc_row_ = 0;  // bytes of an input row, an accumulator row
   std::size_t share_ = 0;                 // bytes of one share in the current call
+  bool per_destination_ = true;           // this call's GEMMs run destination by destination
   ops::MoeTpRouting routing_;
   int64_t hashes_[ops::kMoeTpVector] = {};    // this call's, published in the handshake
   std::vector<kernels::GemmWeight> weights_;  // [L], prepared once per call when used

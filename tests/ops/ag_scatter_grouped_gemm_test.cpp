@@ -126,6 +126,27 @@ TEST_F(MpiTest, AgScatterTwoHundredCalls) {
   }
 }
 
+// Enough rows per local expert and source (>= 128) that the op computes source by source (own
+// tokens first, then each block as it lands; across hosts in pieces); E = W keeps L small.
+TEST_F(MpiTest, AgScatterPipelined) {
+  const int W = world_size();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  uint64_t seed = 3000;
+  for (int64_t ep : {int64_t{1}, static_cast<int64_t>(W)})
+    for (DType in : {DType::kFloat32, DType::kBFloat16}) {
+      if (ep == W && W == 1 && in == DType::kBFloat16) continue;
+      Case c{{in, in, 16, 32, ep != 1}, 128 * W, 5, W, ep, RouteKind::kRandom, true, true, true};
+      AgScatterGroupedGemm op(ctx, options_of(c, 128 * W));
+      for (RouteKind kind : {RouteKind::kRandom, RouteKind::kSkewed})
+        for (bool stable : {true, false}) {
+          c.kind = kind;
+          c.stable = stable;
+          c.exact = !c.exact;
+          check_forward(op, c, ++seed, stable);
+        }
+    }
+}
+
 // FLUX's layer-0 test shape (B=2, S=4096, H=8192, ffn=8192, topk=5, E=32) scaled down by 8:
 // T = 1024, hidden 1024, ffn 1024 split over the tp ranks.
 TEST_F(MpiTest, AgScatterFluxShape) {

@@ -145,6 +145,26 @@ TEST_F(MpiTest, GatherRsTwoHundredCalls) {
   }
 }
 
+// Enough rows per local expert and destination (>= 128) that the op runs its GEMMs destination
+// by destination, publishing each part as soon as it is done; E = W keeps L small.
+TEST_F(MpiTest, GatherRsPipelined) {
+  const int W = world_size();
+  Context ctx(MPI_COMM_WORLD, test_options());
+  uint64_t seed = 4000;
+  for (int64_t ep : {int64_t{1}, static_cast<int64_t>(W)})
+    for (DType in : {DType::kFloat32, DType::kFloat64}) {
+      Case c{{in, in, 32, 16, ep != 1}, 128 * W, 5, W, ep, RouteKind::kRandom, true, true, true};
+      GroupedGemmGatherRs op(ctx, options_of(c, 128 * W, true));
+      for (RouteKind kind : {RouteKind::kRandom, RouteKind::kSkewed})
+        for (bool stable : {true, false}) {
+          c.kind = kind;
+          c.stable = stable;
+          c.exact = !c.exact;
+          check_forward(op, c, ++seed, stable);
+        }
+    }
+}
+
 // FLUX's shape scaled down by 8 (T = 1024, hidden 1024, ffn 1024 over the tp ranks, E = 32,
 // topk 5): exact GEMM data against the contract order, random data within the tolerance.
 TEST_F(MpiTest, GatherRsFluxShape) {

@@ -4,16 +4,20 @@
 // MPI_Reduce_scatter_block + the rounding. Plus each op's gemm-only and comm-only paths, the
 // per-expert GEMMs alone ("GEMM") and MPI moving the bytes the op moves ("move"). M = tokens T,
 // N = ffn_shard, K = hidden in the table. Routing: moe_layout of uniform random ids, ep_size 1.
+// The unfused paths run OpenBLAS with as many threads as the op has compute workers.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "bench.hpp"
+#include "comm/context_impl.hpp"
 #include "fluxcpp/ag_scatter_grouped_gemm.hpp"
 #include "fluxcpp/grouped_gemm_gather_rs.hpp"
 #include "fluxcpp/moe_layout.hpp"
+#include "kernels/blas_threads.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 
@@ -107,6 +111,7 @@ long count_bad(DType t, const std::vector<unsigned char>& x, const std::vector<u
 
 void bench_ag_scatter_grouped_gemm(Env& env) {
   const int W = env.world();
+  const int threads = env.ctx().impl()->config().compute_threads;
   fused_header(env,
                fmt::format("ag_scatter_grouped_gemm: AllGather + scatter + grouped GEMM, {} ranks "
                            "on {} host(s), ep_size 1; M tokens, N ffn_shard, K hidden",
@@ -140,6 +145,8 @@ void bench_ag_scatter_grouped_gemm(Env& env) {
       op.forward(input.data(), s.T, rt.splits.data(), rt.scatter.data(), weight.data(), nullptr,
                  out.data());
     };
+    // The unfused path gets as many OpenBLAS threads as the op has compute workers.
+    const int saved = kernels::blas_set_threads(std::max(1, threads));
     const std::vector<Stats> t = env.time_all({
         fused,
         unfused,
@@ -156,6 +163,7 @@ void bench_ag_scatter_grouped_gemm(Env& env) {
     });
     fused();
     unfused();
+    kernels::blas_set_threads(saved);
     const long bad = count_bad(o.output_dtype, out, ref, M * F, 1e-5 * H);
     fused_row(env, {"ag_scatter_grouped_gemm", s.T, F, H, s.dtype, o.output_dtype, false}, t, bad);
   }
@@ -163,6 +171,7 @@ void bench_ag_scatter_grouped_gemm(Env& env) {
 
 void bench_grouped_gemm_gather_rs(Env& env) {
   const int W = env.world();
+  const int threads = env.ctx().impl()->config().compute_threads;
   fused_header(env,
                fmt::format("grouped_gemm_gather_rs: grouped GEMM + topk sum + ReduceScatter, {} "
                            "ranks on {} host(s), ep_size 1; M tokens, N ffn_shard, K hidden",
@@ -204,6 +213,8 @@ void bench_grouped_gemm_gather_rs(Env& env) {
                  rt.weights.data(), out.data());
     };
     const std::size_t share = static_cast<std::size_t>(per * H * 4);
+    // The unfused path gets as many OpenBLAS threads as the op has compute workers.
+    const int saved = kernels::blas_set_threads(std::max(1, threads));
     const std::vector<Stats> t = env.time_all({
         fused,
         unfused,
@@ -220,6 +231,7 @@ void bench_grouped_gemm_gather_rs(Env& env) {
     });
     fused();
     unfused();
+    kernels::blas_set_threads(saved);
     const long bad = count_bad(DType::kFloat32, out, ref, per * H, 1e-5 * F * K);
     fused_row(env, {"grouped_gemm_gather_rs", s.T, F, H, s.dtype, DType::kFloat32, false}, t, bad);
   }

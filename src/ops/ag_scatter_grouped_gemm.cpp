@@ -6,6 +6,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -130,8 +131,15 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
     o.ldc = opts_.ffn_shard;
     o.dtype = opts_.output_dtype;
     o.scale = a.scale != nullptr ? static_cast<double>(a.scale[l]) : 1.0;
-    ops::tiled_gemm(*core_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
-                    o);
+    // Tiles with transport progress in between only while transfers are in flight (this
+    // rank's sends to other hosts included); otherwise one call per expert: each BLAS call
+    // repacks the expert's weight.
+    if (core_->transfers_pending())
+      ops::tiled_gemm(*core_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
+                      o);
+    else
+      ops::parallel_gemm(*ctx_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0,
+                         opts_.ffn_shard, o);
     if (!consecutive)
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(a.output + static_cast<std::size_t>(slots[idx[i]].row) * out_row_,

@@ -122,6 +122,18 @@ void GroupedGemmGatherRsImpl::call(ops::Path path, const Args& a) {
   core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
+void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* rows, int64_t n,
+                                   const kernels::GemmOut& o) {
+  // The split into BLAS calls depends on the layout and the routing only, never on timing or
+  // threads (OpenBLAS rounds differently when a GEMM is split differently): one call on this
+  // thread on one host; across hosts fixed row tiles with transport progress in between.
+  if (core_->multi_host())
+    ops::tiled_gemm(*core_, w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o, {},
+                    ops::Tiling::kSerial);
+  else
+    kernels::gemm_tile(w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o);
+}
+
 kernels::GemmWeight& GroupedGemmGatherRsImpl::weight_of(int64_t l, const Args& a) {
   if (!prepared_[l]) {
     const std::size_t slab =
@@ -172,8 +184,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
     o.c = y_rows_.data() + static_cast<std::size_t>(first_[l]) * acc_row_;
     o.ldc = H;
     o.dtype = acc_;
-    ops::tiled_gemm(*core_, weight_of(l, a), arows, opts_.ffn_shard, n, 0, H, o, {},
-                    ops::Tiling::kSerial);
+    gemm(weight_of(l, a), arows, n, o);
   }
   // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
   for (std::size_t i = 0; i < n_slots; ++i) {
@@ -200,8 +211,7 @@ void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
     o.c = y_rows_.data() + static_cast<std::size_t>(i0) * acc_row_;
     o.ldc = opts_.hidden;
     o.dtype = acc_;
-    ops::tiled_gemm(*core_, weight_of(l, a), a.input + static_cast<std::size_t>(i0) * in_row_,
-                    opts_.ffn_shard, n, 0, opts_.hidden, o, {}, ops::Tiling::kSerial);
+    gemm(weight_of(l, a), a.input + static_cast<std::size_t>(i0) * in_row_, n, o);
   }
 }
 

@@ -51,6 +51,8 @@ class GroupedGemmGatherRsImpl {
   // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
   void reduce(const Args& a);
   kernels::GemmWeight& weight_of(int64_t l, const Args& a);
+  // Y rows [0, n) = rows · W^T in the accumulator type (see the .cpp for the split).
+  void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
   ops::A2aExchange::Plan plan(std::size_t share) const;
   char* share_of(int t) const;  // this rank's partial for rank t, in our out slot
 

@@ -117,5 +117,7 @@ void bench_grouped_gemm(Env& env);
 void bench_send_recv(Env& env);
 void bench_moe(Env& env);
 void bench_moe_overlap(Env& env);
+void bench_ag_scatter_grouped_gemm(Env& env);
+void bench_grouped_gemm_gather_rs(Env& env);
 
 }  // namespace fluxcpp::bench

@@ -34,6 +34,8 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"send_recv", bench_send_recv},
       {"moe", bench_moe},
       {"moe_overlap", bench_moe_overlap},
+      {"ag_scatter_grouped_gemm", bench_ag_scatter_grouped_gemm},
+      {"grouped_gemm_gather_rs", bench_grouped_gemm_gather_rs},
       {"link_probe", bench_link_probe},
   };
   return e;

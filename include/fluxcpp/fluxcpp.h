@@ -375,6 +375,54 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_moe_combine_forward(fluxcpp_moe_combine_t o
                                                          const float* topk_weights, void* output);
 /* NULL is a no-op. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_moe_combine_destroy(fluxcpp_moe_combine_t op);
+/* ---- ag_scatter_grouped_gemm (FLUX GemmGroupedV3AGScatter: MoE layer 0 under TP) ---------- */
+typedef struct fluxcpp_ag_scatter_grouped_gemm_s* fluxcpp_ag_scatter_grouped_gemm_t;
+/* Collective. Rank layout (FLUX): tp = W/ep_size; rank r is EP rank q = r/tp, TP rank r % tp; it
+ * owns experts [q*L, (q+1)*L), L = num_experts/ep_size, a column shard of width ffn_shard of
+ * each. W % ep_size == 0, num_experts % ep_size == 0. Dtype pairs as the GEMM ops. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_create(
+    fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
+    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,
+    fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_ag_scatter_grouped_gemm_t* op);
+/* Collective, blocking. T = num_tokens (global), T % W == 0, T <= max_tokens; T == 0 is a no-op.
+ * input [T/W, hidden]; X = AllGather(input) [T, hidden]. splits [E] and scatter_index [T, K]
+ * identical on every rank (checked: a disagreement is INVALID_ARGUMENT on every rank);
+ * M = sum of splits <= T*K; scatter_index values in [-1, M) cover every j in [0, M) exactly once.
+ * weight [L, ffn_shard, hidden] ([L, hidden, ffn_shard] when transposed); scale [L] f32 or NULL.
+ * With P the prefix sums of splits, b = P[q*L], M_r = P[(q+1)*L] - b: output [M_r, ffn_shard],
+ * output[j - b][c] = round(s_l * sum_h X[t][h]*W_l[c][h]) for each slot with j =
+ * scatter_index[t][k] in [b, b + M_r), l = e - q*L for the expert e of row j. gathered_input
+ * [T, hidden] or NULL gets X. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_forward(
+    fluxcpp_ag_scatter_grouped_gemm_t op, const void* input, int64_t num_tokens,
+    const int64_t* splits, const int32_t* scatter_index, const void* weight, const float* scale,
+    void* output, void* gathered_input);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_destroy(
+    fluxcpp_ag_scatter_grouped_gemm_t op);
+
+/* ---- grouped_gemm_gather_rs (FLUX GemmGroupedV3GatherRS: MoE layer 1 under TP) ------------ */
+typedef struct fluxcpp_grouped_gemm_gather_rs_s* fluxcpp_grouped_gemm_gather_rs_t;
+/* Collective; arguments as fluxcpp_ag_scatter_grouped_gemm_create. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_create(
+    fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
+    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,
+    fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_grouped_gemm_gather_rs_t* op);
+/* Collective, blocking. T, splits, scatter_index, b and M_r as in ag_scatter_grouped_gemm.
+ * input [M_r, ffn_shard]; weight [L, hidden, ffn_shard] ([L, ffn_shard, hidden] when
+ * transposed); routing_weights [T, K] f32 or NULL, identical on every rank (checked). Y_s(j) =
+ * rank s's GEMM row for global row j in the accumulator type, never rounded. output [T/W, hidden]
+ * on rank r, for t = r*T/W + t': acc = +0; for s = 0..W-1: part = +0; for k = 0..K-1, j =
+ * scatter_index[t][k]: if b_s <= j < b_s + M_s, part <- part + routing_weights[t][k]*Y_s(j)
+ * (product rounded, then added); then acc <- acc + part. output[t'] = acc rounded once: bitwise
+ * reproducible from call to call and run to run. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_forward(
+    fluxcpp_grouped_gemm_gather_rs_t op, const void* input, int64_t num_tokens,
+    const int64_t* splits, const int32_t* scatter_index, const void* weight,
+    const float* routing_weights, void* output);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_destroy(
+    fluxcpp_grouped_gemm_gather_rs_t op);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,284 @@
+#include "ops/ag_scatter_grouped_gemm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "error_util.hpp"
+#include "ops/core/create.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/parallel_gemm.hpp"
+#include "ops/core/tiled_gemm.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+constexpr const char* kOp = "ag_scatter_grouped_gemm";
+// Another host's block is computed in up to kMaxPieces pieces as it lands, each with about
+// kPieceRows rows per local expert at least: every BLAS call repacks its expert's weight, so
+// smaller pieces cost more than the earlier start wins.
+constexpr int64_t kMaxPieces = 4;
+constexpr int64_t kPieceRows = 128;
+}  // namespace
+
+AgScatterGroupedGemmImpl::AgScatterGroupedGemmImpl(std::shared_ptr<ContextImpl> ctx,
+                                                   const MoeTpOptions& o,
+                                                   const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    ops::check_moe_tp_create(c, kOp, o, local_error);
+    const int W = c.world_size();
+    in_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
+    out_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.output_dtype);
+    routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+    const int64_t L = o.num_experts / o.ep_size;
+    weights_.resize(static_cast<std::size_t>(L));
+    prepared_.assign(static_cast<std::size_t>(L), 0);
+    const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
+    gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"num_tokens", "", "", ""};
+    spec.vector_len = ops::kMoeTpVector;
+    core_.emplace(c, spec, layout_);
+  });
+}
+
+void AgScatterGroupedGemmImpl::forward(const void* input, int64_t T, const int64_t* splits,
+                                       const int32_t* scatter_index, const void* weight,
+                                       const float* scale, void* output, void* gathered_input) {
+  call(ops::Path::kFused, {static_cast<const char*>(input), T, splits, scatter_index, weight, scale,
+                           static_cast<char*>(output), static_cast<char*>(gathered_input)});
+}
+
+void AgScatterGroupedGemmImpl::forward_gemm_only(const void* input, int64_t T,
+                                                 const int64_t* splits,
+                                                 const int32_t* scatter_index, const void* weight,
+                                                 const float* scale, void* output) {
+  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), T, splits, scatter_index, weight,
+                              scale, static_cast<char*>(output), nullptr});
+}
+
+void AgScatterGroupedGemmImpl::forward_comm_only(const void* input, int64_t T,
+                                                 const int64_t* splits,
+                                                 const int32_t* scatter_index,
+                                                 void* gathered_input) {
+  call(ops::Path::kCommOnly, {static_cast<const char*>(input), T, splits, scatter_index, nullptr,
+                              nullptr, nullptr, static_cast<char*>(gathered_input)});
+}
+
+void AgScatterGroupedGemmImpl::call(ops::Path path, const Args& a) {
+  ops::CallDescriptor d;
+  const bool compute = path != ops::Path::kCommOnly;
+  d.error = ops::check_forward(*ctx_, kOp, a.T, opts_.max_tokens, {{"input", a.input}});
+  if (d.error.empty()) d.error = routing_.load(a.T, a.splits, a.scatter, nullptr);
+  if (d.error.empty() && compute && routing_.rows() > 0) {
+    if (a.weight == nullptr)
+      d.error = fmt::format("{}: weight is NULL with {} rows on this rank (rank {})", kOp,
+                            routing_.rows(), ctx_->world_rank());
+    else if (a.output == nullptr)
+      d.error = fmt::format("{}: output is NULL with {} rows on this rank (rank {})", kOp,
+                            routing_.rows(), ctx_->world_rank());
+  }
+  d.fields = {a.T, 0, 0, 0};
+  hashes_[0] = d.error.empty() ? static_cast<int64_t>(routing_.hash()) : 0;
+  d.vector = hashes_;
+  d.agreed_check = [this] { return ops::check_agreed_routing(*ctx_, kOp, core_->handshake()); };
+  core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
+}
+
+bool AgScatterGroupedGemmImpl::pipelined(int W) const {
+  return routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+}
+
+kernels::GemmWeight& AgScatterGroupedGemmImpl::weight_of(int64_t l, const Args& a) {
+  if (!prepared_[l]) {
+    const std::size_t slab =
+        static_cast<std::size_t>(opts_.ffn_shard * opts_.hidden) * dtype_size(opts_.input_dtype);
+    weights_[l].prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + slab * l,
+                        opts_.ffn_shard, opts_.hidden, opts_.transpose_weight);
+    prepared_[l] = 1;
+  }
+  return weights_[l];
+}
+
+void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin,
+                                       std::size_t end, const RowSource& src, const Args& a) {
+  if (begin >= end) return;
+  ops::bucket_by_expert(slots, begin, end, routing_, order_, first_);
+  const int64_t L = routing_.num_local_experts();
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t n = first_[l + 1] - first_[l];
+    if (n == 0) continue;
+    const int32_t* idx = order_.data() + first_[l];
+    // Gather the tokens' rows; when the rows are consecutive output rows (moe_layout's stable
+    // order gives that), the GEMM writes the output in place.
+    if (a_rows_.size() < static_cast<std::size_t>(n) * in_row_)
+      a_rows_.resize(static_cast<std::size_t>(n) * in_row_);
+    bool consecutive = true;
+    const int32_t row0 = slots[idx[0]].row;
+    for (int64_t i = 0; i < n; ++i) {
+      const ops::RoutedSlot& s = slots[idx[i]];
+      std::memcpy(a_rows_.data() + i * in_row_, src(s.t), in_row_);
+      consecutive = consecutive && s.row == row0 + i;
+    }
+    if (!consecutive && c_rows_.size() < static_cast<std::size_t>(n) * out_row_)
+      c_rows_.resize(static_cast<std::size_t>(n) * out_row_);
+    kernels::GemmOut o;
+    o.c = consecutive ? a.output + static_cast<std::size_t>(row0) * out_row_ : c_rows_.data();
+    o.ldc = opts_.ffn_shard;
+    o.dtype = opts_.output_dtype;
+    o.scale = a.scale != nullptr ? static_cast<double>(a.scale[l]) : 1.0;
+    // Tiles with transport progress in between only while transfers are in flight (this
+    // rank's sends to other hosts included); otherwise one call per expert: each BLAS call
+    // repacks the expert's weight.
+    if (core_->transfers_pending())
+      ops::tiled_gemm(*core_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
+                      o);
+    else
+      ops::parallel_gemm(*ctx_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0,
+                         opts_.ffn_shard, o);
+    if (!consecutive)
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(a.output + static_cast<std::size_t>(slots[idx[i]].row) * out_row_,
+                    c_rows_.data() + i * out_row_, out_row_);
+  }
+}
+
+void AgScatterGroupedGemmImpl::stage(const Args& a, std::size_t blk) {
+  ContextImpl& c = *ctx_;
+  if (!ops::needs_data(c)) return;  // nobody reads our tokens
+  const ops::Outbox own = gather_.own();
+  const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
+                                             : static_cast<std::size_t>(c.config().chunk_bytes);
+  for (std::size_t off = 0; off < blk; off += step) {
+    std::memcpy(own.data() + off, a.input + off, std::min(step, blk - off));
+    own.publish(off + step);
+    core_->poll();
+  }
+}
+
+void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
+  ContextImpl& c = *ctx_;
+  const int r = c.world_rank(), nid = c.node_id();
+  const int64_t per = a.T / c.world_size();
+  const std::size_t blk = static_cast<std::size_t>(per) * in_row_;
+  const bool comm = call.comm(), computes = call.compute();
+  std::fill(prepared_.begin(), prepared_.end(), 0);
+
+  if (comm) {
+    gather_.begin(*core_, blk);
+    stage(a, blk);
+  }
+  auto rows_of = [&](const char* block, int64_t t0) {
+    return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
+  };
+  if (computes && !pipelined(c.world_size())) {
+    // Pieces per source would be too small for the BLAS (each call repacks its expert's
+    // weight): once every block with rows here has landed, one GEMM per expert over all rows,
+    // still read straight from the segments.
+    std::vector<const char*> block(static_cast<std::size_t>(c.world_size()), nullptr);
+    block[r] = a.input;
+    all_.clear();
+    for (int g = 0; g < c.world_size(); ++g) {
+      const auto& slots = routing_.slots_from(g);
+      all_.insert(all_.end(), slots.begin(), slots.end());
+      if (g == r || slots.empty()) continue;
+      if (call.path == ops::Path::kGemmOnly) {
+        block[g] = gather_.data_of(g);
+      } else {
+        const ops::Inbox in = gather_.from(g);
+        in.wait_all();
+        block[g] = in.data();
+      }
+    }
+    compute(
+        all_, 0, all_.size(), [&](int32_t t) { return block[t / per] + (t % per) * in_row_; }, a);
+  } else if (computes) {
+    // 1. Own tokens first: they need nothing from anyone.
+    const auto& own = routing_.slots_from(r);
+    compute(own, 0, own.size(), rows_of(a.input, r * per), a);
+    // 2. Host peers in ring order, then the other hosts' ranks in the order their blocks reach
+    // this host: each source's rows start once its tokens have landed — a host peer's block read
+    // straight from its segment, another host's in pieces as the transport brings it.
+    for (int g : gather_.others()) {
+      const auto& slots = routing_.slots_from(g);
+      const int64_t t0 = g * per;
+      if (call.path == ops::Path::kGemmOnly) {
+        compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), t0), a);
+        continue;
+      }
+      if (slots.empty()) continue;
+      const ops::Inbox in = gather_.from(g);
+      if (c.node_of(g) == nid) {
+        in.wait_all();
+        compute(slots, 0, slots.size(), rows_of(in.data(), t0), a);
+        continue;
+      }
+      const int64_t L = routing_.num_local_experts();
+      const int64_t pieces =
+          std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);
+      const int64_t piece = (per + pieces - 1) / pieces;
+      std::size_t next = 0;
+      for (int64_t done = 0; done < per && next < slots.size();) {
+        const int64_t want = std::min(per, done + piece);
+        const int64_t have =
+            static_cast<int64_t>(in.wait(static_cast<std::size_t>(want) * in_row_) / in_row_);
+        std::size_t end = next;
+        while (end < slots.size() && slots[end].t - t0 < have) ++end;
+        compute(slots, next, end, rows_of(in.data(), t0), a);
+        next = end;
+        done = have;
+      }
+    }
+  }
+  // 3. The gathered tokens, when asked for.
+  if (comm && a.gathered != nullptr) {
+    std::memcpy(a.gathered + blk * r, a.input, blk);
+    for (int g : gather_.others()) {
+      const ops::Inbox in = gather_.from(g);
+      in.wait_all();
+      std::memcpy(a.gathered + blk * g, in.data(), blk);
+    }
+  }
+}
+
+}  // namespace detail
+
+AgScatterGroupedGemm::AgScatterGroupedGemm(const Context& ctx, const MoeTpOptions& options)
+    : impl_(std::make_unique<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
+AgScatterGroupedGemm::AgScatterGroupedGemm(AgScatterGroupedGemm&&) noexcept = default;
+AgScatterGroupedGemm& AgScatterGroupedGemm::operator=(AgScatterGroupedGemm&&) noexcept = default;
+AgScatterGroupedGemm::~AgScatterGroupedGemm() = default;
+
+namespace {
+detail::AgScatterGroupedGemmImpl& checked(
+    const std::unique_ptr<detail::AgScatterGroupedGemmImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "ag_scatter_grouped_gemm: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
+                                   const int32_t* scatter_index, const void* weight,
+                                   const float* scale, void* output, void* gathered_input) {
+  checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, scale, output,
+                         gathered_input);
+}
+void AgScatterGroupedGemm::forward_gemm_only(const void* input, int64_t num_tokens,
+                                             const int64_t* splits, const int32_t* scatter_index,
+                                             const void* weight, const float* scale, void* output) {
+  checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale, output);
+}
+void AgScatterGroupedGemm::forward_comm_only(const void* input, int64_t num_tokens,
+                                             const int64_t* splits, const int32_t* scatter_index,
+                                             void* gathered_input) {
+  checked(impl_).forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
+}
+const MoeTpOptions& AgScatterGroupedGemm::options() const {
+  return checked(impl_).options();
+}
+
+}  // namespace fluxcpp

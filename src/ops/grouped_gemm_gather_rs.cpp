@@ -1,0 +1,302 @@
+#include "ops/grouped_gemm_gather_rs.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "kernels/reduce.hpp"
+#include "ops/core/create.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/tiled_gemm.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+namespace {
+constexpr const char* kOp = "grouped_gemm_gather_rs";
+constexpr int64_t kPieceRows = 128;
+
+// part[i] <- part[i] + w·y[i]: the product rounded to the accumulator type, then added (this file
+// is compiled without floating-point contraction, so no fused multiply-add).
+template <typename T>
+void add_weighted(T* part, const T* y, int64_t n, const float* w) {
+  if (w == nullptr) {
+    for (int64_t i = 0; i < n; ++i) part[i] += y[i];
+    return;
+  }
+  const T wt = static_cast<T>(*w);
+  for (int64_t i = 0; i < n; ++i) {
+    const T p = wt * y[i];
+    part[i] += p;
+  }
+}
+}  // namespace
+
+GroupedGemmGatherRsImpl::GroupedGemmGatherRsImpl(std::shared_ptr<ContextImpl> ctx,
+                                                 const MoeTpOptions& o,
+                                                 const std::string& local_error)
+    : ctx_(std::move(ctx)), opts_(o) {
+  ops::create_op(*ctx_, kOp, [&] {
+    ContextImpl& c = *ctx_;
+    ops::check_moe_tp_create(c, kOp, o, local_error);
+    const int W = c.world_size();
+    acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    in_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.input_dtype);
+    acc_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(acc_);
+    routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+    const int64_t L = o.num_experts / o.ep_size;
+    weights_.resize(static_cast<std::size_t>(L));
+    prepared_.assign(static_cast<std::size_t>(L), 0);
+    // Our partials for every rank live in the out slot (computed there even when alone); other
+    // hosts' partials for us land in the in slot.
+    const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
+    a2a_ = ops::A2aExchange(c, layout_, max_share * W, max_share * W, /*needed=*/true);
+    ops::OpCore::Spec spec;
+    spec.op = kOp;
+    spec.gemm = true;
+    spec.fields = {"num_tokens", "", "", ""};
+    spec.vector_len = ops::kMoeTpVector;
+    spec.releases = true;  // gemm-only writes the partials outside a call
+    spec.local_writes = true;
+    core_.emplace(c, spec, layout_);
+    comm::agree(c.comm(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
+  });
+}
+
+void GroupedGemmGatherRsImpl::forward(const void* input, int64_t T, const int64_t* splits,
+                                      const int32_t* scatter_index, const void* weight,
+                                      const float* routing_weights, void* output) {
+  call(ops::Path::kFused, {static_cast<const char*>(input), T, splits, scatter_index, weight,
+                           routing_weights, static_cast<char*>(output)});
+}
+
+void GroupedGemmGatherRsImpl::forward_gemm_only(const void* input, int64_t T, const int64_t* splits,
+                                                const int32_t* scatter_index, const void* weight,
+                                                const float* routing_weights) {
+  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), T, splits, scatter_index, weight,
+                              routing_weights, nullptr});
+}
+
+void GroupedGemmGatherRsImpl::forward_comm_only(int64_t T, const int64_t* splits,
+                                                const int32_t* scatter_index,
+                                                const float* routing_weights, void* output) {
+  call(ops::Path::kCommOnly,
+       {nullptr, T, splits, scatter_index, nullptr, routing_weights, static_cast<char*>(output)});
+}
+
+ops::A2aExchange::Plan GroupedGemmGatherRsImpl::plan(std::size_t share) const {
+  ops::A2aExchange::Plan p;
+  p.bytes = [share](int, int) { return share; };
+  p.out_offset = [share](int, int t) { return share * static_cast<std::size_t>(t); };
+  p.in_offset = [share](int s) { return share * static_cast<std::size_t>(s); };
+  return p;
+}
+
+char* GroupedGemmGatherRsImpl::share_of(int t) const {
+  return a2a_.out_slot() + share_ * static_cast<std::size_t>(t);
+}
+
+void GroupedGemmGatherRsImpl::call(ops::Path path, const Args& a) {
+  ops::CallDescriptor d;
+  const int r = ctx_->world_rank();
+  d.error = ops::check_forward(*ctx_, kOp, a.T, opts_.max_tokens, {});
+  if (d.error.empty()) d.error = routing_.load(a.T, a.splits, a.scatter, a.weights);
+  if (d.error.empty() && path != ops::Path::kCommOnly && routing_.rows() > 0) {
+    if (a.input == nullptr)
+      d.error = fmt::format("{}: input is NULL with {} rows on this rank (rank {})", kOp,
+                            routing_.rows(), r);
+    else if (a.weight == nullptr)
+      d.error = fmt::format("{}: weight is NULL with {} rows on this rank (rank {})", kOp,
+                            routing_.rows(), r);
+  }
+  if (d.error.empty() && path != ops::Path::kGemmOnly && a.T > 0 && a.output == nullptr)
+    d.error = fmt::format("{}: output is NULL with num_tokens={} (rank {})", kOp, a.T, r);
+  const bool ok = d.error.empty();
+  d.fields = {a.T, 0, 0, 0};
+  hashes_[0] = ok ? static_cast<int64_t>(routing_.hash()) : 0;
+  hashes_[1] = ok ? static_cast<int64_t>(routing_.weights_hash()) : 0;
+  d.vector = hashes_;
+  d.agreed_check = [this] { return ops::check_agreed_routing(*ctx_, kOp, core_->handshake()); };
+  share_ = ok ? static_cast<std::size_t>(a.T / ctx_->world_size()) * acc_row_ : 0;
+  core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
+}
+
+void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* rows, int64_t n,
+                                   const kernels::GemmOut& o) {
+  // The split into BLAS calls depends on the layout and the routing only, never on timing or
+  // threads (OpenBLAS rounds differently when a GEMM is split differently): one call on this
+  // thread on one host; across hosts fixed row tiles with transport progress in between.
+  if (core_->multi_host())
+    ops::tiled_gemm(*core_, w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o, {},
+                    ops::Tiling::kSerial);
+  else
+    kernels::gemm_tile(w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o);
+}
+
+kernels::GemmWeight& GroupedGemmGatherRsImpl::weight_of(int64_t l, const Args& a) {
+  if (!prepared_[l]) {
+    const std::size_t slab =
+        static_cast<std::size_t>(opts_.ffn_shard * opts_.hidden) * dtype_size(opts_.input_dtype);
+    // [hidden, ffn_shard] per expert: n = hidden, k = ffn_shard.
+    weights_[l].prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + slab * l,
+                        opts_.hidden, opts_.ffn_shard, opts_.transpose_weight);
+    prepared_[l] = 1;
+  }
+  return weights_[l];
+}
+
+void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
+  const auto& slots = routing_.slots_from(t);
+  const int64_t per = routing_.tokens_per_rank(), t0 = t * per, H = opts_.hidden;
+  char* share = share_of(t);
+  std::memset(share, 0, share_);  // part = +0 for every token
+  if (slots.empty()) return;
+  const std::size_t n_slots = slots.size();
+  y_of_.resize(n_slots);
+  if (!per_destination_) {  // every row's GEMM is done (all_rows): row i is Y row i
+    for (std::size_t i = 0; i < n_slots; ++i) y_of_[i] = slots[i].row;
+  }
+  // 1. The GEMM rows of these slots, expert by expert, in the accumulator type. The split into
+  // BLAS calls depends on the routing only (fixed tiles, this thread): the same bits every call.
+  if (per_destination_) ops::bucket_by_expert(slots, 0, slots.size(), routing_, order_, first_);
+  if (per_destination_ && y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
+  for (int64_t l = 0; per_destination_ && l < routing_.num_local_experts(); ++l) {
+    const int64_t n = first_[l + 1] - first_[l];
+    if (n == 0) continue;
+    const int32_t* idx = order_.data() + first_[l];
+    bool consecutive = true;
+    const int32_t row0 = slots[idx[0]].row;
+    for (int64_t i = 0; i < n; ++i) {
+      y_of_[idx[i]] = first_[l] + i;
+      consecutive = consecutive && slots[idx[i]].row == row0 + i;
+    }
+    const char* arows = a.input + static_cast<std::size_t>(row0) * in_row_;
+    if (!consecutive) {
+      if (a_rows_.size() < static_cast<std::size_t>(n) * in_row_)
+        a_rows_.resize(static_cast<std::size_t>(n) * in_row_);
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(a_rows_.data() + i * in_row_,
+                    a.input + static_cast<std::size_t>(slots[idx[i]].row) * in_row_, in_row_);
+      arows = a_rows_.data();
+    }
+    kernels::GemmOut o;
+    o.c = y_rows_.data() + static_cast<std::size_t>(first_[l]) * acc_row_;
+    o.ldc = H;
+    o.dtype = acc_;
+    gemm(weight_of(l, a), arows, n, o);
+  }
+  // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    const ops::RoutedSlot& s = slots[i];
+    const float* w = a.weights != nullptr ? a.weights + s.t * opts_.topk + s.k : nullptr;
+    char* part = share + static_cast<std::size_t>(s.t - t0) * acc_row_;
+    const char* y = y_rows_.data() + static_cast<std::size_t>(y_of_[i]) * acc_row_;
+    if (acc_ == DType::kFloat64)
+      add_weighted(reinterpret_cast<double*>(part), reinterpret_cast<const double*>(y), H, w);
+    else
+      add_weighted(reinterpret_cast<float*>(part), reinterpret_cast<const float*>(y), H, w);
+  }
+}
+
+void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
+  // One GEMM per expert over its consecutive input rows, Y row i for input row i.
+  const std::size_t rows = static_cast<std::size_t>(routing_.rows());
+  if (y_rows_.size() < rows * acc_row_) y_rows_.resize(rows * acc_row_);
+  const int64_t b = routing_.row_begin(ctx_->world_rank());
+  for (int64_t l = 0; l < routing_.num_local_experts(); ++l) {
+    const int64_t i0 = routing_.expert_begin(l) - b, n = routing_.expert_end(l) - b - i0;
+    if (n == 0) continue;
+    kernels::GemmOut o;
+    o.c = y_rows_.data() + static_cast<std::size_t>(i0) * acc_row_;
+    o.ldc = opts_.hidden;
+    o.dtype = acc_;
+    gemm(weight_of(l, a), a.input + static_cast<std::size_t>(i0) * in_row_, n, o);
+  }
+}
+
+void GroupedGemmGatherRsImpl::reduce(const Args& a) {
+  // acc = +0; acc <- acc + part_s for s = 0..W-1, rounded once. A part is never -0 (it starts at
+  // +0), so starting from part_0 gives the same bits as starting from +0.
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), r = c.world_rank();
+  const int64_t count = routing_.tokens_per_rank() * opts_.hidden;
+  auto part = [&](int s) -> const void* {
+    if (s == r) return share_of(r);
+    const ops::Inbox in = a2a_.from(s);
+    in.wait_all();
+    return in.data();
+  };
+  const void* first = part(0);
+  if (W == 1) {
+    kernels::reduce_sum(acc_, &first, 1, opts_.output_dtype, a.output, count);
+    return;
+  }
+  for (int s = 1; s < W; ++s) {
+    const void* srcs[2] = {s == 1 ? first : acc_buf_.data(), part(s)};
+    const bool last = s == W - 1;
+    kernels::reduce_sum(acc_, srcs, 2, last ? opts_.output_dtype : acc_,
+                        last ? static_cast<void*>(a.output) : acc_buf_.data(), count);
+  }
+}
+
+void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
+  ContextImpl& c = *ctx_;
+  const int W = c.world_size(), r = c.world_rank();
+  std::fill(prepared_.begin(), prepared_.end(), 0);
+  if (call.comm()) a2a_.begin(*core_, plan(share_));
+  // GEMMs per destination (each part published as soon as it is done) when a local expert gets
+  // about kPieceRows rows or more per destination; below that the split costs the BLAS more
+  // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
+  // and the shape: the same BLAS calls on every call with the same routing).
+  per_destination_ =
+      routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+  if (call.compute() && !per_destination_) all_rows(a);
+  // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
+  // each published as soon as it is done; our own last.
+  for (int i = 1; i <= W; ++i) {
+    const int t = (r + i) % W;
+    if (call.compute()) partial(t, a);
+    if (call.comm() && t != r) a2a_.to(t).publish_all();
+    core_->poll();
+  }
+  if (call.comm()) reduce(a);
+}
+
+}  // namespace detail
+
+GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
+    : impl_(std::make_unique<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
+GroupedGemmGatherRs::GroupedGemmGatherRs(GroupedGemmGatherRs&&) noexcept = default;
+GroupedGemmGatherRs& GroupedGemmGatherRs::operator=(GroupedGemmGatherRs&&) noexcept = default;
+GroupedGemmGatherRs::~GroupedGemmGatherRs() = default;
+
+namespace {
+detail::GroupedGemmGatherRsImpl& checked(
+    const std::unique_ptr<detail::GroupedGemmGatherRsImpl>& p) {
+  if (!p) raise(Errc::kInvalidUsage, "grouped_gemm_gather_rs: use of a moved-from op");
+  return *p;
+}
+}  // namespace
+
+void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
+                                  const int32_t* scatter_index, const void* weight,
+                                  const float* routing_weights, void* output) {
+  checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, routing_weights, output);
+}
+void GroupedGemmGatherRs::forward_gemm_only(const void* input, int64_t num_tokens,
+                                            const int64_t* splits, const int32_t* scatter_index,
+                                            const void* weight, const float* routing_weights) {
+  checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight,
+                                   routing_weights);
+}
+void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* splits,
+                                            const int32_t* scatter_index,
+                                            const float* routing_weights, void* output) {
+  checked(impl_).forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
+}
+const MoeTpOptions& GroupedGemmGatherRs::options() const {
+  return checked(impl_).options();
+}
+
+}  // namespace fluxcpp

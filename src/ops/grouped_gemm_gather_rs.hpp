@@ -1,0 +1,79 @@
+// GemmGroupedV3GatherRS (private part). See include/fluxcpp/grouped_gemm_gather_rs.hpp for the
+// contract and docs/ops/grouped_gemm_gather_rs.md for the pipeline.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/grouped_gemm_gather_rs.hpp"
+#include "kernels/gemm.hpp"
+#include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_core.hpp"
+#include "ops/moe_tp_routing.hpp"
+
+namespace fluxcpp::detail {
+
+class GroupedGemmGatherRsImpl {
+ public:
+  // local_error: a problem the C layer found (e.g. a NULL out-pointer).
+  GroupedGemmGatherRsImpl(std::shared_ptr<ContextImpl> ctx, const MoeTpOptions& options,
+                          const std::string& local_error = {});
+
+  void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,
+               const void* weight, const float* routing_weights, void* output);
+  void forward_gemm_only(const void* input, int64_t T, const int64_t* splits,
+                         const int32_t* scatter_index, const void* weight,
+                         const float* routing_weights);
+  void forward_comm_only(int64_t T, const int64_t* splits, const int32_t* scatter_index,
+                         const float* routing_weights, void* output);
+  const MoeTpOptions& options() const { return opts_; }
+
+ private:
+  struct Args {
+    const char* input;
+    int64_t T;
+    const int64_t* splits;
+    const int32_t* scatter;
+    const void* weight;
+    const float* weights;
+    char* output;
+  };
+  void call(ops::Path path, const Args& a);
+  void run(const ops::Call& call, const Args& a);
+  // This rank's partial of rank t's tokens into share t: the GEMM rows of those tokens' slots,
+  // expert by expert, then per token the k-ordered weighted sum.
+  void partial(int t, const Args& a);
+  // Y for all of this rank's rows, one GEMM per expert (when not per destination).
+  void all_rows(const Args& a);
+  // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
+  void reduce(const Args& a);
+  kernels::GemmWeight& weight_of(int64_t l, const Args& a);
+  // Y rows [0, n) = rows · W^T in the accumulator type (see the .cpp for the split).
+  void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
+  ops::A2aExchange::Plan plan(std::size_t share) const;
+  char* share_of(int t) const;  // this rank's partial for rank t, in our out slot
+
+  std::shared_ptr<ContextImpl> ctx_;
+  MoeTpOptions opts_;
+  DType acc_ = DType::kFloat32;
+  std::size_t in_row_ = 0, acc_row_ = 0;  // bytes of an input row, an accumulator row
+  std::size_t share_ = 0;                 // bytes of one share in the current call
+  bool per_destination_ = true;           // this call's GEMMs run destination by destination
+  ops::MoeTpRouting routing_;
+  int64_t hashes_[ops::kMoeTpVector] = {};    // this call's, published in the handshake
+  std::vector<kernels::GemmWeight> weights_;  // [L], prepared once per call when used
+  std::vector<char> prepared_;                // [L]
+  std::vector<char> a_rows_, y_rows_;         // gathered input rows, their GEMM rows (acc type)
+  std::vector<int64_t> y_of_;                 // slot index -> row in y_rows_
+  std::vector<int32_t> order_;
+  std::vector<int64_t> first_;
+  std::vector<char> acc_buf_;  // the running sum over source ranks, [max_tokens/W, hidden]
+  shm::Layout layout_;
+  ops::A2aExchange a2a_;
+  std::optional<ops::OpCore> core_;
+};
+
+}  // namespace fluxcpp::detail

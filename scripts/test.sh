@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
-# Serial on purpose: the multi-rank tests already oversubscribe a small machine.
-ctest --test-dir build --output-on-failure "$@"
+# Serial on purpose: the multi-rank tests already oversubscribe a small machine. The soak
+# (label soak) is left out: ctest --test-dir build -L soak runs it.
+ctest --test-dir build --output-on-failure -LE soak "$@"

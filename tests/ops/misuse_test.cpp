@@ -5,7 +5,8 @@
 //   identity, and a rank that meets another rank at a different call gets kInvalidUsage (the op
 //   is then mismatched, i.e. broken);
 // - a rank that comes late to a call, after the others gave up on it (kTimeout), is not paired
-//   with their next call: the op is broken on every rank and every later call is kInvalidUsage.
+//   with their next call: the op is broken on every rank and every later call is kInvalidUsage;
+// - a create too large for the machine is kSystem naming the op and the bytes.
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -203,6 +204,22 @@ TEST_F(Misuse, LateRankIsNotPairedWithTheNextCall) {
   expect_error([&] { op.forward(in.data(), kRows * W, out.data()); }, Errc::kInvalidUsage,
                {"all_gather", "failed earlier"}, "the next call");
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Limits: a create too large for this machine (ag_gemm, max_m = 2^30, k = 1024: terabytes of
+// segment and gather buffer) is kSystem on every rank naming the op and the bytes, never
+// std::bad_alloc or a crash, and the context stays usable.
+TEST_F(Misuse, HugeCreateIsSystemNamingOpAndBytes) {
+  Context ctx(MPI_COMM_WORLD, test_options(20.0));
+  const int W = ctx.world_size();
+  expect_error([&] { AgGemm op(ctx, {int64_t{1} << 30, 64, 1024}); }, Errc::kSystem,
+               {"ag_gemm", "bytes"}, "ag_gemm max_m = 2^30, k = 1024");
+  AllGather op(ctx, {kRows * W, kK, DType::kFloat32});
+  std::vector<float> in(kRows * kK), out(kRows * kK * W);
+  Subject s = all_gather_subject(ctx, in, out, op);
+  s.fill(0);
+  s.forward();
+  EXPECT_TRUE(s.check(0)) << "rank " << ctx.rank() << ": context unusable after the failure";
 }
 
 }  // namespace

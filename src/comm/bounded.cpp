@@ -162,9 +162,16 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
   }
   const Deadline deadline = t_deadline;
   const auto start = std::chrono::steady_clock::now();
-  for (int all = 0, naps = 0;;) {
-    check_mpi(MPI_Testall(static_cast<int>(nrecv), st->reqs.data(), &all, MPI_STATUSES_IGNORE),
-              "MPI_Testall");
+  for (int naps = 0;;) {
+    // One test per receive (MPI_Testall leaves every request as it was unless all completed, so
+    // the names below would include peers that did arrive): a completed one becomes NULL.
+    bool all = true;
+    for (std::size_t i = 0; i < nrecv; ++i) {
+      if (st->reqs[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      check_mpi(MPI_Test(&st->reqs[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
+      all = all && done != 0;
+    }
     if (all) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {

@@ -80,6 +80,10 @@ class ContextImpl : public shm::HostTeam {
     if (broken_.empty()) broken_ = why;
   }
   const std::string& broken() const { return broken_; }
+  // Host peers whose process has exited or is stopped, as "rank R (pid P) has exited" phrases
+  // joined by "; " ("" when every host peer runs). What a collective that timed out cannot say
+  // itself: who of the host is gone. Local (reads /proc); peers on other hosts are not covered.
+  std::string gone_host_peers() const;
   // kInvalidUsage when the context is closed or broken.
   void check_usable(const char* what) const;
   // Starts an op's collective create: the op's serial (part of every call's identity, the same

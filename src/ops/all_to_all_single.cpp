@@ -139,7 +139,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }});
   auto stage = [&](int t) {
     const ops::Outbox box = a2a_.to(t);
-    if (!zero_copy) std::memcpy(box.data(), input + in_off(r, t), box.bytes());
+    if (!zero_copy && box.bytes() > 0) std::memcpy(box.data(), input + in_off(r, t), box.bytes());
     box.publish_all();
   };
 

@@ -6,7 +6,8 @@
 //    part (a NULL context, an early return, a dead process) is named in the others' kTimeout;
 //  * on a failure the ranks did not agree on (a timeout, an MPI or system error midway), breaks
 //    the context — its communicator may hold an unmatched collective — and removes every host
-//    rank's segment name for this op, a dead rank's included. Agreed errors (bad arguments
+//    rank's segment name for this op, a dead rank's included; a timeout names the host peers
+//    whose process has exited or is stopped. Agreed errors (bad arguments
 //    every rank reported alike, a full /dev/shm) break nothing.
 #pragma once
 
@@ -34,9 +35,18 @@ void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
   } catch (const AgreedError&) {
     throw;
   } catch (const std::exception& e) {
-    c.mark_broken(fmt::format("{} create failed: {}", op, e.what()));
     shm::unlink_team_segments(c, c.creating_tag());
-    throw;
+    // A collective that timed out cannot say who is missing; the host's process table can.
+    const Error* err = dynamic_cast<const Error*>(&e);
+    const std::string gone =
+        err != nullptr && err->code() == Errc::kTimeout ? c.gone_host_peers() : std::string();
+    if (gone.empty()) {
+      c.mark_broken(fmt::format("{} create failed: {}", op, e.what()));
+      throw;
+    }
+    const std::string what = fmt::format("{} (on this host: {})", e.what(), gone);
+    c.mark_broken(fmt::format("{} create failed: {}", op, what));
+    throw Error(Errc::kTimeout, what);
   }
 }
 

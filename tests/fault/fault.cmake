@@ -1,0 +1,40 @@
+# Runs one fault scenario of fault_runner under mpirun (-DARGS="scenario;..."; -DNP ranks): every
+# rank that lives must report PASS (rank 0 says how many), and /dev/shm must hold no segment of
+# the job afterwards. mpirun's own exit status is ignored (a rank died). Whatever happens, every
+# process of the job is SIGKILLed at the end, so a stopped rank never outlives the test.
+execute_process(COMMAND ${MPIEXEC} -np ${NP} ${FLAGS} --mca orte_abort_on_non_zero_status 0
+                        ${EXE} ${ARGS}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 60)
+message(STATUS "${out}")
+string(REGEX MATCHALL "fault: pid [0-9]+" pid_lines "${out}")
+set(pids "")
+foreach(p ${pid_lines})
+  string(REGEX REPLACE "fault: pid " "" pid "${p}")
+  list(APPEND pids ${pid})
+endforeach()
+if(pids)
+  execute_process(COMMAND kill -KILL ${pids} OUTPUT_QUIET ERROR_QUIET)
+endif()
+list(LENGTH pids npids)
+if(NOT npids EQUAL NP)
+  message(FATAL_ERROR "expected ${NP} ranks to report their pid, got ${npids} (mpirun rc ${rc})\n${out}\n${err}")
+endif()
+if(out MATCHES "fault: rank [0-9]+ FAIL")
+  message(FATAL_ERROR "a rank failed (mpirun rc ${rc})\n${out}\n${err}")
+endif()
+if(NOT out MATCHES "fault: expect ([0-9]+) PASS")
+  message(FATAL_ERROR "rank 0 did not finish (mpirun rc ${rc})\n${out}\n${err}")
+endif()
+set(want ${CMAKE_MATCH_1})
+string(REGEX MATCHALL "fault: rank [0-9]+ PASS" passes "${out}")
+list(LENGTH passes npass)
+if(NOT npass EQUAL want)
+  message(FATAL_ERROR "expected ${want} ranks to PASS, got ${npass} (mpirun rc ${rc})\n${out}\n${err}")
+endif()
+# Segments of this job only (names carry the creator's pid): other jobs may run meanwhile.
+foreach(pid ${pids})
+  file(GLOB left /dev/shm/*fluxcpp-${pid}-*)
+  if(left)
+    message(FATAL_ERROR "fluxcpp segments left in /dev/shm by pid ${pid}: ${left}\n${out}")
+  endif()
+endforeach()

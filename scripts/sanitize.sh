@@ -2,7 +2,7 @@
 # Sanitizer builds and a representative multi-rank subset under them (CI runs this after the main
 # suite, see scripts/test.sh):
 #  * build-asan (-fsanitize=address,undefined, -O1 -g): every op at W = 2 and 3, the local ops at
-#    W = 2, the MoE ops through the C ABI at W = 2, and the misuse and fault tests;
+#    W = 2, moe_layout and grouped_gemm through the C ABI at W = 2, and the misuse and fault tests;
 #  * build-tsan (-fsanitize=thread, -O1 -g): the shm, signal and stream unit tests, and ag_gemm
 #    with copy offload (a comm thread moving the data while the caller computes) at W = 3.
 # Any report fails the run (halt_on_error). The TSan suppressions (scripts/sanitize/tsan.supp)
@@ -31,10 +31,13 @@ run_asan() {
     fluxcpp_all_gather_test fluxcpp_ag_gemm_test fluxcpp_reduce_scatter_test fluxcpp_gemm_rs_test \
     fluxcpp_all_to_all_single_test fluxcpp_a2a_gemm_test fluxcpp_ulysses_test \
     fluxcpp_grouped_gemm_test fluxcpp_inplace_cast_test fluxcpp_moe_capi_test \
+    fluxcpp_moe_dispatch_test fluxcpp_moe_combine_test fluxcpp_ag_scatter_grouped_gemm_test \
+    fluxcpp_grouped_gemm_gather_rs_test fluxcpp_async_send_recv_test \
     fluxcpp_misuse_test fluxcpp_fault_runner fluxcpp_killed_rank >/dev/null
   echo "sanitize: asan build $((SECONDS - start)) s"
   start=$SECONDS
   local ops='all_gather|ag_gemm|reduce_scatter|gemm_rs|all_to_all_single|a2a_gemm|ulysses'
+  ops+='|moe_dispatch|moe_combine|ag_scatter_grouped_gemm|grouped_gemm_gather_rs|async_send_recv'
   # allocator_may_return_null: a create too large for the machine must reach the library as
   # std::bad_alloc (which it reports as kSystem), not end the process in ASan's allocator.
   # detect_leaks=0: OpenMPI keeps allocations of MPI_Init past MPI_Finalize and unloads its

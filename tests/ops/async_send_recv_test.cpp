@@ -19,6 +19,14 @@
 namespace fluxcpp::test {
 namespace {
 
+// memcmp / memcpy that accept empty ranges (an empty vector's data() may be null).
+int mem_cmp(const void* a, const void* b, std::size_t n) {
+  return n == 0 ? 0 : std::memcmp(a, b, n);
+}
+void mem_copy(void* d, const void* s, std::size_t n) {
+  if (n != 0) std::memcpy(d, s, n);
+}
+
 constexpr int64_t kMaxM = 37, kN = 19;
 
 struct Case {
@@ -103,7 +111,7 @@ TEST_P(AsyncSendRecvTest, RingMatchesSendrecv) {
     MPI_Get_count(&st, MPI_BYTE, &count);
     ASSERT_EQ(got_rows[q] * static_cast<int64_t>(row), count)
         << "message " << q + 1 << " from " << prev;
-    EXPECT_EQ(std::memcmp(got[q].data(), ref.data(), static_cast<std::size_t>(count)), 0)
+    EXPECT_EQ(mem_cmp(got[q].data(), ref.data(), static_cast<std::size_t>(count)), 0)
         << "rank " << r << ": message " << q + 1 << " from rank " << prev << " differs";
   }
   op.close();
@@ -149,7 +157,7 @@ TEST_P(AsyncSendRecvTest, LineMatchesSendRecv) {
       MPI_Recv(ref.data(), static_cast<int>(ref.size()), MPI_BYTE, r - 1, q, MPI_COMM_WORLD, &st);
       MPI_Get_count(&st, MPI_BYTE, &count);
       ASSERT_EQ(rows[q] * static_cast<int64_t>(row), count) << "message " << q + 1;
-      EXPECT_EQ(std::memcmp(got[q].data(), ref.data(), static_cast<std::size_t>(count)), 0)
+      EXPECT_EQ(mem_cmp(got[q].data(), ref.data(), static_cast<std::size_t>(count)), 0)
           << "rank " << r << ": message " << q + 1 << " differs";
     }
     if (r < W - 1) MPI_Send(ref.data(), count, MPI_BYTE, r + 1, q, MPI_COMM_WORLD);
@@ -214,7 +222,7 @@ TEST_F(AsyncSendRecvErrors, ArgumentsAndTooSmallBuffer) {
   EXPECT_EQ(op.recv(prev, out.data(), kMaxM), 5);
   Bytes want = message(DType::kFloat32, prev, r, 11);
   want.resize(5 * row);
-  EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0) << "the queued message changed";
+  EXPECT_EQ(mem_cmp(out.data(), want.data(), want.size()), 0) << "the queued message changed";
   EXPECT_EQ(op.probe(prev), -1);
   op.close();
 }
@@ -275,7 +283,7 @@ TEST_F(AsyncSendRecvErrors, RecvWithoutSenderTimesOut) {
     const int64_t m = op.recv(0, out.data(), kMaxM);
     Bytes want = message(DType::kFloat32, 0, 1, 1);
     ASSERT_EQ(m, rows_of(0, 1, 1));
-    EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
+    EXPECT_EQ(mem_cmp(out.data(), want.data(), want.size()), 0);
   }
   op.close();
 }
@@ -293,7 +301,7 @@ TEST_F(AsyncSendRecvErrors, IsendDataNotReadAfterSendWait) {
   Bytes buf(kMaxM * row), out(kMaxM * row);
   for (int q = 0; q < N; ++q) {
     Bytes m = message(DType::kFloat32, r, next, q);
-    std::memcpy(buf.data(), m.data(), m.size());
+    mem_copy(buf.data(), m.data(), m.size());
     const uint64_t seq = op.isend(next, buf.data(), rows_of(r, next, q));
     op.send_wait(next, seq);
     EXPECT_TRUE(op.send_test(next, seq));
@@ -301,7 +309,7 @@ TEST_F(AsyncSendRecvErrors, IsendDataNotReadAfterSendWait) {
     const int64_t got = op.recv(prev, out.data(), kMaxM);
     Bytes want = message(DType::kFloat32, prev, r, q);
     ASSERT_EQ(got, rows_of(prev, r, q));
-    EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0) << "message " << q + 1;
+    EXPECT_EQ(mem_cmp(out.data(), want.data(), want.size()), 0) << "message " << q + 1;
   }
   op.close();
 }
@@ -403,7 +411,7 @@ TEST_F(AsyncSendRecvErrors, RingLargeMessages) {
     MPI_Sendrecv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, next, q, ref.data(),
                  static_cast<int>(ref.size()), MPI_BYTE, prev, q, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
-    EXPECT_EQ(std::memcmp(got.data(), ref.data(), static_cast<std::size_t>(pm) * row), 0)
+    EXPECT_EQ(mem_cmp(got.data(), ref.data(), static_cast<std::size_t>(pm) * row), 0)
         << "rank " << r << ": message " << q + 1 << " from rank " << prev << " differs";
   }
   op.close();

@@ -18,13 +18,13 @@ static double thread_cpu_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    fluxcpp_status_t s_ = (call);                                                \
-    if (s_ != FLUXCPP_SUCCESS) {                                                 \
-      fprintf(stderr, "%s: %s\n", #call, fluxcpp_last_error());                  \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                              \
-    }                                                                            \
+#define CHECK(call)                                             \
+  do {                                                          \
+    fluxcpp_status_t s_ = (call);                               \
+    if (s_ != FLUXCPP_SUCCESS) {                                \
+      fprintf(stderr, "%s: %s\n", #call, fluxcpp_last_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                             \
+    }                                                           \
   } while (0)
 
 static int cmp(const void* a, const void* b) {

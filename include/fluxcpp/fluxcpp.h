@@ -328,8 +328,7 @@ typedef struct fluxcpp_moe_dispatch_s* fluxcpp_moe_dispatch_t;
  * (0: W*max_tokens*topk), the same on every rank; max_tokens*topk <= INT32_MAX. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_moe_dispatch_create(fluxcpp_context_t ctx, int64_t max_tokens,
                                                          int64_t hidden, int64_t topk,
-                                                         int64_t num_experts,
-                                                         int64_t max_recv_rows,
+                                                         int64_t num_experts, int64_t max_recv_rows,
                                                          fluxcpp_dtype_t dtype,
                                                          fluxcpp_moe_dispatch_t* op);
 /* Collective, blocking. Each rank s passes its own T_s = num_tokens (0 <= T_s <= max_tokens, may
@@ -382,8 +381,8 @@ typedef struct fluxcpp_ag_scatter_grouped_gemm_s* fluxcpp_ag_scatter_grouped_gem
  * each. W % ep_size == 0, num_experts % ep_size == 0. Dtype pairs as the GEMM ops. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_create(
     fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
-    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,
-    fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_ag_scatter_grouped_gemm_t* op);
+    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+    int transpose_weight, fluxcpp_ag_scatter_grouped_gemm_t* op);
 /* Collective, blocking. T = num_tokens (global), T % W == 0, T <= max_tokens; T == 0 is a no-op.
  * input [T/W, hidden]; X = AllGather(input) [T, hidden]. splits [E] and scatter_index [T, K]
  * identical on every rank (checked: a disagreement is INVALID_ARGUMENT on every rank);
@@ -398,16 +397,16 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_forward(
     const int64_t* splits, const int32_t* scatter_index, const void* weight, const float* scale,
     void* output, void* gathered_input);
 /* NULL is a no-op. */
-FLUXCPP_API fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_destroy(
-    fluxcpp_ag_scatter_grouped_gemm_t op);
+FLUXCPP_API fluxcpp_status_t
+fluxcpp_ag_scatter_grouped_gemm_destroy(fluxcpp_ag_scatter_grouped_gemm_t op);
 
 /* ---- grouped_gemm_gather_rs (FLUX GemmGroupedV3GatherRS: MoE layer 1 under TP) ------------ */
 typedef struct fluxcpp_grouped_gemm_gather_rs_s* fluxcpp_grouped_gemm_gather_rs_t;
 /* Collective; arguments as fluxcpp_ag_scatter_grouped_gemm_create. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_create(
     fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
-    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,
-    fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_grouped_gemm_gather_rs_t* op);
+    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+    int transpose_weight, fluxcpp_grouped_gemm_gather_rs_t* op);
 /* Collective, blocking. T, splits, scatter_index, b and M_r as in ag_scatter_grouped_gemm.
  * input [M_r, ffn_shard]; weight [L, hidden, ffn_shard] ([L, ffn_shard, hidden] when
  * transposed); routing_weights [T, K] f32 or NULL, identical on every rank (checked). Y_s(j) =
@@ -421,8 +420,8 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_forward(
     const int64_t* splits, const int32_t* scatter_index, const void* weight,
     const float* routing_weights, void* output);
 /* NULL is a no-op. */
-FLUXCPP_API fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_destroy(
-    fluxcpp_grouped_gemm_gather_rs_t op);
+FLUXCPP_API fluxcpp_status_t
+fluxcpp_grouped_gemm_gather_rs_destroy(fluxcpp_grouped_gemm_gather_rs_t op);
 
 #ifdef __cplusplus
 }

@@ -44,8 +44,8 @@ std::string ContextImpl::gone_host_peers() const {
     else if (st == 'T' || st == 't')
       what = "is stopped";
     if (what == nullptr) continue;
-    out += fmt::format("{}rank {} (pid {}) {}", out.empty() ? "" : "; ",
-                       world_rank_of(node_id_, q), pid, what);
+    out += fmt::format("{}rank {} (pid {}) {}", out.empty() ? "" : "; ", world_rank_of(node_id_, q),
+                       pid, what);
   }
   return out;
 }

@@ -33,8 +33,8 @@ static int64_t fill(float* buf, int src, int q) {
 static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_peers,
                  const char* how) {
   fluxcpp_async_send_recv_t op = NULL;
-  fluxcpp_status_t s = fluxcpp_async_send_recv_create(ctx, MAX_M, N, FLUXCPP_FLOAT32, slots,
-                                                      num_peers, peers, &op);
+  fluxcpp_status_t s =
+      fluxcpp_async_send_recv_create(ctx, MAX_M, N, FLUXCPP_FLOAT32, slots, num_peers, peers, &op);
   CHECK(s == FLUXCPP_SUCCESS && op != NULL, "%s create: %s", how, fluxcpp_last_error());
   if (s != FLUXCPP_SUCCESS) return;
   const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
@@ -43,8 +43,8 @@ static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_pee
   uint64_t seqs[MSGS];
   for (int q = 0; q < MSGS; ++q) {
     const int64_t m = fill(sent[q], rank, q);
-    s = (q % 2 ? fluxcpp_async_send_recv_isend : fluxcpp_async_send_recv_send)(op, next, sent[q],
-                                                                               m, &seqs[q]);
+    s = (q % 2 ? fluxcpp_async_send_recv_isend : fluxcpp_async_send_recv_send)(op, next, sent[q], m,
+                                                                               &seqs[q]);
     CHECK(s == FLUXCPP_SUCCESS && seqs[q] == (uint64_t)q + 1, "%s send %d: %s", how, q,
           fluxcpp_last_error());
     int64_t seen = -1;
@@ -54,8 +54,8 @@ static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_pee
     }
     rows[q] = -1;
     s = fluxcpp_async_send_recv_recv(op, prev, got[q], MAX_M, &rows[q]);
-    CHECK(s == FLUXCPP_SUCCESS && rows[q] == seen, "%s recv %d: %s (probe %lld, rows %lld)", how,
-          q, fluxcpp_last_error(), (long long)seen, (long long)rows[q]);
+    CHECK(s == FLUXCPP_SUCCESS && rows[q] == seen, "%s recv %d: %s (probe %lld, rows %lld)", how, q,
+          fluxcpp_last_error(), (long long)seen, (long long)rows[q]);
   }
   for (int q = 1; q < MSGS; q += 2) {
     int done = 0;
@@ -84,8 +84,7 @@ static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_pee
   CHECK(s == FLUXCPP_SUCCESS, "%s send of 5 rows: %s", how, fluxcpp_last_error());
   int64_t m = -7;
   s = fluxcpp_async_send_recv_recv(op, prev, got[0], 2, &m);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && has(fluxcpp_last_error(), "stays queued") &&
-            m == -7,
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && has(fluxcpp_last_error(), "stays queued") && m == -7,
         "%s recv into 2 rows: status %d, %s", how, (int)s, fluxcpp_last_error());
   s = fluxcpp_async_send_recv_recv(op, prev, got[0], MAX_M, &m);
   fill(ref, prev, 99);

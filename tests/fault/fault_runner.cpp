@@ -70,8 +70,8 @@ void expect(Run& run, const char* what, fluxcpp_status_t want, bool name_victim,
   const fluxcpp_status_t got = fn();
   const double secs = since(t0);
   const std::string msg = got == FLUXCPP_SUCCESS ? "" : fluxcpp_last_error();
-  std::printf("fault: rank %d %s -> %s in %.2f s: %s\n", run.rank, what,
-              fluxcpp_status_string(got), secs, msg.c_str());
+  std::printf("fault: rank %d %s -> %s in %.2f s: %s\n", run.rank, what, fluxcpp_status_string(got),
+              secs, msg.c_str());
   run.check(got == want, std::string(what) + " returned " + fluxcpp_status_string(got) +
                              ", expected " + fluxcpp_status_string(want));
   run.check(secs < kTimeout + kSlack, std::string(what) + " took " + std::to_string(secs) + " s");
@@ -85,9 +85,8 @@ void expect_returns(Run& run, const char* what, const std::function<fluxcpp_stat
   const auto t0 = Clock::now();
   const fluxcpp_status_t got = fn();
   const double secs = since(t0);
-  std::printf("fault: rank %d %s -> %s in %.2f s: %s\n", run.rank, what,
-              fluxcpp_status_string(got), secs,
-              got == FLUXCPP_SUCCESS ? "" : fluxcpp_last_error());
+  std::printf("fault: rank %d %s -> %s in %.2f s: %s\n", run.rank, what, fluxcpp_status_string(got),
+              secs, got == FLUXCPP_SUCCESS ? "" : fluxcpp_last_error());
   run.check(secs < kTimeout + kSlack, std::string(what) + " took " + std::to_string(secs) + " s");
 }
 

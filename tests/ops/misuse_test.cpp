@@ -76,8 +76,8 @@ Subject ag_gemm_subject(const Context& ctx, std::vector<float>& in, std::vector<
       for (int64_t j = 0; j < kN; ++j) {
         double acc = 0;
         for (int64_t t = 0; t < kK; ++t)
-          acc += static_cast<double>(value(static_cast<int>(row / kRows), round,
-                                           (row % kRows) * kK + t)) *
+          acc += static_cast<double>(
+                     value(static_cast<int>(row / kRows), round, (row % kRows) * kK + t)) *
                  weight[j * kK + t];
         want[row * kN + j] = static_cast<float>(acc);
       }
@@ -111,8 +111,8 @@ void two_threads(const Context& ctx, Subject& s, AllGather& other) {
       std::this_thread::sleep_for(milliseconds(80));
       expect_error(s.forward, Errc::kInvalidUsage, {"in use by another thread"},
                    tag + ": second thread, same op");
-      expect_error([&] { other.forward(oin.data(), kRows * W, oout.data()); },
-                   Errc::kInvalidUsage, {"in use by another thread"},
+      expect_error([&] { other.forward(oin.data(), kRows * W, oout.data()); }, Errc::kInvalidUsage,
+                   {"in use by another thread"},
                    tag + ": second thread, another op of the context");
       first.join();
       EXPECT_EQ(first_error, "") << tag << ": rank " << ctx.rank() << ": first thread failed";
@@ -212,8 +212,11 @@ TEST_F(Misuse, LateRankIsNotPairedWithTheNextCall) {
 TEST_F(Misuse, HugeCreateIsSystemNamingOpAndBytes) {
   Context ctx(MPI_COMM_WORLD, test_options(20.0));
   const int W = ctx.world_size();
-  expect_error([&] { AgGemm op(ctx, {int64_t{1} << 30, 64, 1024}); }, Errc::kSystem,
-               {"ag_gemm", "bytes"}, "ag_gemm max_m = 2^30, k = 1024");
+  expect_error(
+      [&] {
+        AgGemm op(ctx, {int64_t{1} << 30, 64, 1024});
+      },
+      Errc::kSystem, {"ag_gemm", "bytes"}, "ag_gemm max_m = 2^30, k = 1024");
   AllGather op(ctx, {kRows * W, kK, DType::kFloat32});
   std::vector<float> in(kRows * kK), out(kRows * kK * W);
   Subject s = all_gather_subject(ctx, in, out, op);

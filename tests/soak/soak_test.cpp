@@ -88,7 +88,8 @@ void run_calls(int calls, int first_call) {
     }
     switch (call % 4) {
       case 0: {
-        for (int64_t j = 0; j < kRows * kK; ++j) in[j] = static_cast<float>(r * 1000 + call % 97 + j);
+        for (int64_t j = 0; j < kRows * kK; ++j)
+          in[j] = static_cast<float>(r * 1000 + call % 97 + j);
         ag->forward(in.data(), m, gathered.data());
         for (int q = 0; q < W; ++q)
           for (int64_t j = 0; j < kRows * kK; ++j)
@@ -119,10 +120,11 @@ TEST_F(Soak, TenThousandCallsHoldNoGrowingResource) {
     run_calls(kCalls, 500 + e * kCalls);
     const Usage u = usage();
     if (world_rank() == 0)
-      std::printf("soak: after %d calls: fds %d, threads %d, mappings %d, rss %ld KiB (base %d, "
-                  "%d, %d, %ld KiB)\n",
-                  (e + 1) * kCalls, u.fds, u.threads, u.maps, u.rss_kib, base.fds, base.threads,
-                  base.maps, base.rss_kib);
+      std::printf(
+          "soak: after %d calls: fds %d, threads %d, mappings %d, rss %ld KiB (base %d, "
+          "%d, %d, %ld KiB)\n",
+          (e + 1) * kCalls, u.fds, u.threads, u.maps, u.rss_kib, base.fds, base.threads, base.maps,
+          base.rss_kib);
     EXPECT_EQ(u.fds, base.fds) << "rank " << world_rank() << " after context " << e;
     EXPECT_EQ(u.threads, base.threads) << "rank " << world_rank() << " after context " << e;
     EXPECT_LE(u.maps, base.maps) << "rank " << world_rank() << " after context " << e;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs fluxcpp's build and test dependencies from Debian 12 packages.
+# Installs fluxcpp's build and test dependencies from Debian 12 packages (oneDNN is libdnnl-dev).
 # Idempotent: prints nothing and touches nothing when everything is already present.
 # --python also installs what the Python module's tests need (Debian's PyTorch, mpi4py, NumPy)
 # and scripts/plot_bench.py (Matplotlib), all for /usr/bin/python3; the library never needs them.
@@ -10,7 +10,7 @@ packages=(
   build-essential cmake git pkg-config
   openmpi-bin libopenmpi-dev
   libhwloc-dev libnuma-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libfmt-dev
   libgtest-dev
   iproute2 util-linux

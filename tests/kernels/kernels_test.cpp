@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -14,8 +15,12 @@
 
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/types.hpp"
+#include "kernels/blas_threads.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_onednn.hpp"
+#include "kernels/omp_threads.hpp"
+#include "kernels/packed_weight.hpp"
 #include "kernels/reduce.hpp"
 
 namespace fluxcpp::kernels {
@@ -118,6 +123,8 @@ struct GemmCase {
   int64_t lda_pad = 0, ldb_pad = 0, ldc_pad = 0;
   int64_t block_rows = -1;  // >= 0: run gemm_rows (whole width) instead of gemm_tile
   double scale = 1.0;       // GemmOut::scale: multiplies the product, not the bias
+  GemmEngine engine = GemmEngine::kAuto;
+  bool packed = false;  // through a PackedWeight (oneDNN's layout)
   uint64_t seed = 1;
 
   std::string describe() const {
@@ -125,7 +132,8 @@ struct GemmCase {
     os << dtype_name(in) << "->" << dtype_name(out) << " rows=" << rows << " n=" << n << " k=" << k
        << " tile=[" << n0 << "," << (n1 < 0 ? n : n1) << ")" << (transposed ? " B[k,n]" : " B[n,k]")
        << (bias ? " +bias" : "") << (accumulate ? " accumulate" : "") << " pads(a,b,c)=" << lda_pad
-       << "," << ldb_pad << "," << ldc_pad << " block_rows=" << block_rows << " scale=" << scale;
+       << "," << ldb_pad << "," << ldc_pad << " block_rows=" << block_rows << " scale=" << scale
+       << " engine=" << gemm_engine_name(engine) << (packed ? " packed" : "");
     return os.str();
   }
 };
@@ -178,7 +186,14 @@ double gemm_tolerance(DType in, DType out, int64_t k, double abs_sum, double ref
   }
 
   GemmWeight w;
-  w.prepare(tc.in, b.data(), tc.n, tc.k, tc.transposed, tc.ldb_pad == 0 ? 0 : ldb);
+  std::unique_ptr<PackedWeight> packed;
+  if (tc.packed) {
+    packed = std::make_unique<PackedWeight>(tc.in, b.data(), tc.n, tc.k, tc.transposed,
+                                            tc.ldb_pad == 0 ? 0 : ldb);
+    w.prepare(*packed);
+  } else {
+    w.prepare(tc.in, b.data(), tc.n, tc.k, tc.transposed, tc.ldb_pad == 0 ? 0 : ldb, tc.engine);
+  }
   GemmOut out;
   out.c = c.data();
   out.ldc = ldc;
@@ -243,6 +258,8 @@ double gemm_tolerance(DType in, DType out, int64_t k, double abs_sum, double ref
 struct SweepConfig {
   DType in, out;
   bool transposed, bias, accumulate;
+  GemmEngine engine = GemmEngine::kAuto;
+  bool packed = false;
 };
 
 std::string sweep_name(const ::testing::TestParamInfo<SweepConfig>& info) {
@@ -251,6 +268,8 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepConfig>& info) {
   name += s.transposed ? "_BT" : "_BN";
   if (s.bias) name += "_bias";
   if (s.accumulate) name += "_acc";
+  if (s.engine == GemmEngine::kOpenBlas) name += "_openblas";
+  if (s.packed) name += "_packed";
   return name;
 }
 
@@ -266,6 +285,9 @@ std::vector<SweepConfig> sweep_configs() {
         for (bool acc : {false, true}) {
           if (acc && out == DType::kBFloat16) continue;
           v.push_back({in, out, transposed, bias, acc});
+          if (in == DType::kFloat64) continue;  // OpenBLAS only
+          v.push_back({in, out, transposed, bias, acc, GemmEngine::kOpenBlas});
+          v.push_back({in, out, transposed, bias, acc, GemmEngine::kOneDnn, /*packed=*/true});
         }
       }
     }
@@ -290,6 +312,8 @@ TEST_P(GemmSweep, SmallShapes) {
         tc.transposed = s.transposed;
         tc.bias = s.bias;
         tc.accumulate = s.accumulate;
+        tc.engine = s.engine;
+        tc.packed = s.packed;
         tc.rows = rows;
         tc.n = n;
         tc.k = k;
@@ -326,6 +350,8 @@ TEST_P(GemmSweep, LargeShape) {
   tc.transposed = s.transposed;
   tc.bias = s.bias;
   tc.accumulate = s.accumulate;
+  tc.engine = s.engine;
+  tc.packed = s.packed;
   tc.rows = 256;
   tc.n = 300;
   tc.k = 1000;
@@ -343,6 +369,16 @@ TEST_P(GemmSweep, LargeShape) {
 
   tc.scale = 1.3;
   tc.seed = 8;
+  EXPECT_TRUE(run_gemm_case(tc));
+
+  // Column tiles starting on 64 (a packed weight packs them anew, as the slabs of workers).
+  tc.scale = 1.0;
+  tc.n0 = 64;
+  tc.n1 = 192;
+  tc.seed = 9;
+  EXPECT_TRUE(run_gemm_case(tc));
+  tc.n1 = 300;  // to the end: the layout's padded last block
+  tc.seed = 10;
   EXPECT_TRUE(run_gemm_case(tc));
 }
 
@@ -408,12 +444,16 @@ TEST(Gemm, WeightPrepare) {
   std::vector<uint16_t> b16(5 * 9);
   for (size_t i = 0; i < b16.size(); ++i) b16[i] = f32_to_bf16(0.25f * float(i) - 3.0f);
   GemmWeight w;
-  // bf16 [n=5, k=7] stored with ld 9: converted contiguous with ld = k.
+  // bf16 [n=5, k=7] stored with ld 9: oneDNN reads it in place.
   w.prepare(DType::kBFloat16, b16.data(), 5, 7, false, 9);
   EXPECT_EQ(w.input_dtype(), DType::kBFloat16);
-  EXPECT_EQ(w.compute_dtype(), DType::kFloat32);
-  EXPECT_EQ(w.ld(), 7);
-  const auto* f = static_cast<const float*>(w.data());
+  EXPECT_EQ(w.engine(), GemmEngine::kOneDnn);
+  EXPECT_EQ(w.data(), b16.data());
+  EXPECT_EQ(w.ld(), 9);
+  // The OpenBLAS engine widens it to a contiguous f32 copy.
+  w.prepare(DType::kBFloat16, b16.data(), 5, 7, false, 9, GemmEngine::kOpenBlas);
+  EXPECT_EQ(w.engine(), GemmEngine::kOpenBlas);
+  const float* f = w.widened();
   for (int r = 0; r < 5; ++r) {
     for (int p = 0; p < 7; ++p) {
       ASSERT_EQ(f[r * 7 + p], bf16_to_f32(b16[r * 9 + p])) << "row " << r << " col " << p;
@@ -427,7 +467,7 @@ TEST(Gemm, WeightPrepare) {
   EXPECT_TRUE(w.transposed());
   std::vector<double> b64(4);
   w.prepare(DType::kFloat64, b64.data(), 2, 2, false);
-  EXPECT_EQ(w.compute_dtype(), DType::kFloat64);
+  EXPECT_EQ(w.engine(), GemmEngine::kOpenBlas);
   EXPECT_EQ(w.data(), b64.data());
 }
 
@@ -523,6 +563,25 @@ TEST(Gemm, RejectsBadArguments) {
         w.prepare(static_cast<DType>(7), b.data(), 2, 2, false);
       },
       "bad dtype");
+  expect_invalid(
+      [] {
+        std::vector<double> b(4);
+        GemmWeight w;
+        w.prepare(DType::kFloat64, b.data(), 2, 2, false, 0, GemmEngine::kOneDnn);
+      },
+      "f64 on oneDNN");
+  expect_invalid(
+      [] {
+        std::vector<double> b(4);
+        PackedWeight p(DType::kFloat64, b.data(), 2, 2, false);
+      },
+      "packed f64");
+  expect_invalid(
+      [] {
+        std::vector<float> b(4);
+        PackedWeight p(DType::kFloat32, b.data(), 2, 0, false);
+      },
+      "packed k = 0");
 }
 
 // Workers share one prepared weight and call gemm_tile concurrently on disjoint row blocks; the
@@ -566,6 +625,69 @@ TEST(Gemm, ConcurrentCallersShareWeight) {
           << "C(" << i << "," << j << "): expected " << ref << " got " << c.get(i * n + j);
     }
   }
+}
+
+// The engine runs on one OpenMP thread and gives the caller's setting back: a PyTorch process
+// that set torch.set_num_threads(3) sees 3 afterwards, on this thread and on others.
+TEST(Gemm, LeavesTheCallersOpenMpSettingAlone) {
+  const int before = omp_max_threads();
+  std::vector<float> a(64 * 96, 0.5f), b(80 * 96, 0.25f), c(64 * 80);
+  std::vector<uint16_t> a16(64 * 96, f32_to_bf16(0.5f)), b16(80 * 96, f32_to_bf16(0.25f));
+  for (int threads : {3, 1, 5}) {
+    OmpThreadsScope caller(threads);  // what the caller set
+    GemmWeight w;
+    w.prepare(DType::kFloat32, b.data(), 80, 96, false);
+    gemm_rows(w, a.data(), 96, 64, GemmOut{c.data(), 80, DType::kFloat32, nullptr, false});
+    EXPECT_EQ(omp_max_threads(), threads) << "after an f32 GEMM";
+    w.prepare(DType::kBFloat16, b16.data(), 80, 96, false);
+    gemm_rows(w, a16.data(), 96, 64, GemmOut{c.data(), 80, DType::kFloat32, nullptr, false});
+    EXPECT_EQ(omp_max_threads(), threads) << "after a bf16 GEMM";
+    PackedWeight packed(DType::kFloat32, b.data(), 80, 96, false);
+    w.prepare(packed);
+    gemm_rows(w, a.data(), 96, 64, GemmOut{c.data(), 80, DType::kFloat32, nullptr, false});
+    EXPECT_EQ(omp_max_threads(), threads) << "after packing and a packed GEMM";
+    for (float v : c) ASSERT_EQ(v, 96 * 0.125f);
+  }
+  EXPECT_EQ(omp_max_threads(), before);
+}
+
+// The same call gives the same bits every time (the ops' call-to-call guarantees rest on it),
+// and a primitive is made once per thread and shape, not per call.
+TEST(Gemm, RepeatedCallsAreBitwiseEqualAndCached) {
+  const int64_t rows = 48, n = 200, k = 333;
+  Rng rng(5);
+  for (DType in : {DType::kFloat32, DType::kBFloat16}) {
+    Buffer a(in, rows * k), b(in, n * k), c1(in, rows * n), c2(in, rows * n);
+    a.fill_random(rng);
+    b.fill_random(rng);
+    GemmWeight w;
+    w.prepare(in, b.data(), n, k, false);
+    const GemmOut o1{c1.data(), n, in, nullptr, false}, o2{c2.data(), n, in, nullptr, false};
+    gemm_tile(w, a.data(), k, rows, 0, n, o1);
+    const std::size_t cached = onednn_cached_primitives();
+    for (int rep = 0; rep < 5; ++rep) {
+      gemm_tile(w, a.data(), k, rows, 0, n, o2);
+      for (int64_t i = 0; i < rows * n; ++i) ASSERT_TRUE(c1.same_bits(c2, i)) << "index " << i;
+    }
+    EXPECT_EQ(onednn_cached_primitives(), cached) << dtype_name(in);
+  }
+}
+
+// A packed weight is a snapshot: writes to the source after packing are not seen until update().
+TEST(Gemm, PackedWeightIsASnapshotUntilUpdated) {
+  const int64_t rows = 3, n = 130, k = 40;
+  std::vector<float> a(rows * k, 1.0f), b(n * k, 0.5f), c(rows * n);
+  PackedWeight packed(DType::kFloat32, b.data(), n, k, false);
+  EXPECT_GE(packed.bytes(), static_cast<std::size_t>(n * k * 4));
+  GemmWeight w;
+  w.prepare(packed);
+  const GemmOut out{c.data(), n, DType::kFloat32, nullptr, false};
+  std::fill(b.begin(), b.end(), 2.0f);
+  gemm_rows(w, a.data(), k, rows, out);
+  for (float v : c) ASSERT_EQ(v, 0.5f * k);
+  packed.update(b.data());
+  gemm_rows(w, a.data(), k, rows, out);
+  for (float v : c) ASSERT_EQ(v, 2.0f * k);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,41 @@
+// The public PackedWeight over the GEMM engine's (kernels/packed_weight.hpp).
+#include "fluxcpp/packed_weight.hpp"
+
+#include "error_util.hpp"
+#include "kernels/packed_weight.hpp"
+
+namespace fluxcpp {
+
+PackedWeight::PackedWeight(DType dtype, const void* weight, int64_t n, int64_t k,
+                           bool transpose_weight)
+    : impl_(std::make_unique<kernels::PackedWeight>(dtype, weight, n, k, transpose_weight)) {}
+PackedWeight::PackedWeight(PackedWeight&&) noexcept = default;
+PackedWeight& PackedWeight::operator=(PackedWeight&&) noexcept = default;
+PackedWeight::~PackedWeight() = default;
+
+const kernels::PackedWeight& PackedWeight::impl() const {
+  if (!impl_) raise(Errc::kInvalidUsage, "packed_weight: use of a moved-from PackedWeight");
+  return *impl_;
+}
+
+void PackedWeight::update(const void* weight) {
+  impl();
+  impl_->update(weight);
+}
+DType PackedWeight::dtype() const {
+  return impl().dtype();
+}
+int64_t PackedWeight::n() const {
+  return impl().n();
+}
+int64_t PackedWeight::k() const {
+  return impl().k();
+}
+bool PackedWeight::transpose_weight() const {
+  return impl().transposed();
+}
+std::size_t PackedWeight::bytes() const {
+  return impl().bytes();
+}
+
+}  // namespace fluxcpp

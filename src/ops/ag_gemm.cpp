@@ -72,6 +72,13 @@ void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const
                            static_cast<char*>(output), static_cast<char*>(gathered_input), false});
 }
 
+void AgGemmImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
+                         const void* bias, void* output, void* gathered_input) {
+  call(ops::Path::kFused,
+       {static_cast<const char*>(input), m, &weight, bias, static_cast<char*>(output),
+        static_cast<char*>(gathered_input), false, &weight});
+}
+
 void AgGemmImpl::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
   call(ops::Path::kCommOnly, {static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
                               static_cast<char*>(gathered_input), false});
@@ -93,6 +100,9 @@ void AgGemmImpl::call(ops::Path path, const Args& args) {
           ? ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"input", a.input}})
           : ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
                                {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
+  if (d.error.empty() && a.packed != nullptr)
+    d.error = ops::check_packed(*ctx_, kOp, *a.packed, opts_.input_dtype, opts_.n, opts_.k,
+                                opts_.transpose_weight);
   const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
   const std::size_t blk = m / ctx_->world_size() * in_row_;
   if (path == ops::Path::kGemmOnly)
@@ -120,6 +130,17 @@ bool AgGemmImpl::gathers(int64_t rows) const {
   if (mode_ == AgGemmMode::kZeroCopy) return false;
   return opts_.n >= rows;
 }
+
+namespace {
+// Copies a peer's block from its inbox as it lands, chunk by chunk.
+void gather_block(const ops::Inbox& in, char* dst, std::size_t blk) {
+  for (std::size_t done = 0; done < blk;) {
+    const std::size_t have = in.wait(done + 1);
+    std::memcpy(dst + done, in.data() + done, have - done);
+    done = have;
+  }
+}
+}  // namespace
 
 void AgGemmImpl::stage(const ops::Call& /*call*/, const Args& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
@@ -150,11 +171,17 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   const bool gemm_only = call.path == ops::Path::kGemmOnly;
   // Gather mode: the host's rows are first copied, in global order, into one private buffer.
   const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
+  // Decode: at most kMinTileRows rows in all are gathered from every host and computed in one
+  // call, which reads the weight once (a GEMM per block would read it once per block).
+  const bool whole =
+      gather && c.num_nodes() > 1 && a.m <= ops::kMinTileRows && call.path != ops::Path::kCommOnly;
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
   const bool direct = call.path == ops::Path::kCommOnly && a.gathered != nullptr;
   char* local = direct ? a.gathered : local_.data();
-  if (compute)
+  if (compute && a.packed != nullptr)
+    weight_.prepare(*a.packed);
+  else if (compute)
     weight_.prepare(opts_.input_dtype, a.weight, opts_.n, opts_.k, opts_.transpose_weight);
   auto out_block = [&](int g) { return a.output + static_cast<std::size_t>(g) * rows * out_row_; };
   auto on_host = [&](int g) { return c.node_of(g) == nid; };
@@ -175,17 +202,10 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
     if (comm) {
       std::memcpy(local + blk * r, a.input, blk);
-      for (int g : gather_.others()) {
-        if (!on_host(g)) continue;
-        const ops::Inbox in = gather_.from(g);
-        for (std::size_t done = 0; done < blk;) {
-          const std::size_t have = in.wait(done + 1);
-          std::memcpy(local + blk * g + done, in.data() + done, have - done);
-          done = have;
-        }
-      }
+      for (int g : gather_.others())
+        if (on_host(g)) gather_block(gather_.from(g), local + blk * g, blk);
     }
-    if (compute)
+    if (compute && !whole)
       for (const auto& [first, count] : host_runs_)
         gemm(local + blk * first, rows * count, a.bias, out_block(first));
   } else {
@@ -211,7 +231,11 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
   // (and gathered) chunk by chunk as they land, while later ones are still in flight.
   for (int g : gather_.others()) {
-    if (on_host(g)) continue;
+    if (on_host(g) || (whole && !comm)) continue;
+    if (whole) {  // gathered with the rest, for the one GEMM below
+      gather_block(gather_.from(g), local + blk * g, blk);
+      continue;
+    }
     if (gemm_only) {
       gemm(gather_.data_of(g), rows, a.bias, out_block(g));
       continue;
@@ -228,6 +252,8 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
       done = avail;
     }
   }
+
+  if (whole && compute) gemm(local, a.m, a.bias, out_block(0));
 
   // 4. The gathered input, when asked for.
   char* gout = direct || !comm ? nullptr : a.gathered;
@@ -257,6 +283,10 @@ detail::AgGemmImpl& checked(const std::unique_ptr<detail::AgGemmImpl>& p) {
 void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output, void* gathered_input) {
   checked(impl_).forward(input, m, weight, bias, output, gathered_input);
+}
+void AgGemm::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output, void* gathered_input) {
+  checked(impl_).forward(input, m, weight.impl(), bias, output, gathered_input);
 }
 void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                                void* output) {

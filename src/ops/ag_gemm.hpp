@@ -11,6 +11,7 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/ag_gemm.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/packed_weight.hpp"
 #include "ops/core/gather_exchange.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/core/zero_copy.hpp"
@@ -25,6 +26,9 @@ class AgGemmImpl {
 
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output,
                void* gathered_input);
+  // weight given packed (fluxcpp/packed_weight.hpp) instead of as it lies.
+  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
+               const void* bias, void* output, void* gathered_input);
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* gathered_input);
@@ -41,6 +45,7 @@ class AgGemmImpl {
     char* output;
     char* gathered;
     bool zero_copy;
+    const kernels::PackedWeight* packed = nullptr;  // instead of `weight` when set
   };
   void call(ops::Path path, const Args& a);
   void run(const ops::Call& call, const Args& a);

@@ -60,19 +60,24 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = m / W;
   const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
-  weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+  if (packed_ != nullptr)
+    weight_.prepare(*packed_);
+  else
+    weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = acc_;
-  if (W == 1 || (opts_.n >= rows && c.num_nodes() == 1)) {
-    // One call over all m rows: each BLAS call repacks the whole weight, which costs more than
-    // the overlap per block would win when the weight is wider than a block is tall — unless a
-    // block has to cross hosts, whose transfer then hides behind the next block's GEMM.
+  if (W == 1 || (opts_.n >= rows && c.num_nodes() == 1) || m <= ops::kMinTileRows) {
+    // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
+    // more than the overlap per block would win when the weight is wider than a block is tall —
+    // unless a block has to cross hosts, whose transfer then hides behind the next block's GEMM.
+    // At decode sizes (m <= kMinTileRows) always one call: the weight is read once.
     o.c = partial(0, m);
     kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
     if (publish)
       for (int t = 0; t < W; ++t)
         if (t != r) reduce_.share(t).publish_all();
+    if (own_rows) own_rows(0, rows);
     return;
   }
   // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
@@ -150,6 +155,9 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   d.fields = {m, 0, 0, 0};
   d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m,
                                {{"input", input}, {"weight", weight}, {"output", output}});
+  if (d.error.empty() && packed_ != nullptr)
+    d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
+                                opts_.transpose_weight);
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     ContextImpl& c = *ctx_;
     begin(m);
@@ -171,6 +179,16 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
       reduce(m, output);
     }
   });
+}
+
+void GemmRsImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
+                         const void* bias, void* output) {
+  struct Reset {
+    const kernels::PackedWeight*& p;
+    ~Reset() { p = nullptr; }
+  } reset{packed_};
+  packed_ = &weight;
+  forward(input, m, static_cast<const void*>(&weight), bias, output);
 }
 
 void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
@@ -245,6 +263,10 @@ detail::GemmRsImpl& checked(const std::unique_ptr<detail::GemmRsImpl>& p) {
 void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output) {
   checked(impl_).forward(input, m, weight, bias, output);
+}
+void GemmRs::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output) {
+  checked(impl_).forward(input, m, weight.impl(), bias, output);
 }
 void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
   checked(impl_).forward_gemm_only(input, m, weight);

@@ -10,12 +10,13 @@ void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const v
                    int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out) {
   if (rows <= 0 || n0 >= n1) return;
   const int64_t n = n1 - n0;
+  // Slabs of at least 64 columns, on 64-column boundaries (the engine's column blocks).
   const int T = std::max(1, std::min<int>(c.num_compute_workers(), static_cast<int>(n / 64)));
   if (T <= 1) {
     kernels::gemm_tile(w, a, lda, rows, n0, n1, out);
     return;
   }
-  const int64_t slab = ((n + T - 1) / T + 15) / 16 * 16;  // T slabs cover all n columns
+  const int64_t slab = ((n + T - 1) / T + 63) / 64 * 64;  // T slabs cover all n columns
   const std::size_t esz = dtype_size(out.dtype);
   std::vector<uint64_t> tickets;
   for (int t = 1; t < T; ++t) {

@@ -9,7 +9,7 @@
 namespace fluxcpp::ops {
 
 // C[0:rows, n0:n1] = A · op(B)[:, n0:n1] (+ bias), as kernels::gemm_tile (out.c points at column
-// n0 of row 0), split into column slabs of multiples of 16 columns, one per compute worker: each
+// n0 of row 0), split into column slabs of multiples of 64 columns, one per compute worker: each
 // worker packs only its part of the weight and writes only its part of the output. The calling
 // thread computes the first slab and waits for the others.
 void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const void* a, int64_t lda,

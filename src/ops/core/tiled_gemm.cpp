@@ -9,7 +9,7 @@ namespace fluxcpp::ops {
 
 int64_t fixed_tile_rows(int64_t cols, int64_t k) {
   const double per_row = 2.0 * static_cast<double>(cols) * static_cast<double>(k);
-  return std::max<int64_t>(32, static_cast<int64_t>(std::ceil(kTileFlops / per_row)));
+  return std::max<int64_t>(kMinTileRows, static_cast<int64_t>(std::ceil(kTileFlops / per_row)));
 }
 
 void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64_t lda,

@@ -34,8 +34,12 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
 // The rows of a tile of about kTileFlops for a GEMM of `cols` output columns and depth k.
 int64_t fixed_tile_rows(int64_t cols, int64_t k);
 
-// The work of one tile: ~3 ms of one core, about what a 10 Gbit/s link moves through the socket
-// buffers between two polls. Smaller tiles cost a weight repack each (OpenBLAS).
-inline constexpr double kTileFlops = 1.3e8;
+// The work of one tile: 1–2 ms of one core on the oneDNN engine (f32 ~200, bf16 ~400 GFLOP/s),
+// about what a 10 Gbit/s link moves through the socket buffers between two polls.
+inline constexpr double kTileFlops = 4e8;
+// No tile has fewer rows: each call re-reads (and oneDNN re-blocks) the whole weight slab, which
+// costs ~11 % at 64-row tiles and ~5 % at 128 (docs/benchmarks.md). A GEMM of at most this many
+// rows (every decode shape) is one call that reads the weight once.
+inline constexpr int64_t kMinTileRows = 128;
 
 }  // namespace fluxcpp::ops

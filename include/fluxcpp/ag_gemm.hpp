@@ -6,6 +6,7 @@
 
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/export.h"
+#include "fluxcpp/packed_weight.hpp"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -48,6 +49,10 @@ class FLUXCPP_API AgGemm {
   // bf16 and f32 inputs, f64 for f64. Inputs may be reused once forward returns.
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output,
                void* gathered_input = nullptr);
+  // The same with the weight packed once (fluxcpp/packed_weight.hpp): its dtype, n, k and
+  // orientation must match the options (INVALID_ARGUMENT on every rank otherwise).
+  void forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+               void* output, void* gathered_input = nullptr);
 
   // Benchmark paths. gemm-only (local, not collective): the same GEMMs as a forward over the rows
   // already in place — no handshake, waits or copies. In zero-copy mode the own rows come from

@@ -17,6 +17,7 @@
 #include "fluxcpp/moe_dispatch.hpp"
 #include "fluxcpp/moe_layout.hpp"
 #include "fluxcpp/moe_tp_options.hpp"
+#include "fluxcpp/packed_weight.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
 #include "fluxcpp/types.hpp"
 #include "fluxcpp/ulysses.hpp"

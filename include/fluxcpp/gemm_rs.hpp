@@ -7,6 +7,7 @@
 
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/export.h"
+#include "fluxcpp/packed_weight.hpp"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {
@@ -41,6 +42,10 @@ class FLUXCPP_API GemmRs {
   // order of ReduceScatter) and rounded once: bitwise identical from call to call and run to
   // run. m % W == 0, m <= max_m, same m everywhere; m == 0 is a no-op.
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output);
+  // The same with the weight packed once (fluxcpp/packed_weight.hpp): its dtype, n, k and
+  // orientation must match the options (INVALID_ARGUMENT on every rank otherwise).
+  void forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+               void* output);
 
   // Benchmark paths. gemm-only (local): the partial GEMMs alone, into the op's buffers.
   // comm-only (collective): adds bias to this rank's own held partial and reduce-scatters the

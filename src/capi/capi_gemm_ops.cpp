@@ -1,6 +1,7 @@
-// The C ABI of the fused GEMM ops (ag_gemm, gemm_rs, a2a_gemm, Ulysses): thin wrappers over the ops
-// (src/capi/capi_common.hpp).
+// The C ABI of the fused GEMM ops (ag_gemm, gemm_rs, a2a_gemm, Ulysses) and packed weights: thin
+// wrappers over the ops (src/capi/capi_common.hpp).
 #include "capi/capi_common.hpp"
+#include "kernels/packed_weight.hpp"
 #include "ops/a2a_gemm.hpp"
 #include "ops/a2a_transpose_gemm.hpp"
 #include "ops/ag_gemm.hpp"
@@ -23,6 +24,9 @@ struct fluxcpp_gemm_a2a_transpose_s {
 };
 struct fluxcpp_a2a_transpose_gemm_s {
   std::unique_ptr<fluxcpp::detail::A2aTransposeGemmImpl> impl;
+};
+struct fluxcpp_packed_weight_s {
+  std::unique_ptr<fluxcpp::kernels::PackedWeight> impl;
 };
 
 using namespace fluxcpp::capi;
@@ -167,6 +171,50 @@ fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t
 fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op) {
   delete op;
   return FLUXCPP_SUCCESS;
+}
+
+/* ---- packed weights ---- */
+
+fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_dtype_t dtype, const void* weight, int64_t n,
+                                              int64_t k, int transpose_weight,
+                                              fluxcpp_packed_weight_t* packed) {
+  if (packed == nullptr) return null_arg("fluxcpp_packed_weight_create", "packed");
+  *packed = nullptr;
+  return guarded([&] {
+    auto h = std::make_unique<fluxcpp_packed_weight_s>();
+    h->impl = std::make_unique<fluxcpp::kernels::PackedWeight>(to_dtype(dtype), weight, n, k,
+                                                               transpose_weight != 0);
+    *packed = h.release();
+  });
+}
+
+fluxcpp_status_t fluxcpp_packed_weight_update(fluxcpp_packed_weight_t packed, const void* weight) {
+  if (packed == nullptr) return null_arg("fluxcpp_packed_weight_update", "packed");
+  return guarded([&] { packed->impl->update(weight); });
+}
+
+fluxcpp_status_t fluxcpp_packed_weight_destroy(fluxcpp_packed_weight_t packed) {
+  delete packed;
+  return FLUXCPP_SUCCESS;
+}
+
+fluxcpp_status_t fluxcpp_ag_gemm_forward_packed(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
+                                                fluxcpp_packed_weight_t weight, const void* bias,
+                                                void* output, void* gathered_input) {
+  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_forward_packed", "op");
+  if (weight == nullptr) {  // still take part, so every rank fails alike
+    return guarded([&] { op->impl->forward(input, m, nullptr, bias, output, gathered_input); });
+  }
+  return guarded([&] { op->impl->forward(input, m, *weight->impl, bias, output, gathered_input); });
+}
+
+fluxcpp_status_t fluxcpp_gemm_rs_forward_packed(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
+                                                fluxcpp_packed_weight_t weight, const void* bias,
+                                                void* output) {
+  if (op == nullptr) return null_arg("fluxcpp_gemm_rs_forward_packed", "op");
+  if (weight == nullptr)
+    return guarded([&] { op->impl->forward(input, m, nullptr, bias, output); });
+  return guarded([&] { op->impl->forward(input, m, *weight->impl, bias, output); });
 }
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 /* The ag_gemm C ABI driven from C99: f32 and f64 forwards (bias, gathered_input, both weight
- * layouts) against MPI_Allgather plus a naive triple loop, and invalid arguments.
+ * layouts; f32 also with a packed weight) against MPI_Allgather plus a naive triple loop, and
+ * invalid arguments.
  * Prints "ag_gemm_capi: N passed, M failed" on rank 0; exits non-zero on failure. */
 #include <fluxcpp/fluxcpp.h>
 
@@ -31,8 +32,10 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
   void* gathered = malloc(esz * (size_t)(m * k));
   void* ref_gathered = malloc(esz * (size_t)(m * k));
 
-  for (int call = 0; call < 2; ++call) {
-    const int with_extras = call == 0; /* bias and gathered_input on the first call only */
+  /* Call 2 (f32): the weight packed, through fluxcpp_ag_gemm_forward_packed. */
+  const int calls = dt == FLUXCPP_FLOAT32 ? 3 : 2;
+  for (int call = 0; call < calls; ++call) {
+    const int with_extras = call != 1; /* bias and gathered_input but on the second call */
     seed_for(rank, call, 1);
     for (int64_t i = 0; i < rows * k; ++i) store(in, dt, i, next_value());
     seed_for(rank, call, 2); /* a different weight on every rank: its own column shard */
@@ -42,8 +45,17 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
     memset(out, 0xFF, esz * (size_t)(m * n)); /* NaN: unwritten elements fail */
     memset(gathered, 0xEE, esz * (size_t)(m * k));
 
-    s = fluxcpp_ag_gemm_forward(op, in, m, w, with_extras ? bias : NULL, out,
-                                with_extras ? gathered : NULL);
+    if (call == 2) {
+      fluxcpp_packed_weight_t packed = NULL;
+      s = fluxcpp_packed_weight_create(dt, w, n, k, transpose_weight, &packed);
+      CHECK(s == FLUXCPP_SUCCESS && packed != NULL, "packed_weight_create: %s",
+            fluxcpp_last_error());
+      s = fluxcpp_ag_gemm_forward_packed(op, in, m, packed, bias, out, gathered);
+      CHECK(fluxcpp_packed_weight_destroy(packed) == FLUXCPP_SUCCESS, "packed_weight_destroy");
+    } else {
+      s = fluxcpp_ag_gemm_forward(op, in, m, w, with_extras ? bias : NULL, out,
+                                  with_extras ? gathered : NULL);
+    }
     CHECK(s == FLUXCPP_SUCCESS, "%s forward call %d: %s", name, call, fluxcpp_last_error());
     MPI_Allgather(in, (int)(esz * (size_t)(rows * k)), MPI_BYTE, ref_gathered,
                   (int)(esz * (size_t)(rows * k)), MPI_BYTE, MPI_COMM_WORLD);
@@ -97,6 +109,16 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
         fluxcpp_last_error());
   s = fluxcpp_ag_gemm_forward(op, NULL, 0, NULL, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
+  if (dt == FLUXCPP_FLOAT32) { /* a NULL packed weight on one rank, one that does not fit */
+    fluxcpp_packed_weight_t packed = NULL;
+    s = fluxcpp_packed_weight_create(dt, w, k, n, transpose_weight, &packed); /* n, k swapped */
+    CHECK(s == FLUXCPP_SUCCESS, "packed_weight_create: %s", fluxcpp_last_error());
+    s = fluxcpp_ag_gemm_forward_packed(op, in, m, rank == world - 1 ? NULL : packed, bias, out,
+                                       NULL);
+    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL or mismatched packed weight gave %d", (int)s);
+    CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "last_error: %s", fluxcpp_last_error());
+    fluxcpp_packed_weight_destroy(packed);
+  }
 
   /* Still usable: a good forward matches the gathered input bit for bit. */
   memset(gathered, 0xEE, esz * (size_t)(m * k));
@@ -142,6 +164,11 @@ int main(int argc, char** argv) {
   }
   s = fluxcpp_ag_gemm_forward(NULL, NULL, 0, NULL, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
+  fluxcpp_packed_weight_t packed64 = NULL;
+  double w64[4] = {0, 0, 0, 0};
+  s = fluxcpp_packed_weight_create(FLUXCPP_FLOAT64, w64, 2, 2, 0, &packed64);
+  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && packed64 == NULL, "packed f64 gave %d", (int)s);
+  CHECK(fluxcpp_packed_weight_destroy(NULL) == FLUXCPP_SUCCESS, "packed destroy NULL");
   CHECK(fluxcpp_ag_gemm_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
 
   CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",

@@ -20,6 +20,18 @@ std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t 
   return {};
 }
 
+std::string check_packed(const detail::ContextImpl& c, const char* op,
+                         const kernels::PackedWeight& w, DType dtype, int64_t n, int64_t k,
+                         bool transpose_weight) {
+  if (w.dtype() != dtype || w.n() != n || w.k() != k || w.transposed() != transpose_weight)
+    return fmt::format(
+        "{}: the packed weight ({}, n={}, k={}, transpose_weight={}) does not match the op ({}, "
+        "n={}, k={}, transpose_weight={}) (rank {})",
+        op, dtype_name(w.dtype()), w.n(), w.k(), w.transposed(), dtype_name(dtype), n, k,
+        transpose_weight, c.world_rank());
+  return {};
+}
+
 namespace {
 
 bool valid_pair(DType in, DType out) {

@@ -10,6 +10,7 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/types.hpp"
+#include "kernels/packed_weight.hpp"
 
 namespace fluxcpp::ops {
 
@@ -18,6 +19,12 @@ namespace fluxcpp::ops {
 // `required`: (name, pointer) pairs that must be non-null when m > 0.
 std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
                           std::initializer_list<std::pair<const char*, const void*>> required);
+
+// A packed weight passed to a GEMM op must match its options: "" or the message (local, as
+// check_forward's).
+std::string check_packed(const detail::ContextImpl& c, const char* op,
+                         const kernels::PackedWeight& w, DType dtype, int64_t n, int64_t k,
+                         bool transpose_weight);
 
 // Create-time checks of the fused GEMM ops (collective): a closed context, a rank-local error,
 // the (input, output) dtype pair, the sizes, `extra` op-specific local checks; then every rank

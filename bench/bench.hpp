@@ -22,6 +22,11 @@ struct Stats {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
 
+// A GEMM problem: what M, N and K mean is the entry's (see --help).
+struct GemmShape {
+  int64_t m, n, k;
+};
+
 struct Settings {
   int warmup = 3;
   int samples = 15;
@@ -29,6 +34,10 @@ struct Settings {
   bool quick = false;         // fewer shapes and samples
   bool full = false;          // also the heaviest shapes
   bool link = false;          // the shapes meant for hosts joined by a shaped link (bench_link.sh)
+  // --shape M,N,K (repeatable): gemm, ag_gemm, gemm_rs and a2a_gemm run these instead of their
+  // own lists. --dtype: the input dtypes of those entries.
+  std::vector<GemmShape> shapes;
+  std::vector<DType> dtypes = {DType::kFloat32, DType::kBFloat16};
 };
 
 class Env {
@@ -36,6 +45,8 @@ class Env {
   Env(Context& ctx, Settings s, FILE* json) : ctx_(ctx), settings_(s), json_(json) {}
   Context& ctx() { return ctx_; }
   const Settings& settings() const { return settings_; }
+  // The same context and JSON file with other settings (e.g. fewer samples for one entry).
+  Env with_settings(const Settings& s) const { return Env(ctx_, s, json_); }
   int rank() const { return ctx_.rank(); }
   int world() const { return ctx_.world_size(); }
 
@@ -75,6 +86,10 @@ void collective_header(Env& env, const std::string& title);
 void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
                     std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
                     bool bytes_is_total = false);
+
+// Whether `op` can run with m total rows on the world (m divisible by it); prints a note on rank 0
+// when it cannot.
+bool rows_fit(Env& env, const char* op, int64_t m);
 
 // One row of a fused op's table.
 struct FusedCase {

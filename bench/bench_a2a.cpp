@@ -80,64 +80,80 @@ void bench_a2a_gemm(Env& env) {
                            "(M/W to each peer), N columns, K = row length",
                            W, env.ctx().num_nodes()),
                "move");
-  for (DType d : {DType::kFloat32, DType::kBFloat16})
+  const Settings& st = env.settings();
+  struct Case {
+    int64_t m, n, k;
+    DType d;
+  };
+  std::vector<Case> cases;
+  for (DType d : st.dtypes) {
+    if (!st.shapes.empty()) {  // --shape
+      for (const GemmShape& g : st.shapes) cases.push_back({g.m, g.n, g.k, d});
+      continue;
+    }
     for (int64_t m : {1024, 4096})
       for (int64_t k : {1024, 4096})
         for (int64_t n : {128, 256, 1024}) {
           if (too_heavy(env, m, n, k)) continue;
           // Link mode: the shapes whose exchange is at least 30 % of the GEMM at 10 Gbit/s.
-          if (env.settings().link != (m == 4096 && k == 1024 && n <= 256)) continue;
-          if (!env.settings().link && n == 256) continue;
-          if (env.settings().quick && !env.settings().link && (m != 1024 || k != 1024)) continue;
-          if (env.settings().quick && env.settings().link && (n != 256 || d != DType::kFloat32))
-            continue;
-          const DType out_t = DType::kFloat32;
-          const std::size_t esz = dtype_size(d);
-          A2aGemm op(env.ctx(), {m, n, k, d, out_t, false});
-          Bytes input = random_values(d, m * k, 17 + env.rank());
-          Bytes weight = random_values(d, n * k, 91);
-          Bytes bias = random_values(out_t, n, 5);
-          Bytes a2a(m * k * esz), out(m * n * 4), ref(m * n * 4), scratch(m * k * esz);
-          kernels::GemmWeight w;
-          kernels::GemmOut go;
-          go.c = ref.data();
-          go.ldc = n;
-          go.dtype = out_t;
-          go.bias = bias.data();
-          const int blk = static_cast<int>(m / W * k * esz);
-          auto exchange = [&] {
-            MPI_Alltoall(input.data(), blk, MPI_BYTE, a2a.data(), blk, MPI_BYTE, MPI_COMM_WORLD);
-          };
-          auto move = [&] {
-            mpi_move(env, input.data(), static_cast<std::size_t>(blk), scratch.data(),
-                     static_cast<std::size_t>(blk));
-          };
-          auto gemm = [&] {
-            w.prepare(d, weight.data(), n, k, false);
-            kernels::gemm_rows(w, a2a.data(), k, m, go);
-          };
-          // The producer of the input writes it straight into the buffer (here: once, up front).
-          std::memcpy(op.input_buffer(), input.data(), input.size());
-          for (bool zero_copy : {false, true}) {
-            auto in = [&] { return zero_copy ? op.input_buffer() : input.data(); };
-            const std::vector<Stats> t = env.time_all({
-                [&] { op.forward(in(), m, weight.data(), bias.data(), out.data()); },
-                [&] {
-                  exchange();
-                  gemm();
-                },
-                [&] { op.forward_gemm_only(in(), m, weight.data(), bias.data(), out.data()); },
-                [&] { op.forward_comm_only(in(), m, scratch.data()); },
-                gemm,
-                move,
-            });
-            op.forward(in(), m, weight.data(), bias.data(), out.data());
+          if (st.link != (m == 4096 && k == 1024 && n <= 256)) continue;
+          if (!st.link && n == 256) continue;
+          if (st.quick && !st.link && (m != 1024 || k != 1024)) continue;
+          if (st.quick && st.link && (n != 256 || d != DType::kFloat32)) continue;
+          cases.push_back({m, n, k, d});
+        }
+  }
+  for (const Case& c : cases) {
+    const int64_t m = c.m, n = c.n, k = c.k;
+    const DType d = c.d;
+    if (!rows_fit(env, "a2a_gemm", m)) continue;
+    const DType out_t = DType::kFloat32;
+    const std::size_t esz = dtype_size(d);
+    A2aGemm op(env.ctx(), {m, n, k, d, out_t, false});
+    Bytes input = random_values(d, m * k, 17 + env.rank());
+    Bytes weight = random_values(d, n * k, 91);
+    Bytes bias = random_values(out_t, n, 5);
+    Bytes a2a(m * k * esz), out(m * n * 4), ref(m * n * 4), scratch(m * k * esz);
+    kernels::GemmWeight w;
+    kernels::GemmOut go;
+    go.c = ref.data();
+    go.ldc = n;
+    go.dtype = out_t;
+    go.bias = bias.data();
+    const int blk = static_cast<int>(m / W * k * esz);
+    auto exchange = [&] {
+      MPI_Alltoall(input.data(), blk, MPI_BYTE, a2a.data(), blk, MPI_BYTE, MPI_COMM_WORLD);
+    };
+    auto move = [&] {
+      mpi_move(env, input.data(), static_cast<std::size_t>(blk), scratch.data(),
+               static_cast<std::size_t>(blk));
+    };
+    auto gemm = [&] {
+      w.prepare(d, weight.data(), n, k, false);
+      kernels::gemm_rows(w, a2a.data(), k, m, go);
+    };
+    // The producer of the input writes it straight into the buffer (here: once, up front).
+    std::memcpy(op.input_buffer(), input.data(), input.size());
+    for (bool zero_copy : {false, true}) {
+      auto in = [&] { return zero_copy ? op.input_buffer() : input.data(); };
+      const std::vector<Stats> t = env.time_all({
+          [&] { op.forward(in(), m, weight.data(), bias.data(), out.data()); },
+          [&] {
             exchange();
             gemm();
-            fused_row(env, {"a2a_gemm", m, n, k, d, out_t, zero_copy}, t,
-                      count_wrong(out_t, out, ref, m * n, 1e-5 * k));
-          }
-        }
+          },
+          [&] { op.forward_gemm_only(in(), m, weight.data(), bias.data(), out.data()); },
+          [&] { op.forward_comm_only(in(), m, scratch.data()); },
+          gemm,
+          move,
+      });
+      op.forward(in(), m, weight.data(), bias.data(), out.data());
+      exchange();
+      gemm();
+      fused_row(env, {"a2a_gemm", m, n, k, d, out_t, zero_copy}, t,
+                count_wrong(out_t, out, ref, m * n, 1e-5 * k));
+    }
+  }
 }
 
 // Ulysses shapes: bs = 1, head_dim = 128, D = nheads · head_dim.

@@ -21,24 +21,37 @@ struct Shape {
 };
 
 std::vector<Shape> shapes(const Env& env) {
+  const Settings& st = env.settings();
   std::vector<Shape> out;
-  if (env.settings().link) {
-    // Shapes whose link time is at least 30 % of the GEMM's at 10 Gbit/s; the first is the
-    // link probe's.
-    for (DType d : {DType::kFloat32, DType::kBFloat16})
-      for (Shape s : {Shape{4096, 256, 1024, d}, Shape{4096, 512, 1024, d}})
-        if (!env.settings().quick || (s.n == 256 && d == DType::kFloat32)) out.push_back(s);
+  if (!st.shapes.empty()) {  // --shape
+    for (DType d : st.dtypes)
+      for (const GemmShape& g : st.shapes) out.push_back({g.m, g.n, g.k, d});
     return out;
   }
-  for (DType d : {DType::kFloat32, DType::kBFloat16})
-    for (int64_t m : {256, 1024, 4096})
-      for (int64_t n : {64, 256, 1024})
-        for (int64_t k : {1024, 4096}) {
-          if (env.settings().quick && (m != 1024 || k != 1024)) continue;
-          // Keep the suite's runtime sane on small machines: skip the heaviest corner.
-          if (!env.settings().full && 2.0 * m * n * k > 4.5e9) continue;
-          out.push_back({m, n, k, d});
-        }
+  std::vector<GemmShape> list;
+  if (st.link) {
+    // Shapes whose link time is at least 30 % of the GEMM's at 10 Gbit/s; the first is the
+    // link probe's.
+    list = {{4096, 256, 1024}};
+    if (!st.quick) list.push_back({4096, 512, 1024});
+  } else if (st.quick) {
+    list = {{1024, 256, 1024}, {512, 1536, 1024}, {8, 1536, 1024}};
+  } else {
+    // A few harness shapes, from communication- to compute-bound ...
+    list = {{1024, 64, 1024}, {1024, 256, 1024}, {4096, 256, 1024}, {256, 1024, 4096}};
+    // ... then a layer's (hidden 1024; column-parallel QKV / MLP-up slices of 1536 and 2816
+    // per rank): prefill, 512 tokens, and decode, 2 to 32 tokens over all ranks.
+    for (int64_t m : {512, 2, 8, 32})
+      for (int64_t n : {1536, 2816}) list.push_back({m, n, 1024});
+    if (st.full)
+      for (GemmShape g : {GemmShape{4096, 1024, 1024}, GemmShape{1024, 1024, 4096}})
+        list.push_back(g);
+  }
+  for (DType d : st.dtypes)
+    for (const GemmShape& g : list) {
+      if (st.link && st.quick && d != DType::kFloat32) continue;
+      out.push_back({g.m, g.n, g.k, d});
+    }
   return out;
 }
 
@@ -52,6 +65,7 @@ void bench_ag_gemm(Env& env) {
                            W, env.ctx().num_nodes()),
                "move");
   for (const Shape& s : shapes(env)) {
+    if (!rows_fit(env, "ag_gemm", s.m)) continue;
     const int64_t rows = s.m / W;
     const DType out_t = DType::kFloat32;  // bf16 inputs produce f32, as a Linear layer in training
     const std::size_t esz = dtype_size(s.dtype);

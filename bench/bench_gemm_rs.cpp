@@ -15,34 +15,50 @@ namespace fluxcpp::bench {
 void bench_gemm_rs(Env& env) {
   const int W = env.world();
   struct Shape {
-    int64_t m, n, k;  // m: total rows; k: this rank's slice of the reduction
+    int64_t m, n, k;  // m: total rows (all on every rank); k: this rank's slice of the reduction
     DType dtype;
   };
-  std::vector<Shape> shapes;
-  if (env.settings().link) {
+  const Settings& st = env.settings();
+  std::vector<GemmShape> list;
+  if (!st.shapes.empty()) {  // --shape
+    list = st.shapes;
+  } else if (st.link) {
     // Link time at least 30 % of the GEMM's at 10 Gbit/s; the first moves the link probe's bytes
     // behind the same flops.
-    shapes.push_back({2048, 2048, 256, DType::kFloat32});
-    if (!env.settings().quick) {
-      shapes.push_back({4096, 1024, 256, DType::kFloat32});
-      shapes.push_back({2048, 2048, 256, DType::kBFloat16});
-    }
+    list = {{2048, 2048, 256}};
+    if (!st.quick) list.push_back({4096, 1024, 256});
+  } else if (st.quick) {
+    list = {{1024, 1024, 256}, {512, 1024, 1408}, {8, 1024, 512}};
+  } else {
+    // A few harness shapes, from communication- to compute-bound ...
+    list = {{1024, 256, 256},
+            {1024, 1024, 64},
+            {1024, 1024, 256},
+            {1024, 4096, 256},
+            {4096, 1024, 256}};
+    // ... then a layer's (hidden 1024; row-parallel attention-out / MLP-down slices of 512 and
+    // 1408 per rank): prefill, 512 tokens, and decode, 2 to 32 tokens over all ranks.
+    for (int64_t m : {512, 2, 8, 32})
+      for (int64_t k : {512, 1408}) list.push_back({m, 1024, k});
+    if (st.full)
+      for (GemmShape g : {GemmShape{1024, 4096, 1024}, GemmShape{4096, 4096, 256}})
+        list.push_back(g);
   }
-  for (DType d : {DType::kFloat32, DType::kBFloat16})
-    for (int64_t m : {256, 1024, 4096})
-      for (int64_t n : {256, 1024, 4096})
-        for (int64_t k : {64, 256, 1024}) {
-          if (env.settings().link) continue;
-          if (env.settings().quick && (m != 1024 || k != 256)) continue;
-          if (!env.settings().full && 2.0 * m * n * k > 4.5e9) continue;
-          shapes.push_back({m, n, k, d});
-        }
+  std::vector<Shape> shapes;
+  for (DType d : st.dtypes)
+    for (const GemmShape& g : list) {
+      // Link mode: bf16 only for 2048x2048x256, and not with --quick.
+      if (st.link && st.shapes.empty() && d != DType::kFloat32 && (st.quick || g.m != 2048))
+        continue;
+      shapes.push_back({g.m, g.n, g.k, d});
+    }
   fused_header(env,
                fmt::format("gemm_rs: GEMM + ReduceScatter, {} ranks on {} host(s); M total rows, "
                            "K per rank, f32 output",
                            W, env.ctx().num_nodes()),
                "move");
   for (const Shape& s : shapes) {
+    if (!rows_fit(env, "gemm_rs", s.m)) continue;
     const int64_t rows = s.m / W;
     GemmRsOptions o;
     o.max_m = s.m;

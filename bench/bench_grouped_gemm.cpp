@@ -15,6 +15,7 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/grouped_gemm.hpp"
 #include "kernels/cast.hpp"
+#include "kernels/blas_threads.hpp"
 #include "kernels/gemm.hpp"
 
 namespace fluxcpp::bench {

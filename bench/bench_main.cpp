@@ -13,6 +13,7 @@
 #include "comm/config.hpp"
 #include "comm/context_impl.hpp"
 #include "fluxcpp/fluxcpp.hpp"
+#include "kernels/blas_threads.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 
@@ -107,19 +108,40 @@ namespace {
 void usage() {
   std::printf(
       "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick] [--full]\n"
-      "                                   [--link]\n"
+      "                                   [--link] [--shape M,N,K ...] [--dtype f32|bf16]\n"
       "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
-      "  --op      entries to run (default: all):");
+      "  --op      entries to run (default: all; bare NAMEs work too; with --shape: gemm,\n"
+      "            ag_gemm, gemm_rs, a2a_gemm):");
   for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
   std::printf(
       "\n  --json    also write one JSON line per row to FILE\n"
       "  --quick   fewer shapes and samples\n"
       "  --full    also the heaviest shapes (minutes on a small machine)\n"
       "  --link    the fused ops' shapes for hosts joined by a shaped link, where the link time\n"
-      "            is at least 30 % of the GEMM's (scripts/bench_link.sh passes it)\n"
+      "            is at least 30 %% of the GEMM's (scripts/bench_link.sh passes it)\n"
+      "  --shape M,N,K  (repeatable) run exactly these shapes, instead of the built-in lists, in\n"
+      "            the entries that take one (M must be divisible by the number of ranks for\n"
+      "            the fused ops; other shapes are skipped with a note):\n"
+      "              gemm      C[M,N] = A[M,K] * W[N,K]^T on every rank\n"
+      "              ag_gemm   M total rows over all ranks (M/ranks each), N columns per rank\n"
+      "                        (the rank's weight is [N,K]), K\n"
+      "              gemm_rs   M total rows (every rank holds all M rows of its K slice), N\n"
+      "                        columns, K the per-rank depth; each rank gets M/ranks rows\n"
+      "              a2a_gemm  M rows per rank (M/ranks to each peer), N columns, K row length\n"
+      "  --dtype f32|bf16  input dtype of those entries (default: both)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");
+}
+
+// "M,N,K" -> shape; false when malformed or not positive.
+bool parse_shape(const std::string& v, fluxcpp::bench::GemmShape& s) {
+  long long m = 0, n = 0, k = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3) return false;
+  if (m <= 0 || n <= 0 || k <= 0) return false;
+  s = {m, n, k};
+  return true;
 }
 
 }  // namespace
@@ -131,7 +153,7 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   bench::Settings settings;
-  std::string ops = "all", json_path;
+  std::string ops = "all", json_path, bare;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -152,7 +174,22 @@ int main(int argc, char** argv) {
       settings.full = true;
     else if (a == "--link")
       settings.link = true;
-    else if (a == "--samples")
+    else if (a == "--shape" || a == "--dtype") {
+      const std::string v = next();
+      bench::GemmShape shape{};
+      bool ok = true;
+      if (a == "--shape" && (ok = parse_shape(v, shape)))
+        settings.shapes.push_back(shape);
+      else if (a == "--dtype" && (ok = v == "f32" || v == "bf16"))
+        settings.dtypes = {v == "f32" ? DType::kFloat32 : DType::kBFloat16};
+      if (!ok) {
+        if (rank == 0)
+          std::fprintf(stderr, "fluxcpp_bench: bad %s '%s' (want %s)\n", a.c_str(), v.c_str(),
+                       a == "--shape" ? "M,N,K, all positive" : "f32 or bf16");
+        MPI_Finalize();
+        return 2;
+      }
+    } else if (a == "--samples")
       settings.samples = std::max(1, std::atoi(next().c_str()));
     else if (a == "--warmup")
       settings.warmup = std::max(0, std::atoi(next().c_str()));
@@ -169,6 +206,8 @@ int main(int argc, char** argv) {
       }
       MPI_Finalize();
       return 0;
+    } else if (!a.empty() && a[0] != '-') {
+      bare += (bare.empty() ? "" : ",") + a;  // an entry name without --op
     } else {
       if (rank == 0) {
         std::fprintf(stderr, "fluxcpp_bench: unknown argument '%s'\n", a.c_str());
@@ -178,6 +217,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!bare.empty()) ops = ops == "all" ? bare : ops + "," + bare;
+  // --shape without a choice of entries: the entries that take it.
+  if (ops == "all" && !settings.shapes.empty()) ops = "gemm,ag_gemm,gemm_rs,a2a_gemm";
   std::vector<std::string> wanted;
   for (std::size_t p = 0; p <= ops.size();) {
     std::size_t q = ops.find(',', p);

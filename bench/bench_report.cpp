@@ -1,6 +1,7 @@
 // Reporting helpers of fluxcpp_bench: number formats, JSON, value generators, and the rows of the
 // collective and fused-op tables (column definitions: docs/benchmarks.md).
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -123,6 +124,14 @@ void mpi_move(Env& env, const void* send, std::size_t send_stride, void* recv, s
   }
   MPI_Alltoallv(send, counts.data(), sdispl.data(), MPI_BYTE, recv, counts.data(), rdispl.data(),
                 MPI_BYTE, MPI_COMM_WORLD);
+}
+
+bool rows_fit(Env& env, const char* op, int64_t m) {
+  if (m > 0 && m % env.world() == 0) return true;
+  if (env.rank() == 0)
+    std::printf("# %s: M = %lld skipped (not a positive multiple of %d ranks)\n", op,
+                static_cast<long long>(m), env.world());
+  return false;
 }
 
 void fused_header(Env& env, const std::string& title, const char* move) {

@@ -92,11 +92,16 @@ void collective_row(Env& env, const char* op, const char* row_name, int64_t m, i
 bool rows_fit(Env& env, const char* op, int64_t m);
 
 // One row of a fused op's table.
+// Total rows up to which a GEMM op takes its decode path (one GEMM call; ops::kMinTileRows): the
+// fused tables add a row with a packed weight there.
+inline constexpr int64_t kDecodeRows = 128;
+
 struct FusedCase {
   const char* op;
   int64_t m, n, k;
   DType in, out;
   bool zero_copy = false;  // the op read its input from its zero-copy input buffer
+  bool packed = false;     // the fused column ran on a PackedWeight (the others on the weight)
 };
 // A fused GEMM op against its parts. `t` holds, in this order: fused, unfused (the MPI collective
 // plus the GEMM and any layout copies), gemm-only and comm-only (the op's own paths), GEMM (one

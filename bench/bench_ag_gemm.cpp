@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "bench.hpp"
@@ -97,10 +98,21 @@ void bench_ag_gemm(Env& env) {
     };
     // The producer of the input writes it straight into the buffer (here: once, up front).
     std::memcpy(op.input_buffer(), input.data(), input.size());
-    for (bool zero_copy : {false, true}) {
+    // Decode shapes also with the weight packed once (inference), against the same unfused path.
+    std::unique_ptr<PackedWeight> packed;
+    if (s.m <= kDecodeRows)
+      packed = std::make_unique<PackedWeight>(s.dtype, weight.data(), s.n, s.k);
+    for (int variant = 0; variant < (packed ? 3 : 2); ++variant) {
+      const bool zero_copy = variant == 1, use_packed = variant == 2;
       auto in = [&] { return zero_copy ? op.input_buffer() : input.data(); };
+      auto fused = [&] {
+        if (use_packed)
+          op.forward(in(), s.m, *packed, bias.data(), out.data(), nullptr);
+        else
+          op.forward(in(), s.m, weight.data(), bias.data(), out.data(), nullptr);
+      };
       const std::vector<Stats> t = env.time_all({
-          [&] { op.forward(in(), s.m, weight.data(), bias.data(), out.data(), nullptr); },
+          fused,
           [&] {
             allgather();
             gemm();
@@ -111,7 +123,7 @@ void bench_ag_gemm(Env& env) {
           [&] { mpi_move(env, input.data(), 0, scratch.data(), static_cast<std::size_t>(blk)); },
       });
       // Check the fused result against the unfused one.
-      op.forward(in(), s.m, weight.data(), bias.data(), out.data(), nullptr);
+      fused();
       allgather();
       gemm();
       long bad = 0;
@@ -119,7 +131,7 @@ void bench_ag_gemm(Env& env) {
       for (int64_t i = 0; i < s.m * s.n; ++i)
         bad += std::fabs(value_at(out_t, out.data(), i) - value_at(out_t, ref.data(), i)) > tol;
       MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-      fused_row(env, {"ag_gemm", s.m, s.n, s.k, s.dtype, out_t, zero_copy}, t, bad);
+      fused_row(env, {"ag_gemm", s.m, s.n, s.k, s.dtype, out_t, zero_copy, use_packed}, t, bad);
     }
   }
 }

@@ -4,16 +4,20 @@
 // shard and multiplies all M rows by a [N, K] weight. Variants, as the link probe defines them:
 //   thread: a progress thread posts the transfer and tests it every 200 us while the GEMM runs;
 //   inline: one thread posts 8 chunked transfers and tests them between 8 GEMM tiles.
-#include <cblas.h>
+// The GEMM is the library's engine (oneDNN) on a weight packed once, as ../shared/tools/
+// link_probe.sh builds it by default.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <time.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "bench.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/packed_weight.hpp"
 
 namespace fluxcpp::bench {
 
@@ -24,9 +28,14 @@ constexpr int kML = 2048, kN = 256, kK = 1024, kChunks = 8, kTiles = 8, kPollUs 
 struct Probe {
   int peer;
   std::vector<float> a, b, w, c;
+  std::unique_ptr<kernels::PackedWeight> packed;
+  kernels::GemmWeight weight;
   void gemm(const float* x, int rows, float* out) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kN, kK, 1.f, x, kK, w.data(), kK,
-                0.f, out, kN);
+    if (!packed) {
+      packed = std::make_unique<kernels::PackedWeight>(DType::kFloat32, w.data(), kN, kK, false);
+      weight.prepare(*packed);
+    }
+    kernels::gemm_rows(weight, x, kK, rows, kernels::GemmOut{out, kN, DType::kFloat32});
   }
   void gemm_only() {
     gemm(a.data(), kML, c.data());

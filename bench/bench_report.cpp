@@ -150,15 +150,19 @@ void fused_row(Env& env, const FusedCase& c, const std::vector<Stats>& t, long w
   const bool negligible = tc < 0.05 * tg;
   const double hidden = (tg + tc - tf) / std::min(tg, tc), limit = tf / std::max(tg, tc);
   env.row({std::to_string(c.m), std::to_string(c.n), std::to_string(c.k), dtype_name(c.in),
-           c.zero_copy ? "zero-copy" : "copied", fmt_ms(tf), fmt_ms(tu), fmt_ms(t[2].median_ms),
-           fmt_ms(t[3].median_ms), fmt_ms(tg), fmt_ms(tc), fmt::format("{:.2f}", tc / tg),
-           fmt::format("{:.2f}x", speedup), negligible ? "–" : fmt::format("{:.2f}", hidden),
-           fmt::format("{:.2f}", limit), std::to_string(wrong)});
+           c.packed      ? "packed"
+           : c.zero_copy ? "zero-copy"
+                         : "copied",
+           fmt_ms(tf), fmt_ms(tu), fmt_ms(t[2].median_ms), fmt_ms(t[3].median_ms), fmt_ms(tg),
+           fmt_ms(tc), fmt::format("{:.2f}", tc / tg), fmt::format("{:.2f}x", speedup),
+           negligible ? "–" : fmt::format("{:.2f}", hidden), fmt::format("{:.2f}", limit),
+           std::to_string(wrong)});
   const char* link = std::getenv("FLUXCPP_BENCH_LINK");
   env.json({{"op", jstr(c.op)},
             {"dtype", jstr(dtype_name(c.in))},
             {"out_dtype", jstr(dtype_name(c.out))},
             {"zero_copy", c.zero_copy ? "true" : "false"},
+            {"packed", c.packed ? "true" : "false"},
             {"world", jnum(env.world())},
             {"hosts", jnum(env.ctx().num_nodes())},
             {"link", link != nullptr && *link != '\0' ? jstr(link) : "null"},

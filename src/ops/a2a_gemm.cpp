@@ -96,7 +96,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = a.bias;
-  // Each BLAS call packs the whole weight (n x k) again, so computing block by block costs W
+  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block costs W
   // packs; when the weight is at least as wide as a block is tall, that costs more than the
   // overlap wins: the blocks are then gathered into one buffer and multiplied in one call.
   const bool gather = W > 1 && opts_.n >= rows;

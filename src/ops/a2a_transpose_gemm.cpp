@@ -191,7 +191,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
                       K, i1 - i0, 0, opts_.n, o, {}, ops::Tiling::kFixed);
     };
     // The other hosts' sources go in the same fixed row tiles on both paths, however their rows
-    // arrive, so a forward and gemm-only make the same BLAS calls.
+    // arrive, so a forward and gemm-only make the same GEMM calls.
     const int64_t rtile = ops::fixed_tile_rows(opts_.n, d.cols);
     for (int pass = 0; pass < 2; ++pass)  // host sources, then the other hosts'
       for (int i = 0; i < W; ++i) {       // r, r-1, r-2, ...

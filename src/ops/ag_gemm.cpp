@@ -123,7 +123,7 @@ void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) 
 }
 
 bool AgGemmImpl::gathers(int64_t rows) const {
-  // Each BLAS call repacks the whole weight (n x k), so computing block by block costs one
+  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block costs one
   // repack per rank; gathering first costs a copy of the rows (rows x k per peer) and allows a
   // single call. Gather when the weight is at least as wide as a rank's block is tall.
   if (mode_ == AgGemmMode::kCopy) return true;

@@ -15,7 +15,7 @@ namespace detail {
 namespace {
 constexpr const char* kOp = "ag_scatter_grouped_gemm";
 // Another host's block is computed in up to kMaxPieces pieces as it lands, each with about
-// kPieceRows rows per local expert at least: every BLAS call repacks its expert's weight, so
+// kPieceRows rows per local expert at least: every GEMM call re-blocks its expert's weight, so
 // smaller pieces cost more than the earlier start wins.
 constexpr int64_t kMaxPieces = 4;
 constexpr int64_t kPieceRows = 128;
@@ -132,8 +132,8 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
     o.dtype = opts_.output_dtype;
     o.scale = a.scale != nullptr ? static_cast<double>(a.scale[l]) : 1.0;
     // Tiles with transport progress in between only while transfers are in flight (this
-    // rank's sends to other hosts included); otherwise one call per expert: each BLAS call
-    // repacks the expert's weight.
+    // rank's sends to other hosts included); otherwise one call per expert: each GEMM call
+    // re-blocks the expert's weight.
     if (core_->transfers_pending())
       ops::tiled_gemm(*core_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
                       o);
@@ -176,7 +176,7 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
     return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
   };
   if (computes && !pipelined(c.world_size())) {
-    // Pieces per source would be too small for the BLAS (each call repacks its expert's
+    // Pieces per source would be too small for the GEMM engine (each call re-blocks its expert's
     // weight): once every block with rows here has landed, one GEMM per expert over all rows,
     // still read straight from the segments.
     std::vector<const char*> block(static_cast<std::size_t>(c.world_size()), nullptr);

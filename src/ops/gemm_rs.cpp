@@ -89,7 +89,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
     const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);
     // Each finished tile is published: another host's partial leaves while the rest is computed.
     // Rows of our own block go to `own_rows` as they are done.
-    // The split into BLAS calls depends on the shape and the layout only (one call per block on
+    // The split into GEMM calls depends on the shape and the layout only (one call per block on
     // one host, fixed tiles across hosts), and each runs on this thread: the partials, and so
     // the sums, have the same bits whatever the timing or the thread count.
     int64_t prev = 0;

@@ -15,12 +15,9 @@ namespace detail {
 namespace {
 
 constexpr const char* kOp = "grouped_gemm";
-// Narrowest column slab worth a participant of its own: below it the BLAS calls get too thin
+// Narrowest column slab worth a participant of its own: below it the GEMM calls get too thin
 // (the same threshold as ops::parallel_gemm).
 constexpr int64_t kMinSlab = 64;
-// bf16 input rows are widened to f32 per call into thread-local scratch; blocks of this many rows
-// bound that scratch (rows·k floats) while keeping the extra weight repacks below ~2 %.
-constexpr int64_t kWidenRows = 2048;
 
 bool valid_pair(DType in, DType out) {
   return (in == DType::kFloat32 && out == DType::kFloat32) ||
@@ -89,7 +86,7 @@ std::vector<GroupedGemmImpl::Part> GroupedGemmImpl::plan(int64_t m, int64_t n, i
   threads = std::max(1, threads);
   const int64_t S = std::clamp<int64_t>(n / kMinSlab, 1, threads);
   const int64_t R = std::min<int64_t>(m, std::max<int64_t>(1, threads / S));
-  const int64_t slab = ((n + S - 1) / S + 15) / 16 * 16;  // multiples of 16: aligned columns
+  const int64_t slab = ((n + S - 1) / S + 63) / 64 * 64;  // multiples of 64: the engine's blocks
   for (int64_t ri = 0; ri < R; ++ri) {
     const int64_t r0 = m * ri / R, r1 = m * (ri + 1) / R;
     for (int64_t si = 0; si < S; ++si) {
@@ -104,7 +101,6 @@ void GroupedGemmImpl::run_part(const Part& p, kernels::GemmWeight& w, const char
                                const char* weight, const float* scale, char* output) const {
   const int64_t n = opts_.n, k = opts_.k, cols = p.col1 - p.col0;
   const bool trans = opts_.transpose_weight;
-  const int64_t widen = opts_.input_dtype == DType::kBFloat16 ? kWidenRows : p.row1 - p.row0;
   // The first group with rows at or after row0: P[g+1] > row0.
   auto g = static_cast<int64_t>(std::upper_bound(offsets_.begin() + 1, offsets_.end(), p.row0) -
                                 (offsets_.begin() + 1));
@@ -119,12 +115,10 @@ void GroupedGemmImpl::run_part(const Part& p, kernels::GemmWeight& w, const char
     out.ldc = n;
     out.dtype = opts_.output_dtype;
     out.scale = scale != nullptr ? static_cast<double>(scale[g]) : 1.0;
-    for (int64_t i = i0; i < i1; i += widen) {
-      const int64_t rows = std::min(widen, i1 - i);
-      out.c = output + static_cast<std::size_t>(i * n + p.col0) * out_elem_;
-      kernels::gemm_tile(w, input + static_cast<std::size_t>(i * k) * in_elem_, k, rows, 0, cols,
-                         out);
-    }
+    // One call per group and slab: every call re-reads (and the engine re-blocks) the slab.
+    out.c = output + static_cast<std::size_t>(i0 * n + p.col0) * out_elem_;
+    kernels::gemm_tile(w, input + static_cast<std::size_t>(i0 * k) * in_elem_, k, i1 - i0, 0, cols,
+                       out);
   }
 }
 

@@ -124,8 +124,8 @@ void GroupedGemmGatherRsImpl::call(ops::Path path, const Args& a) {
 
 void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* rows, int64_t n,
                                    const kernels::GemmOut& o) {
-  // The split into BLAS calls depends on the layout and the routing only, never on timing or
-  // threads (OpenBLAS rounds differently when a GEMM is split differently): one call on this
+  // The split into GEMM calls depends on the layout and the routing only, never on timing or
+  // threads (a GEMM split differently may round differently): one call on this
   // thread on one host; across hosts fixed row tiles with transport progress in between.
   if (core_->multi_host())
     ops::tiled_gemm(*core_, w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o, {},
@@ -158,7 +158,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
     for (std::size_t i = 0; i < n_slots; ++i) y_of_[i] = slots[i].row;
   }
   // 1. The GEMM rows of these slots, expert by expert, in the accumulator type. The split into
-  // BLAS calls depends on the routing only (fixed tiles, this thread): the same bits every call.
+  // GEMM calls depends on the routing only (fixed tiles, this thread): the same bits every call.
   if (per_destination_) ops::bucket_by_expert(slots, 0, slots.size(), routing_, order_, first_);
   if (per_destination_ && y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
   for (int64_t l = 0; per_destination_ && l < routing_.num_local_experts(); ++l) {
@@ -248,7 +248,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
   // GEMMs per destination (each part published as soon as it is done) when a local expert gets
   // about kPieceRows rows or more per destination; below that the split costs the BLAS more
   // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
-  // and the shape: the same BLAS calls on every call with the same routing).
+  // and the shape: the same GEMM calls on every call with the same routing).
   per_destination_ =
       routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
   if (call.compute() && !per_destination_) all_rows(a);

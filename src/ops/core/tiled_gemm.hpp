@@ -12,14 +12,14 @@
 
 namespace fluxcpp::ops {
 
-// How tiled_gemm splits its rows. OpenBLAS's results depend on how a GEMM is split into calls
+// How tiled_gemm splits its rows. The engine's results depend on how a GEMM is split into calls
 // (its edge kernels round differently), so an op whose bits must not depend on timing uses a
 // split that depends on the shape only.
 enum class Tiling {
   kAdaptive,  // tiles of about kTileFlops when the op has hosts to talk to, else one piece (by
               // the layout, not by what is in flight: a shape always makes the same calls)
   kFixed,     // always tiles of fixed_tile_rows(): the same calls whatever is in flight
-  kSerial,    // kFixed, each tile one BLAS call on the calling thread: the same calls whatever
+  kSerial,    // kFixed, each tile one GEMM call on the calling thread: the same calls whatever
               // the thread count (the bitwise-reproducible ops)
 };
 

@@ -8,6 +8,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -113,19 +114,22 @@ void AgGemmImpl::call(ops::Path path, const Args& args) {
   core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
-void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out) {
+void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out, bool tiles) {
   kernels::GemmOut o;
   o.c = out;
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = bias;
-  ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o);
+  if (tiles)
+    ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o);
+  else
+    ops::parallel_gemm(*ctx_, weight_, a, opts_.k, rows, 0, opts_.n, o);
 }
 
 bool AgGemmImpl::gathers(int64_t rows) const {
-  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block costs one
-  // repack per rank; gathering first costs a copy of the rows (rows x k per peer) and allows a
-  // single call. Gather when the weight is at least as wide as a rank's block is tall.
+  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block
+  // costs one repack per rank; gathering first costs a copy of the rows (rows x k per peer) and
+  // allows a single call. Gather when the weight is at least as wide as a rank's block is tall.
   if (mode_ == AgGemmMode::kCopy) return true;
   if (mode_ == AgGemmMode::kZeroCopy) return false;
   return opts_.n >= rows;
@@ -173,8 +177,17 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
   // Decode: at most kMinTileRows rows in all are gathered from every host and computed in one
   // call, which reads the weight once (a GEMM per block would read it once per block).
-  const bool whole =
-      gather && c.num_nodes() > 1 && a.m <= ops::kMinTileRows && call.path != ops::Path::kCommOnly;
+  // One GEMM over every host's rows, gathered first (the unfused order, in one op), when
+  // splitting cannot pay: at decode sizes (at most kMinTileRows rows: a GEMM per block would read
+  // the weight once per block), and when the rows other hosts send are fewer bytes than the
+  // weight. Every split re-reads (and re-blocks) the weight, and over TCP only part of the
+  // transfer hides behind compute (the socket copies run on the same core), so splitting to
+  // overlap a transfer smaller than the weight costs more than it hides (docs/benchmarks.md).
+  const std::size_t remote_bytes = static_cast<std::size_t>(W - L) * blk,
+                    weight_bytes =
+                        static_cast<std::size_t>(opts_.n * opts_.k) * dtype_size(opts_.input_dtype);
+  const bool whole = gather && c.num_nodes() > 1 && call.path != ops::Path::kCommOnly &&
+                     (a.m <= ops::kMinTileRows || remote_bytes < weight_bytes);
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
   const bool direct = call.path == ops::Path::kCommOnly && a.gathered != nullptr;
@@ -184,6 +197,9 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   else if (compute)
     weight_.prepare(opts_.input_dtype, a.weight, opts_.n, opts_.k, opts_.transpose_weight);
   auto out_block = [&](int g) { return a.output + static_cast<std::size_t>(g) * rows * out_row_; };
+  // Rows of a peer are computed in batches of at least a row tile as they land: every GEMM call
+  // re-reads the weight, so one per transport chunk (a few rows) would cost more than it hides.
+  const int64_t batch = compute ? ops::fixed_tile_rows(opts_.n, opts_.k) : 1;
   auto on_host = [&](int g) { return c.node_of(g) == nid; };
 
   // 1. Publish our rows. With copy offload a comm stream stages them while this thread computes
@@ -220,7 +236,8 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
       }
       const ops::Inbox in = gather_.from(g);
       for (int64_t done = 0; done < rows;) {
-        const std::size_t have = in.wait(static_cast<std::size_t>(done + 1) * in_row_);
+        const std::size_t have =
+            in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
         const int64_t avail = static_cast<int64_t>(have / in_row_);
         gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
         done = avail;
@@ -242,7 +259,8 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     }
     const ops::Inbox in = gather_.from(g);
     for (int64_t done = 0; done < rows;) {
-      const std::size_t have = in.wait(static_cast<std::size_t>(done + 1) * in_row_);
+      const std::size_t have =
+          in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
       const int64_t avail = static_cast<int64_t>(have / in_row_);
       if (compute)
         gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
@@ -253,7 +271,7 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     }
   }
 
-  if (whole && compute) gemm(local, a.m, a.bias, out_block(0));
+  if (whole && compute) gemm(local, a.m, a.bias, out_block(0), /*tiles=*/false);
 
   // 4. The gathered input, when asked for.
   char* gout = direct || !comm ? nullptr : a.gathered;

@@ -27,8 +27,8 @@ class AgGemmImpl {
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output,
                void* gathered_input);
   // weight given packed (fluxcpp/packed_weight.hpp) instead of as it lies.
-  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
-               const void* bias, void* output, void* gathered_input);
+  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
+               void* output, void* gathered_input);
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output);
   void forward_comm_only(const void* input, int64_t m, void* gathered_input);
@@ -53,7 +53,8 @@ class AgGemmImpl {
   void stage(const ops::Call& call, const Args& a, std::size_t blk);
   // C rows [0, rows) of the output block at `out` from A rows at `a`, over the compute workers,
   // in tiles with transfer progress in between while transfers are pending.
-  void gemm(const char* a, int64_t rows, const void* bias, char* out);
+  // tiles = false: one call (over the compute workers), nothing in flight to progress.
+  void gemm(const char* a, int64_t rows, const void* bias, char* out, bool tiles = true);
   // Whether a call with `rows` rows per rank gathers the host's rows before one GEMM.
   bool gathers(int64_t rows) const;
 

@@ -14,8 +14,8 @@
 #include "bench.hpp"
 #include "comm/context_impl.hpp"
 #include "fluxcpp/grouped_gemm.hpp"
-#include "kernels/cast.hpp"
 #include "kernels/blas_threads.hpp"
+#include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 
 namespace fluxcpp::bench {

@@ -1,9 +1,13 @@
 #!/usr/bin/python3
 """fluxcpp through its Python module vs PyTorch's own path (torch.distributed gloo + torch.mm) at
-the same shapes, f32, on the ranks of one mpirun.
+the same shapes, on the ranks of one mpirun: the collectives in f32, the GEMM ops in f32 and bf16
+(torch.mm in bf16 is what a PyTorch user has; gloo in torch 1.13 has no bf16 reduction, so the
+torch path of gemm_rs reduces its bf16 product in f32, and all-gathers bf16 as bytes).
 
 Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
-Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup.
+Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
+GEMM ops also show torch.mm alone on the rank's GEMM (the engine's context: fluxcpp runs oneDNN,
+as torch.mm does on CPU).
 The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
 reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
 gemm_rs -> torch.mm + dist.all_reduce + rows; all_to_all_single -> dist.all_to_all_single."""
@@ -47,7 +51,7 @@ def timed(fn):
     return comm.allreduce(statistics.median(ts), op=MPI.MAX) * 1e3
 
 
-def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None):
+def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
     """nbytes: the bytes moved as fluxcpp_bench counts them for its algbw (all W blocks of an
     all-gather or reduce-scatter, a rank's whole input of an all-to-all); bytes_per_rank: its
     x axis (one block; a rank's input for the all-to-all)."""
@@ -58,8 +62,12 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None):
     if bytes_per_rank is not None:
         row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
                    algbw_gloo_gbs=nbytes / (t_torch * 1e6))
-    print(f"{op:18s} {shape:22s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
-          f"speedup {t_torch / t_flux:6.2f}x", flush=True)
+    mm = ""
+    if t_mm is not None:
+        row.update(torch_mm_ms=t_mm)
+        mm = f"  (torch.mm alone {t_mm:9.3f} ms)"
+    print(f"{op:18s} {shape:30s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
+          f"speedup {t_torch / t_flux:6.2f}x{mm}", flush=True)
     if args.json:
         with open(args.json, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -98,32 +106,43 @@ with fluxcpp.Context() as ctx:
         t_t = timed(lambda: dist.all_to_all_single(o2, xr, splits, splits))
         report("all_to_all_single", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4)
 
-    gemm_shapes = [(256, 512, 512), (1024, 1024, 1024)] if args.quick else \
-        [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048)]
-    for m, n, k in gemm_shapes:
-        x = torch.randn(m // W, k)
-        w = torch.randn(n, k)
-        out = torch.empty(m, n)
-        parts = [torch.empty_like(x) for _ in range(W)]
-        with fluxcpp.AgGemm(ctx, m, n, k, f32) as op:
-            t_f = timed(lambda: op(x, w, out=out))
+    gemm_shapes = [(256, 512, 512), (512, 1536, 1024), (8, 1536, 1024)] if args.quick else \
+        [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048),
+         (512, 1536, 1024), (512, 2816, 1024), (8, 1536, 1024), (32, 2816, 1024)]
+    for dt in (f32, torch.bfloat16):
+        name = "f32" if dt == f32 else "bf16"
+        for m, n, k in gemm_shapes:
+            if m % W:
+                continue
+            shape = f"m={m} n={n} k={k} {name}"
+            x = torch.randn(m // W, k).to(dt)
+            w = torch.randn(n, k).to(dt)
+            out = torch.empty(m, n, dtype=dt)
+            # gloo gathers bf16 as its bytes (it has no 16-bit types).
+            wire = torch.uint8 if dt == torch.bfloat16 else dt
+            parts = [torch.empty(0, dtype=wire).new_empty(x.view(wire).shape) for _ in range(W)]
+            with fluxcpp.AgGemm(ctx, m, n, k, dt) as op:
+                t_f = timed(lambda: op(x, w, out=out))
 
-        def torch_ag():
-            dist.all_gather(parts, x)
-            return torch.mm(torch.cat(parts), w.t())
-        t_t = timed(torch_ag)
-        report("ag_gemm", f"m={m} n={n} k={k}", m * k * 4, t_f, t_t)
+            def torch_ag():
+                dist.all_gather(parts, x.view(wire))
+                return torch.mm(torch.cat(parts).view(dt), w.t())
+            full = torch.randn(m, k).to(dt)
+            t_t = timed(torch_ag)
+            t_mm = timed(lambda: torch.mm(full, w.t()))
+            report("ag_gemm", shape, m * k * x.element_size(), t_f, t_t, t_mm=t_mm)
 
-        xk = torch.randn(m, k)
-        with fluxcpp.GemmRs(ctx, m, n, k, f32) as op:
-            o = torch.empty(m // W, n)
-            t_f = timed(lambda: op(xk, w, out=o))
+            xk = torch.randn(m, k).to(dt)
+            with fluxcpp.GemmRs(ctx, m, n, k, dt) as op:
+                o = torch.empty(m // W, n, dtype=dt)
+                t_f = timed(lambda: op(xk, w, out=o))
 
-        def torch_grs():
-            y = torch.mm(xk, w.t())
-            dist.all_reduce(y)
-            return y[rank * m // W:(rank + 1) * m // W]
-        t_t = timed(torch_grs)
-        report("gemm_rs", f"m={m} n={n} k={k}", m * n * 4, t_f, t_t)
+            def torch_grs():
+                y = torch.mm(xk, w.t()).float()
+                dist.all_reduce(y)
+                return y[rank * m // W:(rank + 1) * m // W].to(dt)
+            t_t = timed(torch_grs)
+            t_mm = timed(lambda: torch.mm(xk, w.t()))
+            report("gemm_rs", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
 
 dist.destroy_process_group()

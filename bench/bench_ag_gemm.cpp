@@ -101,7 +101,7 @@ void bench_ag_gemm(Env& env) {
     // Decode shapes also with the weight packed once (inference), against the same unfused path.
     std::unique_ptr<PackedWeight> packed;
     if (s.m <= kDecodeRows)
-      packed = std::make_unique<PackedWeight>(s.dtype, weight.data(), s.n, s.k);
+      packed = std::make_unique<PackedWeight>(env.ctx(), s.dtype, weight.data(), s.n, s.k);
     for (int variant = 0; variant < (packed ? 3 : 2); ++variant) {
       const bool zero_copy = variant == 1, use_packed = variant == 2;
       auto in = [&] { return zero_copy ? op.input_buffer() : input.data(); };

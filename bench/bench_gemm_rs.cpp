@@ -95,7 +95,7 @@ void bench_gemm_rs(Env& env) {
     // Decode shapes also with the weight packed once (inference), against the same unfused path.
     std::unique_ptr<PackedWeight> packed;
     if (s.m <= kDecodeRows)
-      packed = std::make_unique<PackedWeight>(s.dtype, weight.data(), s.n, s.k);
+      packed = std::make_unique<PackedWeight>(env.ctx(), s.dtype, weight.data(), s.n, s.k);
     for (int variant = 0; variant < (packed ? 2 : 1); ++variant) {
       auto fused = [&] {
         if (variant == 1)

@@ -145,17 +145,19 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op);
 /* ---- packed weights (inference: a weight that stays the same call after call) ------------ */
 typedef struct fluxcpp_packed_weight_s* fluxcpp_packed_weight_t;
 /* Local (not collective). Packs weight ([n, k], or [k, n] when transpose_weight; f32 or bf16)
- * into the layout the GEMM engine computes on. A snapshot: the ops compute with the weight as it
- * was when packed or last updated, and never read the caller's memory afterwards; after changing
- * the weight in place, call fluxcpp_packed_weight_update. */
-FLUXCPP_API fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_dtype_t dtype, const void* weight,
+ * into the layout the GEMM engine computes on, for the ops of ctx (the column slabs its compute
+ * threads compute are packed too). A snapshot: the ops compute with the weight as it was when
+ * packed or last updated, and never read the caller's memory afterwards; after changing the
+ * weight in place, call fluxcpp_packed_weight_update. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_context_t ctx,
+                                                          fluxcpp_dtype_t dtype, const void* weight,
                                                           int64_t n, int64_t k,
                                                           int transpose_weight,
                                                           fluxcpp_packed_weight_t* packed);
 /* Repacks from weight (same dtype, shape and orientation). */
 FLUXCPP_API fluxcpp_status_t fluxcpp_packed_weight_update(fluxcpp_packed_weight_t packed,
                                                           const void* weight);
-/* NULL is a no-op. Not while a forward uses it. */
+/* NULL is a no-op. Neither update nor destroy while a forward uses it. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_packed_weight_destroy(fluxcpp_packed_weight_t packed);
 /* As fluxcpp_ag_gemm_forward / fluxcpp_gemm_rs_forward with a packed weight, whose dtype, n, k
  * and orientation must match the op's (FLUXCPP_ERROR_INVALID_ARGUMENT on every rank otherwise,

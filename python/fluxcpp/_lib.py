@@ -98,6 +98,11 @@ _SIGNATURES = {
     "fluxcpp_reduce_scatter_forward": ([P, P, c_i64, P],),
     "fluxcpp_gemm_rs_create": ([P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
     "fluxcpp_gemm_rs_forward": ([P, P, c_i64, P, P, P],),
+    "fluxcpp_packed_weight_create": ([P, c_int, P, c_i64, c_i64, c_int, P],),
+    "fluxcpp_packed_weight_update": ([P, P],),
+    "fluxcpp_packed_weight_destroy": ([P],),
+    "fluxcpp_ag_gemm_forward_packed": ([P, P, c_i64, P, P, P, P],),
+    "fluxcpp_gemm_rs_forward_packed": ([P, P, c_i64, P, P, P],),
     # all-to-all family and Ulysses
     "fluxcpp_all_to_all_single_create": ([P, c_i64, c_i64, c_int, P],),
     "fluxcpp_all_to_all_single_forward": ([P, P, P, P, P],),

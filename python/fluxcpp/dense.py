@@ -2,6 +2,7 @@
 import torch
 
 from . import _lib
+from .packed import PackedWeight
 from ._base import Op, ZeroCopyInput
 from ._checks import c_dtype, tensor
 
@@ -25,6 +26,17 @@ class _GemmOp(Op):
         self._fw = f"{name}.forward"
         self._create(ctx, self.max_m, self.n, self.k, cin, cout, int(self.transpose_weight))
         self._fwd = _lib.fn(f"fluxcpp_{self._c}_forward")
+        self._fwd_packed = None
+
+    def _weight(self, weight):
+        """(pointer or packed handle, the forward that takes it): weight is a tensor or a
+        fluxcpp.PackedWeight of the op's dtype, n, k and orientation."""
+        if isinstance(weight, PackedWeight):
+            h = weight.matches(self._fw, self._in_dtype, self.n, self.k, self.transpose_weight)
+            if self._fwd_packed is None:
+                self._fwd_packed = _lib.fn(f"fluxcpp_{self._c}_forward_packed")
+            return h, self._fwd_packed
+        return tensor(self._fw, "weight", weight, self._in_dtype, self._wshape), self._fwd
 
     def _check_m(self, m):
         if m > self.max_m:
@@ -108,8 +120,8 @@ class ReduceScatter(Op):
 
 class AgGemm(_GemmOp, ZeroCopyInput):
     """fluxcpp_ag_gemm (FLUX AGKernel), the column-parallel linear: input [m/W, k]; weight [n, k]
-    (this rank's shard); out [m, n] = AllGather(input) @ weight.T + bias; gathered_input [m, k]
-    optionally receives AllGather(input)."""
+    (this rank's shard; or a fluxcpp.PackedWeight of it); out [m, n] = AllGather(input) @
+    weight.T + bias; gathered_input [m, k] optionally receives AllGather(input)."""
     _c = "ag_gemm"
 
     def _buffer_shape(self):
@@ -126,7 +138,7 @@ class AgGemm(_GemmOp, ZeroCopyInput):
             m = input.shape[0] * self._W
             if m > self.max_m:
                 self._check_m(m)
-            wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
+            wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
             if out is None:
                 out = torch.empty((m, self.n), dtype=self._out_dtype)
@@ -138,7 +150,7 @@ class AgGemm(_GemmOp, ZeroCopyInput):
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, m, wp, bp, op, gp)
+        s = fwd(h, ip, m, wp, bp, op, gp)
         if s:
             _raise(s)
         return out
@@ -146,7 +158,7 @@ class AgGemm(_GemmOp, ZeroCopyInput):
 
 class GemmRs(_GemmOp):
     """fluxcpp_gemm_rs (FLUX GemmRS), the row-parallel linear: input [m, k] (this rank's K
-    slice); weight [n, k]; out [m/W, n] = this rank's rows of the sum over ranks of
+    slice); weight [n, k] (or a fluxcpp.PackedWeight of it); out [m/W, n] = this rank's rows of the sum over ranks of
     input @ weight.T, + bias once (bias the same on every rank). Bitwise reproducible."""
     _c = "gemm_rs"
 
@@ -162,7 +174,7 @@ class GemmRs(_GemmOp):
             if m % self._W:
                 raise ValueError(f"{fw}: input has {m} rows, not divisible by W={self._W}")
             self._check_m(m)
-            wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
+            wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
             rows = m // self._W
             if out is None:
@@ -173,7 +185,7 @@ class GemmRs(_GemmOp):
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, m, wp, bp, op)
+        s = fwd(h, ip, m, wp, bp, op)
         if s:
             _raise(s)
         return out

@@ -5,6 +5,7 @@
 #include "ops/a2a_gemm.hpp"
 #include "ops/a2a_transpose_gemm.hpp"
 #include "ops/ag_gemm.hpp"
+#include "ops/core/parallel_gemm.hpp"
 #include "ops/gemm_a2a_transpose.hpp"
 #include "ops/gemm_rs.hpp"
 
@@ -175,15 +176,18 @@ fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t
 
 /* ---- packed weights ---- */
 
-fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_dtype_t dtype, const void* weight, int64_t n,
-                                              int64_t k, int transpose_weight,
+fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_context_t ctx, fluxcpp_dtype_t dtype,
+                                              const void* weight, int64_t n, int64_t k,
+                                              int transpose_weight,
                                               fluxcpp_packed_weight_t* packed) {
   if (packed == nullptr) return null_arg("fluxcpp_packed_weight_create", "packed");
   *packed = nullptr;
+  if (ctx == nullptr) return null_arg("fluxcpp_packed_weight_create", "ctx");
   return guarded([&] {
     auto h = std::make_unique<fluxcpp_packed_weight_s>();
-    h->impl = std::make_unique<fluxcpp::kernels::PackedWeight>(to_dtype(dtype), weight, n, k,
-                                                               transpose_weight != 0);
+    h->impl = std::make_unique<fluxcpp::kernels::PackedWeight>(
+        to_dtype(dtype), weight, n, k, transpose_weight != 0, 0,
+        fluxcpp::ops::column_slabs(ctx->impl->num_compute_workers(), 0, n));
     *packed = h.release();
   });
 }

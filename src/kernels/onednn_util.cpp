@@ -25,12 +25,17 @@ dnnl::memory::data_type dnnl_dtype(DType d) {
   raise(Errc::kInternal, "gemm: no oneDNN data type for {}", dtype_name(d));
 }
 
-dnnl::memory::desc plain_weight_desc(DType d, int64_t k, int64_t cols, int64_t ld,
-                                     bool transposed) {
+dnnl::memory::desc plain_weight_desc(dnnl::memory::data_type dt, int64_t k, int64_t cols,
+                                     int64_t ld, bool transposed) {
   // Element (p, j) of op(B) is B[j, p] = base[j * ld + p], or B[p, j] = base[p * ld + j].
   const dnnl::memory::dims strides =
       transposed ? dnnl::memory::dims{ld, 1} : dnnl::memory::dims{1, ld};
-  return dnnl::memory::desc({k, cols}, dnnl_dtype(d), strides);
+  return dnnl::memory::desc({k, cols}, dt, strides);
+}
+
+dnnl::memory::desc plain_weight_desc(DType d, int64_t k, int64_t cols, int64_t ld,
+                                     bool transposed) {
+  return plain_weight_desc(dnnl_dtype(d), k, cols, ld, transposed);
 }
 
 void raise_dnnl(const dnnl::error& e, const char* what) {

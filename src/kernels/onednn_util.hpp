@@ -17,6 +17,8 @@ dnnl::memory::data_type dnnl_dtype(DType d);
 // op(B)[:, 0:cols] as the [k, cols] matrix oneDNN's matmul takes, for a weight [n, k] (rows of
 // length k, leading dimension ld) or, when transposed, [k, n].
 dnnl::memory::desc plain_weight_desc(DType d, int64_t k, int64_t cols, int64_t ld, bool transposed);
+dnnl::memory::desc plain_weight_desc(dnnl::memory::data_type dt, int64_t k, int64_t cols,
+                                     int64_t ld, bool transposed);
 
 // Runs `fn` and turns a dnnl::error into a fluxcpp Error naming `what` (INTERNAL: oneDNN refused
 // a descriptor the engine built, or SYSTEM for out of memory).

@@ -5,19 +5,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp::kernels {
 
-struct PackedLayout;  // oneDNN descriptors; kernels/packed_layout.hpp
+class PackedLayout;  // oneDNN descriptors; kernels/packed_layout.hpp
+
+// Column ranges [n0, n1) of a GEMM split over workers.
+using ColumnSlabs = std::vector<std::pair<int64_t, int64_t>>;
 
 class PackedWeight {
  public:
   // weight as GemmWeight::prepare takes it: [n, k] (or [k, n] when transposed), leading
-  // dimension ld (0: contiguous); f32 or bf16. Packing runs on the calling thread.
+  // dimension ld (0: contiguous); f32 or bf16. Packs the whole weight and, when the GEMMs that
+  // use it are split over workers, each column slab of that split (oneDNN blocks a narrower
+  // matrix differently, so a slab is no view of the whole). Runs on the calling thread.
   PackedWeight(DType dtype, const void* weight, int64_t n, int64_t k, bool transposed,
-               int64_t ld = 0);
+               int64_t ld = 0, ColumnSlabs slabs = {});
   ~PackedWeight();
   PackedWeight(const PackedWeight&) = delete;
   PackedWeight& operator=(const PackedWeight&) = delete;
@@ -30,14 +37,13 @@ class PackedWeight {
   int64_t k() const { return k_; }
   bool transposed() const { return transposed_; }
   std::size_t bytes() const;
-  // A GEMM over all n columns reads the packed layout in place; the column slabs of several
-  // compute workers are each packed once more on first use and kept (bytes() counts them).
   PackedLayout& layout() const { return *layout_; }
 
  private:
   DType dtype_;
   int64_t n_, k_;
   bool transposed_;
+  ColumnSlabs slabs_;
   std::unique_ptr<PackedLayout> layout_;
 };
 

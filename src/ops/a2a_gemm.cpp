@@ -96,8 +96,8 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
   o.ldc = opts_.n;
   o.dtype = opts_.output_dtype;
   o.bias = a.bias;
-  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block costs W
-  // packs; when the weight is at least as wide as a block is tall, that costs more than the
+  // Each GEMM call re-reads (and re-blocks) the whole weight (n x k), so computing block by block
+  // costs W packs; when the weight is at least as wide as a block is tall, that costs more than the
   // overlap wins: the blocks are then gathered into one buffer and multiplied in one call.
   const bool gather = W > 1 && opts_.n >= rows;
   // Gather mode collects into our buffer, which gemm-only then reads (its own block refreshed

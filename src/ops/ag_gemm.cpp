@@ -271,7 +271,12 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     }
   }
 
-  if (whole && compute) gemm(local, a.m, a.bias, out_block(0), /*tiles=*/false);
+  if (whole && compute) {
+    // Nothing polls the transport during this one GEMM: finish this rank's sends first, so no
+    // peer waits for our rows while we compute.
+    if (comm && core_->transfers_pending()) core_->transport()->complete(c.deadline());
+    gemm(local, a.m, a.bias, out_block(0), /*tiles=*/false);
+  }
 
   // 4. The gathered input, when asked for.
   char* gout = direct || !comm ? nullptr : a.gathered;

@@ -24,8 +24,8 @@ class GemmRsImpl {
              const std::string& local_error = {});
 
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output);
-  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
-               const void* bias, void* output);
+  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
+               void* output);
   void forward_gemm_only(const void* input, int64_t m, const void* weight);
   void forward_comm_only(int64_t m, const void* bias, void* output);
   const GemmRsOptions& options() const { return opts_; }
@@ -52,9 +52,9 @@ class GemmRsImpl {
   DType acc_ = DType::kFloat32;
   kernels::GemmWeight weight_;
   const kernels::PackedWeight* packed_ = nullptr;  // the weight during a packed forward
-  std::vector<char> bias_acc_;  // bias widened to the accumulation dtype
-  std::vector<char> host_sum_;  // multi-host scratch
-  std::vector<char> presum_;    // copy offload: the peers' partials of our block, summed
+  std::vector<char> bias_acc_;                     // bias widened to the accumulation dtype
+  std::vector<char> host_sum_;                     // multi-host scratch
+  std::vector<char> presum_;  // copy offload: the peers' partials of our block, summed
   // The shares of the reduce exchange are this rank's partial products, [m, n] densely in the
   // accumulation dtype (block t at t * m/W rows).
   shm::Layout layout_;

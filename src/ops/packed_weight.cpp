@@ -3,12 +3,15 @@
 
 #include "error_util.hpp"
 #include "kernels/packed_weight.hpp"
+#include "ops/core/parallel_gemm.hpp"
 
 namespace fluxcpp {
 
-PackedWeight::PackedWeight(DType dtype, const void* weight, int64_t n, int64_t k,
-                           bool transpose_weight)
-    : impl_(std::make_unique<kernels::PackedWeight>(dtype, weight, n, k, transpose_weight)) {}
+PackedWeight::PackedWeight(const Context& ctx, DType dtype, const void* weight, int64_t n,
+                           int64_t k, bool transpose_weight)
+    : impl_(std::make_unique<kernels::PackedWeight>(
+          dtype, weight, n, k, transpose_weight, 0,
+          ops::column_slabs(ctx.impl()->num_compute_workers(), 0, n))) {}
 PackedWeight::PackedWeight(PackedWeight&&) noexcept = default;
 PackedWeight& PackedWeight::operator=(PackedWeight&&) noexcept = default;
 PackedWeight::~PackedWeight() = default;

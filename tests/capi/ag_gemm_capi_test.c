@@ -47,7 +47,7 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
     if (call == 2) {
       fluxcpp_packed_weight_t packed = NULL;
-      s = fluxcpp_packed_weight_create(dt, w, n, k, transpose_weight, &packed);
+      s = fluxcpp_packed_weight_create(ctx, dt, w, n, k, transpose_weight, &packed);
       CHECK(s == FLUXCPP_SUCCESS && packed != NULL, "packed_weight_create: %s",
             fluxcpp_last_error());
       s = fluxcpp_ag_gemm_forward_packed(op, in, m, packed, bias, out, gathered);
@@ -111,7 +111,8 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
   CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
   if (dt == FLUXCPP_FLOAT32) { /* a NULL packed weight on one rank, one that does not fit */
     fluxcpp_packed_weight_t packed = NULL;
-    s = fluxcpp_packed_weight_create(dt, w, k, n, transpose_weight, &packed); /* n, k swapped */
+    s = fluxcpp_packed_weight_create(ctx, dt, w, k, n, transpose_weight,
+                                     &packed); /* n, k swapped */
     CHECK(s == FLUXCPP_SUCCESS, "packed_weight_create: %s", fluxcpp_last_error());
     s = fluxcpp_ag_gemm_forward_packed(op, in, m, rank == world - 1 ? NULL : packed, bias, out,
                                        NULL);
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
   fluxcpp_packed_weight_t packed64 = NULL;
   double w64[4] = {0, 0, 0, 0};
-  s = fluxcpp_packed_weight_create(FLUXCPP_FLOAT64, w64, 2, 2, 0, &packed64);
+  s = fluxcpp_packed_weight_create(ctx, FLUXCPP_FLOAT64, w64, 2, 2, 0, &packed64);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && packed64 == NULL, "packed f64 gave %d", (int)s);
   CHECK(fluxcpp_packed_weight_destroy(NULL) == FLUXCPP_SUCCESS, "packed destroy NULL");
   CHECK(fluxcpp_ag_gemm_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");

@@ -52,7 +52,7 @@ TEST_F(PackedWeightTest, AgGemmMatchesAllgatherThenGemm) {
       AgGemm op(ctx, o);
       const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 1, 2));
       const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 1, 3));
-      PackedWeight packed(p.in, weight.data(), p.n, p.k, p.transpose_weight);
+      PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);
       for (int64_t rows : {2, 160}) {
         const int64_t m = rows * W;
         const std::string what = "ag_gemm " + name_of(c, m, threads);
@@ -85,7 +85,7 @@ TEST_F(PackedWeightTest, GemmRsMatchesSumOfGemms) {
       GemmRs op(ctx, o);
       const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 2, 2));
       const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 2, 3));
-      PackedWeight packed(p.in, weight.data(), p.n, p.k, p.transpose_weight);
+      PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);
       for (int64_t m : {int64_t{2} * W, int64_t{128} * W}) {
         const std::string what = "gemm_rs " + name_of(c, m, threads);
         const Bytes input = random_tensor(p.in, m * p.k, seed_of(r, static_cast<int>(m), 1));
@@ -119,7 +119,7 @@ TEST_F(PackedWeightTest, SnapshotUntilUpdate) {
   o.k = 16;
   AgGemm op(ctx, o);
   std::vector<float> weight(o.n * o.k, 0.5f), input(4 * o.k, 1.0f), out(4 * W * o.n);
-  PackedWeight packed(DType::kFloat32, weight.data(), o.n, o.k);
+  PackedWeight packed(ctx, DType::kFloat32, weight.data(), o.n, o.k);
   std::fill(weight.begin(), weight.end(), 0.25f);
   op.forward(input.data(), 4 * W, packed, nullptr, out.data());
   for (float v : out) ASSERT_EQ(v, 0.5f * o.k) << "rank " << ctx.rank();
@@ -139,14 +139,14 @@ TEST_F(PackedWeightTest, MismatchIsInvalidArgumentEverywhere) {
   o.k = 32;
   GemmRs op(ctx, o);
   std::vector<float> weight(o.n * o.k, 1.0f), input(2 * W * o.k, 1.0f), out(2 * o.n);
-  PackedWeight good(DType::kFloat32, weight.data(), o.n, o.k);
-  PackedWeight wrong(DType::kFloat32, weight.data(), o.k, o.n);  // n and k swapped
+  PackedWeight good(ctx, DType::kFloat32, weight.data(), o.n, o.k);
+  PackedWeight wrong(ctx, DType::kFloat32, weight.data(), o.k, o.n);  // n and k swapped
   const PackedWeight& mine = r == W - 1 ? wrong : good;
   expect_error([&] { op.forward(input.data(), 2 * W, mine, nullptr, out.data()); },
                Errc::kInvalidArgument, {"gemm_rs", "packed weight"}, "mismatched packed weight");
   op.forward(input.data(), 2 * W, good, nullptr, out.data());
   for (float v : out) ASSERT_EQ(v, static_cast<float>(o.k * W)) << "rank " << r;
-  expect_error([] { PackedWeight p(DType::kFloat64, nullptr, 4, 4); }, Errc::kInvalidArgument,
+  expect_error([&] { PackedWeight p(ctx, DType::kFloat64, nullptr, 4, 4); }, Errc::kInvalidArgument,
                {"f64"}, "an f64 packed weight");
 }
 
@@ -175,7 +175,7 @@ TEST_F(PackedWeightTest, OpsLeaveTheCallersOpenMpSettingAlone) {
   GemmRs rs(ctx, ro);
   rs.forward(input.data(), m, weight.data(), nullptr, out.data());
   EXPECT_EQ(omp_get_max_threads(), 3) << "after gemm_rs";
-  PackedWeight packed(DType::kFloat32, weight.data(), n, k);
+  PackedWeight packed(ctx, DType::kFloat32, weight.data(), n, k);
   EXPECT_EQ(omp_get_max_threads(), 3) << "after packing";
   rs.forward(input.data(), m, packed, nullptr, out.data());
   EXPECT_EQ(omp_get_max_threads(), 3) << "after gemm_rs with a packed weight";

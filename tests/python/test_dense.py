@@ -110,4 +110,33 @@ with fluxcpp.Context() as ctx:
             op(x, w, bias=b, out=again)
             equal(again, y, f"gemm_rs {din}->{dout}: bitwise reproducible")
 
+    # Packed weights: the same results as the weight itself (within the GEMM's tolerance), a
+    # snapshot until update(), and a weight that does not fit the op is ValueError on every rank.
+    for dtype in (torch.float32, torch.bfloat16):
+        n, k = 70, 48
+        w = rand((n, k), dtype, 900 + RANK)
+        with fluxcpp.PackedWeight(ctx, w) as pw, \
+                fluxcpp.AgGemm(ctx, 4 * W, n, k, dtype) as ag, \
+                fluxcpp.GemmRs(ctx, 4 * W, n, k, dtype) as rs:
+            x = rand((4, k), dtype, 910 + RANK)
+            close(ag(x, pw), ag(x, w), f"ag_gemm packed {dtype}", tol_for(dtype, k))
+            xk = rand((4 * W, k), dtype, 920 + RANK)
+            close(rs(xk, pw), rs(xk, w), f"gemm_rs packed {dtype}", tol_for(dtype, k * W))
+            old = ag(x, w)
+            w2 = w * 2
+            close(ag(x, pw), old, f"ag_gemm packed {dtype}: a snapshot", tol_for(dtype, k))
+            pw.update(w2)
+            close(ag(x, pw), ag(x, w2), f"ag_gemm packed {dtype} after update", tol_for(dtype, k))
+            with fluxcpp.PackedWeight(ctx, rand((k, n), dtype, 5)) as wrong:
+                try:
+                    ag(x, wrong)
+                    check(False, "ag_gemm with a packed weight of the wrong shape: no error")
+                except ValueError as e:
+                    check("packed weight" in str(e), f"ag_gemm packed mismatch message: {e}")
+    try:
+        fluxcpp.PackedWeight(ctx, torch.zeros(4, 4, dtype=torch.float64))
+        check(False, "PackedWeight of float64: no error")
+    except TypeError as e:
+        check("float64" in str(e), f"PackedWeight float64 message: {e}")
+
 finish("python.dense")

@@ -6,30 +6,42 @@
 
 namespace fluxcpp::ops {
 
+kernels::ColumnSlabs column_slabs(int workers, int64_t n0, int64_t n1) {
+  kernels::ColumnSlabs slabs;
+  if (n0 >= n1) return slabs;
+  const int64_t n = n1 - n0;
+  // Slabs of at least 64 columns, on 64-column boundaries (the engine's column blocks).
+  const int T = std::max(1, std::min<int>(workers, static_cast<int>(n / 64)));
+  const int64_t slab = ((n + T - 1) / T + 63) / 64 * 64;  // T slabs cover all n columns
+  for (int t = 0; t < T; ++t) {
+    const int64_t s0 = std::min(n1, n0 + t * slab), s1 = t == T - 1 ? n1 : std::min(n1, s0 + slab);
+    if (s0 < s1) slabs.emplace_back(s0, s1);
+  }
+  return slabs;
+}
+
 void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
                    int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out) {
   if (rows <= 0 || n0 >= n1) return;
-  const int64_t n = n1 - n0;
-  // Slabs of at least 64 columns, on 64-column boundaries (the engine's column blocks).
-  const int T = std::max(1, std::min<int>(c.num_compute_workers(), static_cast<int>(n / 64)));
-  if (T <= 1) {
+  const kernels::ColumnSlabs slabs = column_slabs(c.num_compute_workers(), n0, n1);
+  if (slabs.size() <= 1) {
     kernels::gemm_tile(w, a, lda, rows, n0, n1, out);
     return;
   }
-  const int64_t slab = ((n + T - 1) / T + 63) / 64 * 64;  // T slabs cover all n columns
   const std::size_t esz = dtype_size(out.dtype);
   std::vector<uint64_t> tickets;
-  for (int t = 1; t < T; ++t) {
-    const int64_t s0 = std::min(n1, n0 + t * slab), s1 = t == T - 1 ? n1 : std::min(n1, s0 + slab);
-    if (s0 >= s1) break;
+  for (std::size_t t = 1; t < slabs.size(); ++t) {
+    const auto [s0, s1] = slabs[t];
     kernels::GemmOut ot = out;
     ot.c = static_cast<char*>(out.c) + (s0 - n0) * esz;
-    tickets.push_back(c.compute_worker(t).enqueue(
-        [&w, a, lda, rows, s0, s1, ot] { kernels::gemm_tile(w, a, lda, rows, s0, s1, ot); }));
+    tickets.push_back(
+        c.compute_worker(static_cast<int>(t)).enqueue([&w, a, lda, rows, s0 = s0, s1 = s1, ot] {
+          kernels::gemm_tile(w, a, lda, rows, s0, s1, ot);
+        }));
   }
   std::exception_ptr failed;
   try {
-    kernels::gemm_tile(w, a, lda, rows, n0, std::min(n1, n0 + slab), out);
+    kernels::gemm_tile(w, a, lda, rows, slabs[0].first, slabs[0].second, out);
   } catch (...) {
     failed = std::current_exception();
   }

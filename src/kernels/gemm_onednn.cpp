@@ -50,13 +50,13 @@ struct Cache {
 thread_local Cache t_cache;
 constexpr std::size_t kMaxEntries = 256;  // cleared when full: a thrashing op still works
 
-Entry make_entry(const Key& key, const GemmWeight& w) {
+Entry make_entry(const Key& key) {
   const DType in = static_cast<DType>(key.in), out = static_cast<DType>(key.out);
   const dnnl::memory::desc src({key.rows, key.k}, dnnl_dtype(in), {key.lda, 1});
   const dnnl::memory::desc wei =
       key.ldb == 0
           ? dnnl::memory::desc({key.k, key.cols}, dnnl_dtype(in), dnnl::memory::format_tag::any)
-          : plain_weight_desc(in, key.k, key.cols, key.ldb, w.transposed());
+          : plain_weight_desc(in, key.k, key.cols, key.ldb, key.transposed);
   const dnnl::memory::desc dst({key.rows, key.cols}, dnnl_dtype(out), {key.ldc, 1});
   const dnnl::memory::desc bias({1, key.cols}, dnnl_dtype(out), {key.cols, 1});
 
@@ -113,7 +113,8 @@ void onednn_gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t r
   OmpThreadsScope one(1);  // the op's workers are the parallelism; the caller's value comes back
   Cache& cache = t_cache;
   try {
-    Key key{};
+    Key key;
+    std::memset(&key, 0, sizeof key);  // the padding too: keys are compared and hashed as bytes
     key.rows = rows;
     key.cols = n1 - n0;
     key.k = w.k();
@@ -130,7 +131,7 @@ void onednn_gemm_tile(const GemmWeight& w, const void* a, int64_t lda, int64_t r
     auto it = cache.entries.find(key);
     if (it == cache.entries.end()) {
       if (cache.entries.size() >= kMaxEntries) cache.entries.clear();
-      it = cache.entries.emplace(key, make_entry(key, w)).first;
+      it = cache.entries.emplace(key, make_entry(key)).first;
     }
     Entry& e = it->second;
 

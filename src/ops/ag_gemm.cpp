@@ -175,8 +175,6 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   const bool gemm_only = call.path == ops::Path::kGemmOnly;
   // Gather mode: the host's rows are first copied, in global order, into one private buffer.
   const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
-  // Decode: at most kMinTileRows rows in all are gathered from every host and computed in one
-  // call, which reads the weight once (a GEMM per block would read it once per block).
   // One GEMM over every host's rows, gathered first (the unfused order, in one op), when
   // splitting cannot pay: at decode sizes (at most kMinTileRows rows: a GEMM per block would read
   // the weight once per block), and when the rows other hosts send are fewer bytes than the

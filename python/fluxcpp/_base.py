@@ -1,8 +1,10 @@
 """fluxcpp.Context and the base of every op class (create, close, with, __del__)."""
 import ctypes
+import numbers
 import warnings
 
 from . import _lib
+from ._checks import INT32_MAX, is_bool, size
 from ._lib import Error, Status, c_void_p
 
 
@@ -27,13 +29,20 @@ class Context:
     def __init__(self, comm=None, *, ranks_per_node=0, timeout_s=0.0, compute_threads=0,
                  comm_threads=0):
         self._handle = None
+        where = "Context"
+        ranks_per_node = size(where, "ranks_per_node", ranks_per_node, 0, INT32_MAX)
+        compute_threads = size(where, "compute_threads", compute_threads, 0, INT32_MAX)
+        comm_threads = size(where, "comm_threads", comm_threads, 0, INT32_MAX)
+        if is_bool(timeout_s) or not isinstance(timeout_s, numbers.Real):
+            raise TypeError(f"{where}: timeout_s must be a number of seconds, got "
+                            f"{type(timeout_s).__name__} {timeout_s!r}")
         if comm is None:
             from mpi4py import MPI  # initialises MPI (thread level MULTIPLE by default)
             comm = MPI.COMM_WORLD
         ctype, value = _comm_handle(comm)
         self._comm = comm  # keeps the communicator alive as long as the context
-        cfg = _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), int(ranks_per_node),
-                                 float(timeout_s), int(compute_threads), int(comm_threads))
+        cfg = _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), ranks_per_node,
+                                 float(timeout_s), compute_threads, comm_threads)
         create = _lib.fn("fluxcpp_context_create", [ctype, c_void_p, c_void_p])
         out = c_void_p()
         s = create(value, ctypes.byref(cfg), ctypes.byref(out))

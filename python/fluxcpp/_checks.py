@@ -2,12 +2,49 @@
 
 A tensor on a device other than the CPU, of the wrong dtype or with the wrong number of
 dimensions is TypeError; one that is not contiguous, or whose shape disagrees with the op's
-shapes, is ValueError. Each message names the op, the argument and the values.
+shapes, is ValueError. A size or count that is not an integer is TypeError, one outside what the
+C parameter holds (or below what C requires) is ValueError (size()). Each message names the op,
+the argument and the values.
 """
+import operator
+
 import torch
 
 # torch dtype -> fluxcpp_dtype_t
 DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2}
+
+
+INT32_MAX = 2**31 - 1  # a C int
+INT64_MAX = 2**63 - 1  # a C int64_t
+UINT64_MAX = 2**64 - 1
+
+
+def is_bool(value):
+    """bool, numpy.bool_ or a bool tensor: __index__ would turn them into 0 / 1."""
+    if isinstance(value, bool):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and str(dtype) in ("bool", "torch.bool")
+
+
+def size(where, name, value, minimum=0, maximum=INT64_MAX):
+    """A size, count or rank passed to C, as the Python int C receives: an int or an object with
+    __index__ (a numpy integer), never bool, float, None or str (TypeError); within
+    [minimum, maximum] (ValueError). maximum is INT64_MAX for an int64_t parameter, INT32_MAX for
+    an int; minimum is 1 where C requires a positive value."""
+    if type(value) is int:
+        v = value
+    else:
+        try:
+            if is_bool(value):
+                raise TypeError
+            v = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{where}: {name} must be an int, got {type(value).__name__} "
+                            f"{value!r}") from None
+    if v < minimum or v > maximum:
+        raise ValueError(f"{where}: {name}={v} is out of range ({minimum} .. {maximum})")
+    return v
 
 
 def c_dtype(where, name, dtype):
@@ -81,10 +118,13 @@ def int_array(where, name, values, dtype, length):
         p = tensor(where, name, values, dtype, (length,))
         return p, values.tolist(), values
     try:
-        vals = [int(v) for v in values]
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        items = list(values)
     except TypeError:
         raise TypeError(f"{where}: {name} must be a {dtype} tensor or a sequence of ints, got "
                         f"{type(values).__name__}") from None
+    vals = [size(where, f"{name}[{i}]", v) for i, v in enumerate(items)]
     if length is not None and len(vals) != length:
         raise ValueError(f"{where}: {name} has {len(vals)} entries, expected {length}")
     t = torch.tensor(vals, dtype=dtype)

@@ -5,7 +5,7 @@ import torch
 
 from . import _lib
 from ._base import Op, ZeroCopyInput
-from ._checks import c_dtype, int_array, tensor
+from ._checks import c_dtype, int_array, size, tensor
 from .dense import _GemmOp
 
 _raise = _lib.raise_status
@@ -19,7 +19,8 @@ class AllToAllSingle(Op, ZeroCopyInput):
     _c = "all_to_all_single"
 
     def __init__(self, ctx, max_rows, n, dtype):
-        self.max_rows, self.n, self.dtype = int(max_rows), int(n), dtype
+        self.max_rows = size("AllToAllSingle", "max_rows", max_rows)
+        self.n, self.dtype = size("AllToAllSingle", "n", n, 1), dtype
         self._in_dtype = dtype
         self._fw = "AllToAllSingle.forward"
         self._create(ctx, self.max_rows, self.n, c_dtype("AllToAllSingle", "dtype", dtype))
@@ -103,8 +104,10 @@ class GemmA2aTranspose(Op):
                  output_dtype=None):
         name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.max_bs, self.max_seq, self.hidden = int(max_bs), int(max_seq), int(hidden)
-        self.nheads, self.head_dim = int(nheads), int(head_dim)
+        self.max_bs, self.max_seq = size(name, "max_bs", max_bs), size(name, "max_seq", max_seq)
+        self.hidden = size(name, "hidden", hidden, 1)
+        self.nheads, self.head_dim = size(name, "nheads", nheads, 1), size(name, "head_dim",
+                                                                           head_dim, 1)
         self.input_dtype, self.output_dtype = input_dtype, output_dtype
         self._fw = f"{name}.forward"
         self._create(ctx, self.max_bs, self.max_seq, self.hidden, self.nheads, self.head_dim,
@@ -150,8 +153,10 @@ class A2aTransposeGemm(Op):
     def __init__(self, ctx, max_bs, max_seq, nheads, head_dim, n, input_dtype, output_dtype=None):
         name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.max_bs, self.max_seq = int(max_bs), int(max_seq)
-        self.nheads, self.head_dim, self.n = int(nheads), int(head_dim), int(n)
+        self.max_bs, self.max_seq = size(name, "max_bs", max_bs), size(name, "max_seq", max_seq)
+        self.nheads, self.head_dim = size(name, "nheads", nheads, 1), size(name, "head_dim",
+                                                                           head_dim, 1)
+        self.n = size(name, "n", n, 1)
         self.input_dtype, self.output_dtype = input_dtype, output_dtype
         self._fw = f"{name}.forward"
         self._create(ctx, self.max_bs, self.max_seq, self.nheads, self.head_dim, self.n,

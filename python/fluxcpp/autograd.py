@@ -9,6 +9,7 @@ and dx = dY @ w (AgGemm with transpose_weight and gathered_input), dw = dY.T @ x
 Every rank runs forward and backward in the same order (both passes are collective)."""
 import torch
 
+from ._checks import size
 from .dense import AgGemm, GemmRs
 
 
@@ -75,6 +76,10 @@ class ColumnParallelLinear(_Parallel):
     def __init__(self, ctx, in_features, out_features_shard, max_m, bias=False,
                  dtype=torch.float32):
         super().__init__()
+        where = "ColumnParallelLinear"
+        in_features = size(where, "in_features", in_features, 1)
+        out_features_shard = size(where, "out_features_shard", out_features_shard, 1)
+        max_m = size(where, "max_m", max_m)
         self._init(ctx, (out_features_shard, in_features), bias, dtype,
                    AgGemm(ctx, max_m, out_features_shard, in_features, dtype),
                    GemmRs(ctx, max_m, in_features, out_features_shard, dtype,
@@ -92,6 +97,10 @@ class RowParallelLinear(_Parallel):
     def __init__(self, ctx, in_features_shard, out_features, max_m, bias=False,
                  dtype=torch.float32):
         super().__init__()
+        where = "RowParallelLinear"
+        in_features_shard = size(where, "in_features_shard", in_features_shard, 1)
+        out_features = size(where, "out_features", out_features, 1)
+        max_m = size(where, "max_m", max_m)
         self._init(ctx, (out_features, in_features_shard), bias, dtype,
                    GemmRs(ctx, max_m, out_features, in_features_shard, dtype),
                    AgGemm(ctx, max_m, in_features_shard, out_features, dtype,

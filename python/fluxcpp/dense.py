@@ -4,7 +4,7 @@ import torch
 from . import _lib
 from .packed import PackedWeight
 from ._base import Op, ZeroCopyInput
-from ._checks import c_dtype, tensor
+from ._checks import c_dtype, size, tensor
 
 _raise = _lib.raise_status
 
@@ -18,7 +18,8 @@ class _GemmOp(Op):
         output_dtype = input_dtype if output_dtype is None else output_dtype
         cin = c_dtype(name, "input_dtype", input_dtype)
         cout = c_dtype(name, "output_dtype", output_dtype)
-        self.max_m, self.n, self.k = int(max_m), int(n), int(k)
+        self.max_m = size(name, "max_m", max_m)
+        self.n, self.k = size(name, "n", n, 1), size(name, "k", k, 1)
         self.input_dtype, self.output_dtype = input_dtype, output_dtype
         self.transpose_weight = bool(transpose_weight)
         self._in_dtype, self._out_dtype = input_dtype, output_dtype
@@ -48,7 +49,8 @@ class AllGather(Op, ZeroCopyInput):
     _c = "all_gather"
 
     def __init__(self, ctx, max_m, k, dtype):
-        self.max_m, self.k, self.dtype = int(max_m), int(k), dtype
+        self.max_m = size("AllGather", "max_m", max_m)
+        self.k, self.dtype = size("AllGather", "k", k, 1), dtype
         self._in_dtype = dtype
         self._fw = "AllGather.forward"
         self._create(ctx, self.max_m, self.k, c_dtype("AllGather", "dtype", dtype))
@@ -87,7 +89,8 @@ class ReduceScatter(Op):
     _c = "reduce_scatter"
 
     def __init__(self, ctx, max_m, n, dtype):
-        self.max_m, self.n, self.dtype = int(max_m), int(n), dtype
+        self.max_m = size("ReduceScatter", "max_m", max_m)
+        self.n, self.dtype = size("ReduceScatter", "n", n, 1), dtype
         self._fw = "ReduceScatter.forward"
         self._create(ctx, self.max_m, self.n, c_dtype("ReduceScatter", "dtype", dtype))
         self._fwd = _lib.fn("fluxcpp_reduce_scatter_forward")

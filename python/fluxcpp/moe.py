@@ -7,7 +7,7 @@ import torch
 
 from . import _lib
 from ._base import Op
-from ._checks import c_dtype, int_array, optional, tensor
+from ._checks import c_dtype, int_array, optional, size, tensor
 
 _raise = _lib.raise_status
 
@@ -25,9 +25,7 @@ def moe_layout(topk_ids, num_experts, num_ranks):
     where = "moe_layout"
     p = tensor(where, "topk_ids", topk_ids, torch.int32, (None, None))
     T, K = topk_ids.shape
-    E, R = int(num_experts), int(num_ranks)
-    if E < 1 or R < 1:
-        raise ValueError(f"{where}: num_experts={E} and num_ranks={R} must be >= 1")
+    E, R = size(where, "num_experts", num_experts, 1), size(where, "num_ranks", num_ranks, 1)
     res = MoeLayout(torch.empty(E, dtype=torch.int64), torch.empty(R, dtype=torch.int64),
                     torch.empty(R, dtype=torch.int64), torch.empty((T, K), dtype=torch.int32),
                     torch.empty(T * K, dtype=torch.int32), torch.empty(T * K, dtype=torch.int32))
@@ -48,7 +46,9 @@ class GroupedGemm(Op):
                  transpose_weight=False):
         name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.num_groups, self.max_m, self.n, self.k = int(num_groups), int(max_m), int(n), int(k)
+        self.num_groups = size(name, "num_groups", num_groups, 1)
+        self.max_m = size(name, "max_m", max_m)
+        self.n, self.k = size(name, "n", n, 1), size(name, "k", k, 1)
         self.input_dtype, self.output_dtype = input_dtype, output_dtype
         self.transpose_weight = bool(transpose_weight)
         G = self.num_groups
@@ -81,8 +81,11 @@ class _MoeEp(Op):
     """Shared create arguments of MoeDispatch and MoeCombine (ep = W)."""
 
     def _setup(self, max_tokens, hidden, topk, num_experts, max_recv_rows):
-        self.max_tokens, self.hidden, self.topk = int(max_tokens), int(hidden), int(topk)
-        self.num_experts, self.max_recv_rows = int(num_experts), int(max_recv_rows)
+        name = type(self).__name__
+        self.max_tokens = size(name, "max_tokens", max_tokens)
+        self.hidden, self.topk = size(name, "hidden", hidden, 1), size(name, "topk", topk, 1)
+        self.num_experts = size(name, "num_experts", num_experts, 1)
+        self.max_recv_rows = size(name, "max_recv_rows", max_recv_rows)
 
     def _capacity(self):
         return self.max_recv_rows or self._W * self.max_tokens * self.topk
@@ -190,8 +193,12 @@ class _MoeTp(Op):
                  input_dtype, output_dtype=None, transpose_weight=False):
         name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.max_tokens, self.hidden, self.ffn_shard = int(max_tokens), int(hidden), int(ffn_shard)
-        self.topk, self.num_experts, self.ep_size = int(topk), int(num_experts), int(ep_size)
+        self.max_tokens = size(name, "max_tokens", max_tokens)
+        self.hidden, self.ffn_shard = size(name, "hidden", hidden, 1), size(name, "ffn_shard",
+                                                                            ffn_shard, 1)
+        self.topk = size(name, "topk", topk, 1)
+        self.num_experts = size(name, "num_experts", num_experts, 1)
+        self.ep_size = size(name, "ep_size", ep_size, 1)
         self.input_dtype, self.output_dtype = input_dtype, output_dtype
         self.transpose_weight = bool(transpose_weight)
         self._fw = f"{name}.forward"

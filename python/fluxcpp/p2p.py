@@ -5,7 +5,7 @@ import torch
 
 from . import _lib
 from ._base import Op
-from ._checks import c_dtype, tensor
+from ._checks import INT32_MAX, UINT64_MAX, c_dtype, size, tensor
 
 _raise = _lib.raise_status
 
@@ -22,8 +22,10 @@ class AsyncSendRecv(Op):
     _collective = False
 
     def __init__(self, ctx, max_m, n, dtype, num_slots=2, peers=None):
-        self.max_m, self.n, self.dtype, self.num_slots = int(max_m), int(n), dtype, int(num_slots)
-        self.peers = None if peers is None else [int(p) for p in peers]
+        where = "AsyncSendRecv"
+        self.max_m, self.n, self.dtype = size(where, "max_m", max_m), size(where, "n", n, 1), dtype
+        self.num_slots = size(where, "num_slots", num_slots, 1, INT32_MAX)
+        self.peers = None if peers is None else self._peer_list(peers)
         arr = None if self.peers is None else (ctypes.c_int * max(len(self.peers), 1))(
             *self.peers)
         self._create(ctx, self.max_m, self.n, c_dtype("AsyncSendRecv", "dtype", dtype),
@@ -36,6 +38,25 @@ class AsyncSendRecv(Op):
         self._probe = _lib.fn("fluxcpp_async_send_recv_probe")
         self._in_flight = {}  # (dst, seq) -> data of an isend, kept alive until it completes
 
+    @staticmethod
+    def _peer_list(peers):
+        try:
+            if isinstance(peers, (str, bytes)):
+                raise TypeError
+            items = list(peers)
+        except TypeError:
+            raise TypeError(f"AsyncSendRecv: peers must be None or a sequence of ranks, got "
+                            f"{type(peers).__name__}") from None
+        return [size("AsyncSendRecv", f"peers[{i}]", p, 0, INT32_MAX) for i, p in enumerate(items)]
+
+    @staticmethod
+    def _peer(where, name, value):
+        return size(f"AsyncSendRecv.{where}", name, value, 0, INT32_MAX)
+
+    @staticmethod
+    def _seq(where, value):
+        return size(f"AsyncSendRecv.{where}", "seq", value, 0, UINT64_MAX)
+
     def _data(self, where, data):
         p = tensor(where, "data", data, self.dtype, (None, self.n))
         return p, data.shape[0]
@@ -43,9 +64,10 @@ class AsyncSendRecv(Op):
     def send(self, dst, data):
         """Blocks until the slot is free, copies, publishes; data reusable on return."""
         h = self._handle or self._h()
+        dst = self._peer("send", "dst", dst)
         p, m = self._data("AsyncSendRecv.send", data)
         seq = ctypes.c_uint64()
-        s = self._send(h, int(dst), p, m, ctypes.byref(seq))
+        s = self._send(h, dst, p, m, ctypes.byref(seq))
         if s:
             _raise(s)
         return seq.value
@@ -54,46 +76,51 @@ class AsyncSendRecv(Op):
         """Blocks only until the slot is free; data must stay untouched until send_wait or
         send_test says done (this object keeps a reference until then)."""
         h = self._handle or self._h()
+        dst = self._peer("isend", "dst", dst)
         p, m = self._data("AsyncSendRecv.isend", data)
         seq = ctypes.c_uint64()
-        s = self._isend(h, int(dst), p, m, ctypes.byref(seq))
+        s = self._isend(h, dst, p, m, ctypes.byref(seq))
         if s:
             _raise(s)
-        self._in_flight[(int(dst), seq.value)] = data
+        self._in_flight[(dst, seq.value)] = data
         return seq.value
 
     def send_wait(self, dst, seq):
-        s = self._wait(self._h(), int(dst), int(seq))
+        dst, seq = self._peer("send_wait", "dst", dst), self._seq("send_wait", seq)
+        s = self._wait(self._h(), dst, seq)
         if s:
             _raise(s)
-        self._in_flight.pop((int(dst), int(seq)), None)
+        self._in_flight.pop((dst, seq), None)
 
     def send_test(self, dst, seq):
+        dst, seq = self._peer("send_test", "dst", dst), self._seq("send_test", seq)
         done = ctypes.c_int(0)
-        s = self._test(self._h(), int(dst), int(seq), ctypes.byref(done))
+        s = self._test(self._h(), dst, seq, ctypes.byref(done))
         if s:
             _raise(s)
         if done.value:
-            self._in_flight.pop((int(dst), int(seq)), None)
+            self._in_flight.pop((dst, seq), None)
         return bool(done.value)
 
     def recv(self, src, out=None):
         """Blocks until the next message from src; returns its [m, n] rows."""
         h = self._handle or self._h()
+        src = self._peer("recv", "src", src)
         if out is None:
             out = torch.empty((self.max_m, self.n), dtype=self.dtype)
             p = out.data_ptr()
         else:
             p = tensor("AsyncSendRecv.recv", "out", out, self.dtype, (None, self.n))
         m = ctypes.c_int64(-1)
-        s = self._recv(h, int(src), p, out.shape[0], ctypes.byref(m))
+        s = self._recv(h, src, p, out.shape[0], ctypes.byref(m))
         if s:
             _raise(s)
         return out[:m.value]
 
     def probe(self, src):
+        src = self._peer("probe", "src", src)
         m = ctypes.c_int64(-1)
-        s = self._probe(self._h(), int(src), ctypes.byref(m))
+        s = self._probe(self._h(), src, ctypes.byref(m))
         if s:
             _raise(s)
         return m.value

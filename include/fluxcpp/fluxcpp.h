@@ -60,7 +60,11 @@ typedef struct {
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm,
                                                     const fluxcpp_context_config_t* config,
                                                     fluxcpp_context_t* ctx);
-/* Collective; NULL is a no-op. Ops created on the context stay usable until destroyed. */
+/* Collective; NULL is a no-op. Ops created on the context are not destroyed with it, but once it
+ * is closed every forward, input_buffer and async_send_recv call on them returns
+ * FLUXCPP_ERROR_INVALID_USAGE "<op>: the context was closed" (grouped_gemm's forward, which is
+ * local, still computes on the calling thread; packed weights still update). Each op must still
+ * be destroyed: its destroy is then local (no communication) and frees the op's memory. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx);
 /* Any of the out pointers may be NULL. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,

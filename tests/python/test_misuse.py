@@ -128,4 +128,27 @@ closed.close()
 raises(fluxcpp.Error, lambda: fluxcpp.AllGather(closed, 4, 4, torch.float32),
        "op on a closed context", status=S.INVALID_USAGE)
 
+# Ops outlive their context (include/fluxcpp/fluxcpp.h, fluxcpp_context_destroy): every call of a
+# collective op then fails with INVALID_USAGE naming the closed context, grouped_gemm (local)
+# still computes, and closing the ops is local: it does not wait for a peer.
+ctx = fluxcpp.Context(timeout_s=60)
+ag = fluxcpp.AllGather(ctx, 2 * W, 8, torch.float32)
+rs = fluxcpp.ReduceScatter(ctx, 2 * W, 8, torch.float32)
+gg = fluxcpp.GroupedGemm(ctx, 2, 4, 8, 8, torch.float32)
+ctx.close()
+for what, fn, c_op in (("AllGather forward", lambda: ag(torch.ones(2, 8)), "all_gather"),
+                       ("AllGather input_buffer", ag.input_buffer, "all_gather"),
+                       ("ReduceScatter forward", lambda: rs(torch.ones(2 * W, 8)),
+                        "reduce_scatter")):
+    raises(fluxcpp.Error, fn, f"{what} after the context was closed", status=S.INVALID_USAGE,
+           contains=(f"{c_op}: the context was closed",))
+y = gg(torch.ones(3, 8), [1, 2], torch.ones(2, 8, 8))
+equal(y, torch.full((3, 8), 8.0), "grouped_gemm after the context was closed")
+if RANK == 0:
+    time.sleep(3)  # the others' op close must not wait for this rank
+t0 = time.monotonic()
+for o in (ag, rs, gg):
+    o.close()
+check(RANK == 0 or time.monotonic() - t0 < 2, "closing ops after their context is local")
+
 finish("python.misuse")

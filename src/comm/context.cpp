@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "comm/affinity.hpp"
@@ -88,17 +87,13 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     policy_.spin = std::chrono::nanoseconds(static_cast<long long>(config_.spin_us * 1e3));
     policy_.yield = std::chrono::nanoseconds(static_cast<long long>(config_.yield_us * 1e3));
 
-    // Segment names every host rank knows in advance (shm::HostTeam::segment_name).
+    // Segments whose liveness lock no process holds: left by processes that died in a bootstrap.
     if (const int gone = shm::remove_stale_segments(); gone > 0)
       FLUXCPP_LOG_INFO("context: removed {} segment(s) left by dead processes", gone);
+    // Every host rank's pid, for gone_host_peers.
     host_pids_.assign(node_size_, 0);
     const long pid = static_cast<long>(getpid());
     comm::allgather(&pid, host_pids_.data(), 1, MPI_LONG, node_comm_);
-    if (node_rank_ == 0 && getrandom(&host_token_, sizeof host_token_, 0) != sizeof host_token_)
-      host_token_ =
-          static_cast<uint64_t>(pid) * 0x9E3779B97F4A7C15ull ^
-          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    comm::bcast(&host_token_, 1, MPI_UINT64_T, 0, node_comm_);
 
     comm::agree(comm_, [&] {
       int index = 0;
@@ -225,10 +220,6 @@ std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
 
 void ContextImpl::agree(const std::function<void()>& fn) {
   comm::agree(node_comm_, fn);
-}
-
-std::string ContextImpl::segment_name(int rank, const std::string& tag) const {
-  return fmt::format("/fluxcpp-{}-{:016x}-{}", host_pids_[rank], host_token_, tag);
 }
 
 MPI_Comm ContextImpl::dup_comm(MPI_Comm base) {

@@ -30,8 +30,6 @@ class ContextImpl : public shm::HostTeam {
   int size() const override { return node_size_; }
   std::vector<std::string> allgather(const std::string& mine) override;
   void agree(const std::function<void()>& fn) override;
-  // "/fluxcpp-<pid of host rank>-<host token>-<tag>".
-  std::string segment_name(int rank, const std::string& tag) const override;
   int id() const override { return rank_; }
 
   MPI_Comm comm() const { return comm_; }
@@ -132,8 +130,7 @@ class ContextImpl : public shm::HostTeam {
   std::atomic<std::thread::id> owner_{};
   int depth_ = 0;  // entries of the owning thread
   std::string broken_;
-  std::vector<long> host_pids_;  // pid of every host rank (segment names)
-  uint64_t host_token_ = 0;      // random, the same on every rank of the host
+  std::vector<long> host_pids_;  // pid of every host rank (gone_host_peers)
 };
 
 }  // namespace fluxcpp::detail

@@ -4,8 +4,8 @@
 #include <numa.h>
 #include <numaif.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -47,43 +47,70 @@ void bind_local(void* addr, std::size_t bytes) {
     FLUXCPP_LOG_DEBUG("shm: mbind to node {} failed: {}", node, std::strerror(errno));
 }
 
-}  // namespace
-
-std::string unique_segment_name(const std::string& tag) {
-  unsigned long long rnd = 0;
-  if (getrandom(&rnd, sizeof rnd, 0) != static_cast<ssize_t>(sizeof rnd))
-    raise_errno(errno, "shm: getrandom");
-  return fmt::format("/fluxcpp-{}-{}-{:016x}", static_cast<long>(getpid()), tag, rnd);
+// One attempt at a fresh name: the fd, locked and still named by `name`, or -1 with errno set
+// (EEXIST: taken; EAGAIN: a cleaner got to it first; anything else: fatal).
+int create_locked(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    // A cleaner opened the fresh file before us and holds the lock; it removes the name once it
+    // sees the name still refers to the file. Remove it ourselves too: it must not outlive us.
+    const int err = errno;
+    if (name_refers_to(name, fd)) shm_unlink(name.c_str());
+    close(fd);
+    errno = err == EWOULDBLOCK ? EAGAIN : err;
+    return -1;
+  }
+  // A cleaner may have locked, checked and removed the name between shm_open and flock.
+  if (!name_refers_to(name, fd)) {
+    close(fd);
+    errno = EAGAIN;
+    return -1;
+  }
+  return fd;
 }
 
-Segment Segment::create(const std::string& name, std::size_t bytes) {
+}  // namespace
+
+Segment Segment::create(const std::string& tag, std::size_t bytes) {
   Segment s;
   s.size_ = page_round(bytes);
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) raise_errno(errno, "shm: cannot create segment {} in /dev/shm", name);
-  s.name_ = name;
-  s.linked_ = true;
-  // From here on the destructor removes the name on any error.
-  if (ftruncate(fd, static_cast<off_t>(s.size_)) != 0) {
-    int err = errno;
-    close(fd);
-    raise_errno(err, "shm: cannot size segment {} to {} bytes", name, s.size_);
+  int fd = -1;
+  int taken = 0, lost = 0;
+  for (int attempt = 0; attempt < kCreateAttempts && fd < 0; ++attempt) {
+    std::string name = unique_segment_name(tag);
+    fd = create_locked(name);
+    if (fd >= 0) {
+      s.name_ = std::move(name);
+    } else if (errno == EEXIST) {
+      ++taken;
+    } else if (errno == EAGAIN) {
+      ++lost;
+    } else {
+      raise_errno(errno, "shm: cannot create segment {} in /dev/shm", name);
+    }
   }
+  if (fd < 0)
+    raise(Errc::kSystem,
+          "shm: cannot create a segment for {} in /dev/shm: {} fresh random names in a row were "
+          "taken already ({}) or removed by a cleaner at once ({})",
+          tag, kCreateAttempts, taken, lost);
+  // From here on the destructor removes the name (and releases the lock) on any error.
+  s.lock_fd_ = fd;
+  s.creator_ = getpid();
+  if (ftruncate(fd, static_cast<off_t>(s.size_)) != 0)
+    raise_errno(errno, "shm: cannot size segment {} to {} bytes", s.name_, s.size_);
   void* p = mmap(nullptr, s.size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    int err = errno;
-    close(fd);
-    raise_errno(err, "shm: cannot map segment {} ({} bytes)", name, s.size_);
-  }
+  if (p == MAP_FAILED)
+    raise_errno(errno, "shm: cannot map segment {} ({} bytes)", s.name_, s.size_);
   s.data_ = p;
   bind_local(p, s.size_);
   // Reserve every page now: tmpfs allocates lazily and would SIGBUS on first touch if full.
-  int rc = posix_fallocate(fd, 0, static_cast<off_t>(s.size_));
-  close(fd);
+  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(s.size_));
   if (rc == ENOSPC || rc == ENOMEM)
     raise(Errc::kSystem, "shm: /dev/shm is full: cannot reserve {} bytes for segment {} ({})",
-          s.size_, name, shm_free_text());
-  if (rc != 0) raise_errno(rc, "shm: cannot reserve {} bytes for segment {}", s.size_, name);
+          s.size_, s.name_, shm_free_text());
+  if (rc != 0) raise_errno(rc, "shm: cannot reserve {} bytes for segment {}", s.size_, s.name_);
   return s;
 }
 
@@ -119,23 +146,32 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     name_ = std::move(o.name_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
-    linked_ = std::exchange(o.linked_, false);
+    lock_fd_ = std::exchange(o.lock_fd_, -1);
+    creator_ = std::exchange(o.creator_, 0);
   }
   return *this;
 }
 
 void Segment::unlink() noexcept {
-  if (linked_) {
-    shm_unlink(name_.c_str());
-    linked_ = false;
-  }
+  if (lock_fd_ < 0 || getpid() != creator_) return;
+  // Name first, lock second: while the name exists, its creator's lock guards it.
+  shm_unlink(name_.c_str());
+  close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 void Segment::reset() noexcept {
+  if (lock_fd_ >= 0 && getpid() != creator_) {
+    // A fork child's copy of the fd: closing it leaves the lock with the creator's copy (flock
+    // belongs to the open file description, held while any of its fds is open). Never LOCK_UN.
+    close(lock_fd_);
+    lock_fd_ = -1;
+  }
   unlink();
   if (data_ != nullptr) munmap(data_, size_);
   data_ = nullptr;
   size_ = 0;
+  creator_ = 0;
 }
 
 Segment::~Segment() {

@@ -1,13 +1,19 @@
 // Segments, signals and streams within one process.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/stream.hpp"
 #include "deadline.hpp"
@@ -21,36 +27,54 @@ namespace {
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
+bool exists(const std::string& name) {
+  struct stat st {};
+  return stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
 TEST(Segment, CreatedPrivateExclusiveAndUnlinked) {
-  std::string name = shm::unique_segment_name("test");
-  EXPECT_NE(name.find("fluxcpp"), std::string::npos);
+  std::string name;
   {
-    shm::Segment s = shm::Segment::create(name, 10000);
+    shm::Segment s = shm::Segment::create("test", 10000);
+    name = s.name();
+    EXPECT_EQ(name.rfind("/fluxcpp-" + std::to_string(getpid()) + "-test-", 0), 0u) << name;
     EXPECT_GE(s.size(), 10000u);
+    EXPECT_TRUE(s.linked());
     struct stat st {};
     ASSERT_EQ(0, stat(("/dev/shm" + name).c_str(), &st));
     EXPECT_EQ(st.st_mode & 0777, 0600u);
-    // O_EXCL: the same name cannot be created twice.
-    try {
-      shm::Segment again = shm::Segment::create(name, 10000);
-      ADD_FAILURE() << "second create succeeded";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), Errc::kSystem);
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
+    // O_EXCL: nobody else can create the name while it exists.
+    EXPECT_LT(shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600), 0);
+    EXPECT_EQ(errno, EEXIST);
     // A peer mapping sees the same bytes.
     shm::Segment peer = shm::Segment::open(name, 10000);
+    EXPECT_FALSE(peer.linked());
     std::memset(s.data(), 0x5A, 100);
     EXPECT_EQ(static_cast<unsigned char*>(peer.data())[99], 0x5A);
     s.unlink();
-    EXPECT_NE(0, stat(("/dev/shm" + name).c_str(), &st));
+    EXPECT_FALSE(s.linked());
+    EXPECT_FALSE(exists(name));
     EXPECT_EQ(static_cast<unsigned char*>(peer.data())[0], 0x5A);  // still mapped
   }
   // A segment dropped without unlink() removes its name too.
-  std::string name2 = shm::unique_segment_name("test");
-  { shm::Segment s = shm::Segment::create(name2, 1); }
-  struct stat st {};
-  EXPECT_NE(0, stat(("/dev/shm" + name2).c_str(), &st));
+  {
+    shm::Segment s = shm::Segment::create("test", 1);
+    name = s.name();
+    EXPECT_TRUE(exists(name));
+  }
+  EXPECT_FALSE(exists(name));
+}
+
+// The names this process has in /dev/shm for `tag`.
+std::vector<std::string> own_names(const std::string& tag) {
+  std::vector<std::string> out;
+  const std::string mine = "fluxcpp-" + std::to_string(getpid()) + "-" + tag + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(mine, 0) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
 }
 
 TEST(Segment, FullDevShmIsAClearErrorNotASigbus) {
@@ -59,9 +83,8 @@ TEST(Segment, FullDevShmIsAClearErrorNotASigbus) {
   // More than the whole file system: tmpfs refuses it up front, without touching memory.
   std::size_t too_big =
       static_cast<std::size_t>(vfs.f_blocks) * vfs.f_frsize + (std::size_t{1} << 30);
-  std::string name = shm::unique_segment_name("test");
   try {
-    shm::Segment s = shm::Segment::create(name, too_big);
+    shm::Segment s = shm::Segment::create("full", too_big);
     ADD_FAILURE() << "reserving " << too_big << " bytes succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::kSystem);
@@ -69,8 +92,7 @@ TEST(Segment, FullDevShmIsAClearErrorNotASigbus) {
     EXPECT_NE(w.find("/dev/shm"), std::string::npos) << w;
     EXPECT_NE(w.find("free"), std::string::npos) << w;
   }
-  struct stat st {};
-  EXPECT_NE(0, stat(("/dev/shm" + name).c_str(), &st)) << "failed create left its name behind";
+  EXPECT_TRUE(own_names("full").empty()) << "failed create left its name behind";
 }
 
 TEST(Signal, WaitSeesValueAndPayload) {

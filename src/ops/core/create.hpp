@@ -5,8 +5,9 @@
 //  * starts with a check-in on the context's own communicator, so a rank that does not take
 //    part (a NULL context, an early return, a dead process) is named in the others' kTimeout;
 //  * on a failure the ranks did not agree on (a timeout, an MPI or system error midway), breaks
-//    the context — its communicator may hold an unmatched collective — and removes every host
-//    rank's segment name for this op, a dead rank's included; a timeout names the host peers
+//    the context — its communicator may hold an unmatched collective — and sweeps /dev/shm
+//    (shm::remove_stale_segments: the segment of a host peer that died before removing its
+//    name, its liveness lock gone with it); a timeout names the host peers
 //    whose process has exited or is stopped. Agreed errors (bad arguments
 //    every rank reported alike, a full /dev/shm) break nothing.
 #pragma once
@@ -35,7 +36,7 @@ void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
   } catch (const AgreedError&) {
     throw;
   } catch (const std::exception& e) {
-    shm::unlink_team_segments(c, c.creating_tag());
+    shm::remove_stale_segments();
     // A collective that timed out cannot say who is missing; the host's process table can.
     const Error* err = dynamic_cast<const Error*>(&e);
     const std::string gone =

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "comm/mpi_util.hpp"
+#include "comm/orphans.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -55,17 +56,16 @@ const std::string& DeadlineScope::context() {
   return t_what;
 }
 
-void wait_bounded(MPI_Request& req, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what) {
+namespace {
+
+// Tests `req` until it completes (true) or `deadline` passes (false).
+bool test_until(MPI_Request& req, Deadline deadline) {
   const auto start = std::chrono::steady_clock::now();
   for (int done = 0, naps = 0;;) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
+    if (done) return true;
     const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      new std::shared_ptr<void>(std::move(keep));  // deliberately never freed: see the header
-      throw Error(Errc::kTimeout, what());
-    }
+    if (now >= deadline) return false;
     // Peers usually arrive within microseconds; after 200 us back off to short sleeps so that a
     // rank waiting for a late peer does not take the core from it.
     if (now - start < std::chrono::microseconds(200)) {
@@ -75,6 +75,17 @@ void wait_bounded(MPI_Request& req, Deadline deadline, std::shared_ptr<void> kee
       nanosleep(&ts, nullptr);
     }
   }
+}
+
+}  // namespace
+
+void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what, MPI_Comm* produced) {
+  if (test_until(req, deadline)) return;
+  std::string msg = what();
+  adopt_orphan(req, on, std::move(keep), msg, produced);
+  req = MPI_REQUEST_NULL;
+  throw Error(Errc::kTimeout, std::move(msg));
 }
 
 void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
@@ -87,7 +98,7 @@ void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm
   MPI_Request req;
   check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req),
             "MPI_Iallreduce");
-  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Iallreduce", comm); });
+  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Iallreduce", comm); });
   std::memcpy(buf, b->b.data(), b->b.size());
 }
 
@@ -99,7 +110,7 @@ void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
               static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
   MPI_Request req;
   check_mpi(MPI_Ibcast(b->a.data(), count, type, root, comm, &req), "MPI_Ibcast");
-  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });
+  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });
   std::memcpy(buf, b->a.data(), b->a.size());
 }
 
@@ -114,23 +125,35 @@ void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_C
   MPI_Request req;
   check_mpi(MPI_Iallgather(b->a.data(), count, type, b->b.data(), count, type, comm, &req),
             "MPI_Iallgather");
-  wait_bounded(req, t_deadline, b, [&] { return timed_out("MPI_Iallgather", comm); });
+  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Iallgather", comm); });
   std::memcpy(recv, b->b.data(), b->b.size());
 }
 
 void barrier(MPI_Comm comm) {
   MPI_Request req;
   check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
-  wait_bounded(req, t_deadline, nullptr, [&] { return timed_out("MPI_Ibarrier", comm); });
+  wait_bounded(req, comm, t_deadline, nullptr, [&] { return timed_out("MPI_Ibarrier", comm); });
 }
 
 MPI_Comm dup(MPI_Comm comm) {
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Request req;
   check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
-  wait_bounded(req, t_deadline, out, [&] { return timed_out("MPI_Comm_idup", comm); });
+  wait_bounded(
+      req, comm, t_deadline, out, [&] { return timed_out("MPI_Comm_idup", comm); }, out.get());
   MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
   return *out;
+}
+
+MPI_Comm enter_dup(MPI_Comm comm, const std::string& note) {
+  MPI_Request req;
+  check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
+  if (!test_until(req, t_deadline)) {
+    std::string msg = timed_out("MPI_Ibarrier", comm) + note;
+    adopt_entry_barrier(req, comm, msg);
+    throw Error(Errc::kTimeout, std::move(msg));
+  }
+  return dup(comm);
 }
 
 void check_in(MPI_Comm comm, uint64_t token, const char* step,
@@ -175,8 +198,8 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
     if (all) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      // Name every peer whose token is missing; cancel those receives (MPI can), and leave the
-      // sends (it cannot) with the state, which is leaked.
+      // Name every peer whose token is missing; cancel those receives (MPI can), and hand the
+      // sends (it cannot cancel them) to the orphans with the state.
       std::string missing;
       for (int p = 0, i = 0; p < size; ++p) {
         if (p == rank) continue;
@@ -187,7 +210,8 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
         }
         ++i;
       }
-      new std::shared_ptr<State>(st);
+      for (std::size_t i = nrecv; i < st->reqs.size(); ++i)
+        adopt_orphan(st->reqs[i], comm, st, fmt::format("a check-in send of {}", step));
       raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
             t_what, t_what.empty() ? "" : ": ", step, missing, name_of ? name_of(rank) : rank);
     }
@@ -199,9 +223,8 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
     }
   }
   // Our sends complete once matched; their buffers live in `st` until then.
-  wait_bounded(st->reqs.back(), deadline, st, [&] { return timed_out(step, comm); });
-  for (std::size_t i = nrecv; i + 1 < st->reqs.size(); ++i)
-    wait_bounded(st->reqs[i], deadline, st, [&] { return timed_out(step, comm); });
+  for (std::size_t i = nrecv; i < st->reqs.size(); ++i)
+    wait_bounded(st->reqs[i], comm, deadline, st, [&] { return timed_out(step, comm); });
   for (int p = 0; p < size; ++p)
     if (p != rank && st->got[p] != token)
       raise(Errc::kInvalidUsage,

@@ -1,9 +1,10 @@
 // Collectives with a deadline. Creating and destroying contexts and ops runs collectives; a
 // blocking MPI collective with a dead or absent peer never returns. Here every collective is
 // non-blocking and waited for until the deadline of the current DeadlineScope (none: forever).
-// MPI cannot cancel a collective, so one that did not complete is abandoned: the buffers it uses
-// are the helpers' own heap copies, leaked on purpose (MPI may still write into them), and the
-// caller must treat the communicator as unusable (the context is then broken).
+// MPI cannot cancel a collective, so one that did not complete is abandoned: its request and the
+// buffers it uses (the helpers' own heap copies) go to comm/orphans.hpp, which completes it later
+// if it can (at the latest in MPI_Finalize), and the caller must treat the communicator as
+// unusable (the context is then broken).
 //
 // check_in() is the only step that can name who is missing: every rank sends every other rank a
 // token point to point and waits for theirs, so at the deadline it knows exactly which peers did
@@ -24,10 +25,11 @@ namespace fluxcpp::comm {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// Tests `req` until it completes (yielding the core, then short naps) or `deadline` passes; then
-// leaks `keep` and raises kTimeout with the message `what()` returns.
-void wait_bounded(MPI_Request& req, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what);
+// Tests `req` (a collective on `on`) until it completes (yielding the core, then short naps) or
+// `deadline` passes; then hands it over to the orphans with `keep` (and `produced`, for
+// MPI_Comm_idup) and raises kTimeout with the message `what()` returns.
+void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what, MPI_Comm* produced = nullptr);
 
 // The deadline of the collectives this thread runs while the scope lives (scopes nest; the
 // innermost wins), and the words a timeout starts with ("ag_gemm create", "context destroy").
@@ -50,8 +52,16 @@ void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm);
 void barrier(MPI_Comm comm);
-// MPI_Comm_idup, errors set to return.
+// MPI_Comm_idup, errors set to return. Call it only once every rank is known to be there (after a
+// barrier): in OpenMPI an MPI_Comm_idup that never completes stops the process from creating any
+// other communicator.
 MPI_Comm dup(MPI_Comm comm);
+
+// The first step of a context create on the caller's communicator: a barrier, then dup. A rank
+// that never comes leaves the barrier abandoned, not an MPI_Comm_idup; a barrier that completes
+// after this rank's deadline is followed by the idup anyway (orphans.hpp), so every rank runs
+// the same collectives on `comm`. A timeout's message ends with `note`.
+MPI_Comm enter_dup(MPI_Comm comm, const std::string& note);
 
 // Every rank of `comm` sends `token` to every other rank and receives theirs; raises kTimeout
 // naming the ranks (of `comm`, mapped through `name_of` for the message) whose token did not

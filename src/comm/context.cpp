@@ -8,6 +8,7 @@
 #include "comm/context_impl.hpp"
 #include "comm/launch_guard.hpp"
 #include "comm/mpi_util.hpp"
+#include "comm/orphans.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/version.hpp"
@@ -27,6 +28,10 @@ using comm::check_mpi;
 namespace {
 
 constexpr uint64_t kDestroyToken = 0xD35720D35720ull;
+
+// How long a create drives collectives an earlier create abandoned on the caller's communicator
+// (they complete if every rank took part) before it calls the communicator out of step.
+constexpr double kOrphanGrace = 0.1;
 
 // The timeout that bounds context create itself, before the config is agreed on: the option,
 // else FLUXCPP_TIMEOUT_S, else the default (a malformed value is reported by the create's own
@@ -58,7 +63,13 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   // others fail with kTimeout instead of hanging. The blocking splits (MPI has no non-blocking
   // one) each follow a bounded agreement every rank has passed.
   comm::DeadlineScope scope(deadline_after(create_timeout(options)), "context create");
-  comm_ = comm::dup(user_comm);
+  // A collective an earlier create abandoned on this communicator and that a rank never joined
+  // has put its ranks out of step: fail at once, saying so, rather than time out again.
+  comm::check_no_orphans(user_comm, "context create", kOrphanGrace);
+  comm_ = comm::enter_dup(user_comm,
+                          ". MPI cannot cancel a collective: if some rank never reaches it, this "
+                          "communicator can no longer carry collectives (see 'Failures' in "
+                          "docs/api.md)");
   try {
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
@@ -186,15 +197,20 @@ ContextImpl::~ContextImpl() {
 }
 
 void ContextImpl::release() noexcept {
+  if (!creator_.here()) {
+    // A copy made by fork(): its streams' threads and its MPI state exist only in the parent,
+    // and a thread there may have held a stream's lock when the copy was made. Drop nothing.
+    for (auto& s : comm_streams_) (void)s.release();
+    for (auto& s : compute_) (void)s.release();
+    return;
+  }
   comm_streams_.clear();
   compute_.clear();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI
-  // A broken context's communicators may hold a collective MPI cannot cancel: leaked, not freed.
-  if (!broken_.empty()) return;
-  for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_})
-    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  // One that still carries an abandoned collective is freed once that completes (orphans.hpp).
+  for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_}) comm::free_comm(c);
 }
 
 std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
@@ -226,7 +242,18 @@ MPI_Comm ContextImpl::dup_comm(MPI_Comm base) {
   return comm::dup(base);
 }
 
+void ContextImpl::check_process(const char* what) const {
+  if (!creator_.here())
+    raise(Errc::kInvalidUsage,
+          "{}: this process (pid {}) is a copy made by fork() of process {}, which created the "
+          "context: a context and its ops work only in the process that created them (create "
+          "contexts in the child, or start children with the spawn method; see 'Processes' in "
+          "docs/api.md)",
+          what, static_cast<long>(getpid()), static_cast<long>(creator_.pid()));
+}
+
 void ContextImpl::check_usable(const char* what) const {
+  check_process(what);
   if (closed_) raise(Errc::kInvalidUsage, "{}: the context was closed", what);
   if (!broken_.empty())
     raise(Errc::kInvalidUsage,
@@ -242,7 +269,11 @@ uint64_t ContextImpl::begin_op_create(const char* op) {
 
 void ContextImpl::close() {
   if (closed_) return;
-  closed_ = true;  // whatever happens below, the handle is freed
+  closed_ = true;          // whatever happens below, the handle is freed
+  if (!creator_.here()) {  // a copy made by fork(): local, see release()
+    release();
+    return;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized || !broken_.empty()) {  // local: nothing collective can be trusted

@@ -13,6 +13,7 @@
 #include "comm/stream.hpp"
 #include "deadline.hpp"
 #include "fluxcpp/context.hpp"
+#include "process_owner.hpp"
 #include "shm/signal.hpp"
 #include "shm/symmetric_buffer.hpp"
 
@@ -82,8 +83,14 @@ class ContextImpl : public shm::HostTeam {
   // joined by "; " ("" when every host peer runs). What a collective that timed out cannot say
   // itself: who of the host is gone. Local (reads /proc); peers on other hosts are not covered.
   std::string gone_host_peers() const;
-  // kInvalidUsage when the context is closed or broken.
+  // kInvalidUsage when the context is closed or broken, or this process is a fork of the one
+  // that created it (check_process).
   void check_usable(const char* what) const;
+  // kInvalidUsage, naming both processes, when this process did not create the context (a copy
+  // made by fork(): see process_owner.hpp).
+  void check_process(const char* what) const;
+  // True in the process that created the context.
+  bool in_creator() const { return creator_.here(); }
   // Starts an op's collective create: the op's serial (part of every call's identity, the same
   // on every rank: ops are created collectively, in the same order) and its segments' tag.
   uint64_t begin_op_create(const char* op);
@@ -131,6 +138,7 @@ class ContextImpl : public shm::HostTeam {
   int depth_ = 0;  // entries of the owning thread
   std::string broken_;
   std::vector<long> host_pids_;  // pid of every host rank (gone_host_peers)
+  ProcessOwner creator_;         // the process that created the context
 };
 
 }  // namespace fluxcpp::detail

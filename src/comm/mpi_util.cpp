@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/bounded.hpp"
+#include "comm/orphans.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -18,9 +19,7 @@ UniqueComm& UniqueComm::operator=(UniqueComm&& o) noexcept {
 }
 
 UniqueComm::~UniqueComm() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (c_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c_);
+  if (creator_.here()) free_comm(&c_);  // not in a copy made by fork(): see process_owner.hpp
 }
 
 void check_mpi(int rc, const char* what) {

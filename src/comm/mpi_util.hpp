@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "process_owner.hpp"
+
 namespace fluxcpp::comm {
 
 // Owns a communicator; frees it on destruction (unless MPI is already finalized).
@@ -22,6 +24,7 @@ class UniqueComm {
 
  private:
   MPI_Comm c_ = MPI_COMM_NULL;
+  ProcessOwner creator_;
 };
 
 // Raises Error(kMpi) naming `what` and MPI's error string when rc != MPI_SUCCESS.

@@ -23,7 +23,7 @@ Transport::Transport(detail::ContextImpl& ctx, const char* op, std::size_t chunk
 }
 
 Transport::~Transport() {
-  if (comm_ == MPI_COMM_NULL) return;
+  if (comm_ == MPI_COMM_NULL || !creator_.here()) return;  // creator_: see process_owner.hpp
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fluxcpp/error.hpp"
+#include "process_owner.hpp"
 #include "shm/signal.hpp"
 
 namespace fluxcpp::detail {
@@ -97,6 +98,7 @@ class Transport {
   detail::ContextImpl* ctx_ = nullptr;
   std::string op_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  ProcessOwner creator_;  // the destructor does nothing in a fork's copy
   std::size_t chunk_ = 0;
   mutable std::mutex mu_;
   std::vector<Stream> streams_;                     // guarded by mu_

@@ -31,6 +31,7 @@ AsyncSendRecvImpl::AsyncSendRecvImpl(std::shared_ptr<ContextImpl> ctx,
 }
 
 AsyncSendRecvImpl::~AsyncSendRecvImpl() {
+  if (!ctx_->in_creator()) return;  // a copy made by fork(): no stream runs its copies here
   // Copies queued on comm streams read the caller's data and write our slots: let them finish
   // (they never wait for a peer).
   wait_copies(SteadyTime::max());
@@ -176,6 +177,10 @@ void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {
 void AsyncSendRecvImpl::close() {
   if (closed_) return;
   ContextImpl& c = *ctx_;
+  if (!c.in_creator()) {  // a copy made by fork(): local, nothing shared touched
+    closed_ = true;
+    return;
+  }
   ops::ContextEntry entry(c, kOp);
   closed_ = true;  // whatever happens below, the op is gone
   const SteadyTime deadline = c.deadline();

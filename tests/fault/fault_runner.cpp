@@ -20,8 +20,10 @@
 //                      local (SUCCESS at once) and the context destroy, a check-in the victim
 //                      misses, is TIMEOUT naming it within the timeout.
 // Every rank that lives prints "fault: rank R PASS|FAIL ..."; rank 0 prints how many PASS lines
-// to expect. At the end the survivors SIGKILL a stopped victim, and everyone leaves without
-// MPI_Finalize (a peer is gone). fault.cmake checks /dev/shm for the job's segments.
+// to expect. When every rank lives, every rank then calls MPI_Finalize, which must return
+// whatever the failed creates and destroys abandoned ("fault: rank R finalized"). Otherwise the
+// survivors SIGKILL a stopped victim and leave without MPI_Finalize (a peer is gone).
+// fault.cmake checks /dev/shm for the job's segments.
 #include <signal.h>
 #include <unistd.h>
 
@@ -281,7 +283,9 @@ int main(int argc, char** argv) {
   // Leave together (mpirun ends the job when a rank exits without MPI_Finalize): everyone when
   // the victim lives, else the survivors, who then end a stopped victim.
   if (victim_lives) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    std::printf("fault: rank %d finalized\n", run.rank);
+    std::fflush(stdout);
   } else if (survivors != MPI_COMM_NULL) {
     MPI_Barrier(survivors);
     if (stopped && run.rank == 0) kill(static_cast<pid_t>(pids[run.victim]), SIGKILL);

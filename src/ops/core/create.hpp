@@ -16,6 +16,7 @@
 
 #include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/orphans.hpp"
 #include "error_util.hpp"
 #include "fault.hpp"
 #include "ops/core/op_core.hpp"
@@ -29,6 +30,7 @@ void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
   ContextEntry entry(c, op);
   const uint64_t serial = c.begin_op_create(op);
   comm::DeadlineScope scope(c.deadline(), fmt::format("{} create", op));
+  comm::progress_orphans();  // collectives earlier creates abandoned: completed ones released
   try {
     comm::check_in(c.comm(), serial, "the op's check-in");
     fault_point("create", c.world_rank());

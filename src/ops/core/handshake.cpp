@@ -127,7 +127,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
       MPI_Iallgather(b->mine.data(), static_cast<int>(width), MPI_INT64_T, b->all.data(),
                      static_cast<int>(width), MPI_INT64_T, rail_.get(), &req),
       "MPI_Iallgather");
-  comm::wait_bounded(req, deadline, b, missing);
+  comm::wait_bounded(req, rail_.get(), deadline, b, missing);
   bool any_bad = false;
   for (int n = 0; n < N; ++n) any_bad = any_bad || b->all[width * n] != 0;
   if (any_bad) {  // every rail rank sees the same codes, so all of them take this branch
@@ -137,7 +137,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
     comm::check_mpi(MPI_Iallgather(b->text.data(), kMessage, MPI_CHAR, b->texts.data(), kMessage,
                                    MPI_CHAR, rail_.get(), &req),
                     "MPI_Iallgather");
-    comm::wait_bounded(req, deadline, b, missing);
+    comm::wait_bounded(req, rail_.get(), deadline, b, missing);
   }
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;

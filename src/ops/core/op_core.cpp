@@ -41,6 +41,7 @@ bool needs_data(const detail::ContextImpl& c, bool always) {
 }
 
 ContextEntry::ContextEntry(detail::ContextImpl& c, const char* op) : c_(c) {
+  c_.check_process(op);  // before the owner thread: a fork's copy of it means nothing
   if (!c_.try_enter())
     raise(Errc::kInvalidUsage,
           "{}: the context is in use by another thread (a context and its ops are used by one "
@@ -78,6 +79,7 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
 }
 
 OpCore::~OpCore() {
+  if (!ctx_->in_creator()) return;  // a copy made by fork(): see process_owner.hpp
   // A transfer that may still touch the segment keeps it mapped for good.
   if (transport_ && (!transport_->idle() || transport_->poisoned())) {
     transport_->abandon(Error(Errc::kInternal, std::string(spec_.op) + ": destroyed"));

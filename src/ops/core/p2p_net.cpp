@@ -43,7 +43,7 @@ P2pNet::P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, i
 }
 
 P2pNet::~P2pNet() {
-  if (comm_ == MPI_COMM_NULL || finalized()) return;
+  if (comm_ == MPI_COMM_NULL || finalized() || !creator_.here()) return;  // see process_owner.hpp
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
   if (in_flight_locked()) {

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "process_owner.hpp"
+
 namespace fluxcpp::detail {
 class ContextImpl;
 }
@@ -94,6 +96,7 @@ class P2pNet {
   bool in_flight_locked() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  ProcessOwner creator_;  // the destructor does nothing in a fork's copy
   std::size_t slot_ = 0;
   int slots_ = 1;
   mutable std::mutex mu_;

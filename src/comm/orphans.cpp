@@ -1,0 +1,194 @@
+#include "comm/orphans.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long MPI_Finalize drives the orphans before leaving the rest to MPI.
+constexpr double kFinalizeGrace = 2.0;
+
+struct Orphan {
+  MPI_Request req;
+  MPI_Comm on;
+  std::shared_ptr<void> keep;
+  std::string what;
+  MPI_Comm* produced;
+  bool dup_after = false;  // adopt_entry_barrier
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Orphan> orphans;
+  std::vector<MPI_Comm> deferred;  // to free once no orphan runs on them
+  bool hooked = false;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: MPI_Finalize may run after statics die
+  return *r;
+}
+
+bool mpi_usable() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+bool runs_on(const Registry& r, MPI_Comm c) {
+  return std::any_of(r.orphans.begin(), r.orphans.end(),
+                     [c](const Orphan& o) { return o.on == c; });
+}
+
+// Posts the MPI_Comm_idup that follows a completed entry barrier (under r.mu).
+void post_dup(Registry& r, MPI_Comm on, const std::string& what) {
+  auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (MPI_Comm_idup(on, out.get(), &req) != MPI_SUCCESS) return;
+  r.orphans.push_back(Orphan{req, on, out, "the MPI_Comm_idup after " + what, out.get()});
+}
+
+// Under r.mu.
+int progress_locked(Registry& r) {
+  for (std::size_t i = 0; i < r.orphans.size();) {
+    Orphan& o = r.orphans[i];
+    int done = 0;
+    if (MPI_Test(&o.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
+    if (!done) {
+      ++i;
+      continue;
+    }
+    if (o.produced != nullptr && *o.produced != MPI_COMM_NULL) MPI_Comm_free(o.produced);
+    Orphan gone = std::move(o);
+    r.orphans.erase(r.orphans.begin() + static_cast<std::ptrdiff_t>(i));
+    if (gone.dup_after) post_dup(r, gone.on, gone.what);  // appended: tested in this pass too
+  }
+  for (auto it = r.deferred.begin(); it != r.deferred.end();) {
+    if (runs_on(r, *it)) {
+      ++it;
+      continue;
+    }
+    MPI_Comm_free(&*it);
+    it = r.deferred.erase(it);
+  }
+  return static_cast<int>(r.orphans.size());
+}
+
+void nap(int& naps) {
+  timespec ts{0, (1L << std::min(7, naps++ / 16)) * 1000L};
+  nanosleep(&ts, nullptr);
+}
+
+// Drives the orphans (those on `on`, or all with MPI_COMM_NULL) until none is left or `grace_s`
+// passed; returns the first still pending (nullptr: none).
+const Orphan* drive(Registry& r, MPI_Comm on, double grace_s) {
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(grace_s));
+  for (int naps = 0;; nap(naps)) {
+    progress_locked(r);
+    auto it = std::find_if(r.orphans.begin(), r.orphans.end(),
+                           [on](const Orphan& o) { return on == MPI_COMM_NULL || o.on == on; });
+    if (it == r.orphans.end()) return nullptr;
+    if (Clock::now() >= end) return &*it;
+  }
+}
+
+// The delete callback of the MPI_COMM_SELF attribute: runs at the start of MPI_Finalize.
+int at_finalize(MPI_Comm, int, void*, void*) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  drive(r, MPI_COMM_NULL, kFinalizeGrace);
+  return MPI_SUCCESS;
+}
+
+void hook_finalize(Registry& r) {
+  if (r.hooked) return;
+  int key = MPI_KEYVAL_INVALID;
+  if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &key, nullptr) != MPI_SUCCESS)
+    return;
+  if (MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr) == MPI_SUCCESS) r.hooked = true;
+}
+
+}  // namespace
+
+void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std::string what,
+                  MPI_Comm* produced) noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  try {
+    r.orphans.push_back(Orphan{req, on, std::move(keep), std::move(what), produced});
+  } catch (...) {
+    new std::shared_ptr<void>(std::move(keep));  // out of memory: leak it, MPI may write into it
+    return;
+  }
+  hook_finalize(r);
+}
+
+void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what) noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  try {
+    r.orphans.push_back(Orphan{req, on, nullptr, std::move(what), nullptr, true});
+  } catch (...) {
+    return;  // out of memory: the request is dropped (nothing of ours for MPI to write)
+  }
+  hook_finalize(r);
+}
+
+int progress_orphans() noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.orphans.empty() && r.deferred.empty()) return 0;
+  if (!mpi_usable()) return static_cast<int>(r.orphans.size());
+  return progress_locked(r);
+}
+
+void check_no_orphans(MPI_Comm on, const char* op, double grace_s) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!runs_on(r, on) || !mpi_usable()) return;
+  const Orphan* o = drive(r, on, grace_s);
+  if (o == nullptr) return;
+  raise(Errc::kInvalidUsage,
+        "{}: this communicator can no longer carry collectives: an earlier fluxcpp call "
+        "abandoned a collective on it that has not completed ({}). Some rank never took part, "
+        "so its ranks are out of step: a later collective would pair with the abandoned one "
+        "and hang or mismatch. End the job with MPI_Abort, or let every rank use a "
+        "communicator made before the failure (see 'Failures' in docs/api.md)",
+        op, o->what);
+}
+
+void free_comm(MPI_Comm* c) noexcept {
+  if (*c == MPI_COMM_NULL) return;
+  if (!mpi_usable()) {
+    *c = MPI_COMM_NULL;
+    return;
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (runs_on(r, *c)) {
+    r.deferred.push_back(*c);
+  } else {
+    MPI_Comm_free(c);
+  }
+  *c = MPI_COMM_NULL;
+}
+
+int pending_orphans() noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return static_cast<int>(r.orphans.size());
+}
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,45 @@
+// Abandoned MPI requests. MPI cannot cancel a collective: when one times out (a rank is late,
+// absent or dead) its request, the buffers it writes and the communicator it may produce
+// (MPI_Comm_idup) are handed over here instead of being dropped. They are tested again at every
+// later create and at MPI_Finalize, where a hook (an attribute of MPI_COMM_SELF, whose delete
+// callback MPI runs first thing in MPI_Finalize) drives them for a while: a collective that
+// every rank did reach completes there and its communicator is freed, so MPI_Finalize finds
+// nothing half-built. One that a rank never reached stays pending; the communicator it runs on
+// is then out of step (a later collective on it would pair with the abandoned one) and every
+// later fluxcpp create on it fails at once saying so.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+namespace fluxcpp::comm {
+
+// Takes `req` (which did not complete) over, with `keep` (what MPI may still write into) and,
+// for MPI_Comm_idup, `produced` (inside `keep`: the communicator to free once it completes).
+// `what` says what was abandoned, for the errors of later creates on `on`.
+void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std::string what,
+                  MPI_Comm* produced = nullptr) noexcept;
+
+// The barrier that opens a context create on the caller's communicator, abandoned: once it
+// completes (every rank reached it), this rank posts the MPI_Comm_idup that the ranks which saw
+// it complete in time have posted, so that every rank runs the same sequence of collectives on
+// the communicator; that idup is an orphan too and its communicator is freed.
+void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what) noexcept;
+
+// Tests every orphan once; a completed one is released. Returns how many are still pending.
+int progress_orphans() noexcept;
+
+// Drives the orphans on `on` for up to `grace_s` seconds; if one is still pending, raises
+// kInvalidUsage from `op`: the communicator can no longer carry collectives, and what to do.
+void check_no_orphans(MPI_Comm on, const char* op, double grace_s);
+
+// Frees `*c` now, or once the orphans that run on it have completed (at MPI_Finalize the
+// communicators still pending are left to MPI). Sets *c to MPI_COMM_NULL.
+void free_comm(MPI_Comm* c) noexcept;
+
+// Orphans pending in this process (tests).
+int pending_orphans() noexcept;
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,108 @@
+/* Abandoned collectives and MPI_Finalize (C99). Scenarios (argv[1]):
+ *   timeout  every rank creates a context with a timeout far too short (1e-4, 1e-3 s) 4 times,
+ *            so creates abandon collectives every rank did reach; then MPI_Finalize must return
+ *            on every rank (abandoned.cmake runs this 10 times at W = 2 and 3).
+ *   null     the last rank passes MPI_COMM_NULL: the others' create is TIMEOUT saying the
+ *            communicator may no longer carry collectives; their next create on it fails at once
+ *            (INVALID_USAGE "can no longer carry collectives"); a create on a communicator made
+ *            before the failure still works on every rank; MPI_Finalize returns on every rank.
+ * Every rank prints "abandoned: rank R finalized" after MPI_Finalize; failures go to stderr and
+ * the exit status. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "fluxcpp/fluxcpp.h"
+
+static int rank = 0, world = 1, failed = 0;
+
+#define EXPECT(cond, ...)                                     \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      ++failed;                                               \
+      fprintf(stderr, "[rank %d] line %d: ", rank, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                           \
+      fprintf(stderr, "\n");                                  \
+    }                                                         \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void timeouts(void) {
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  for (int i = 0; i < 4; ++i) {
+    c.timeout_s = i % 2 ? 1e-3 : 1e-4;
+    fluxcpp_context_t ctx = NULL;
+    fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &c, &ctx);
+    EXPECT(s == FLUXCPP_SUCCESS || s == FLUXCPP_ERROR_TIMEOUT || s == FLUXCPP_ERROR_INVALID_USAGE,
+           "create %d -> %s: %s", i, fluxcpp_status_string(s), fluxcpp_last_error());
+    if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx); /* may time out too: any status */
+  }
+}
+
+static void null_comm(void) {
+  const int victim = world - 1;
+  MPI_Comm before = MPI_COMM_NULL; /* made before the failure, on every rank */
+  MPI_Comm_dup(MPI_COMM_WORLD, &before);
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  c.timeout_s = 0.5;
+  fluxcpp_context_t ctx = NULL;
+  if (rank == victim) {
+    fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_NULL, &c, &ctx);
+    EXPECT(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "create on MPI_COMM_NULL -> %s",
+           fluxcpp_status_string(s));
+  } else {
+    fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &c, &ctx);
+    EXPECT(s == FLUXCPP_ERROR_TIMEOUT && strstr(fluxcpp_last_error(), "can no longer carry"),
+           "create -> %s: %s", fluxcpp_status_string(s), fluxcpp_last_error());
+    const double t0 = now_s();
+    s = fluxcpp_context_create(MPI_COMM_WORLD, &c, &ctx);
+    const double took = now_s() - t0;
+    EXPECT(s == FLUXCPP_ERROR_INVALID_USAGE && strstr(fluxcpp_last_error(), "can no longer carry"),
+           "second create -> %s: %s", fluxcpp_status_string(s), fluxcpp_last_error());
+    EXPECT(took < 0.4, "the second create took %.2f s (at once expected)", took);
+  }
+  /* Every rank goes on with the communicator made before the failure. */
+  c.timeout_s = 10;
+  fluxcpp_status_t s = fluxcpp_context_create(before, &c, &ctx);
+  EXPECT(s == FLUXCPP_SUCCESS, "create on the earlier communicator -> %s: %s",
+         fluxcpp_status_string(s), fluxcpp_last_error());
+  if (s == FLUXCPP_SUCCESS) {
+    fluxcpp_all_gather_t ag = NULL;
+    float in[4], out[4 * 8];
+    for (int j = 0; j < 4; ++j) in[j] = (float)(rank * 4 + j);
+    s = fluxcpp_all_gather_create(ctx, world, 4, FLUXCPP_FLOAT32, &ag);
+    EXPECT(s == FLUXCPP_SUCCESS, "all_gather create: %s", fluxcpp_last_error());
+    if (s == FLUXCPP_SUCCESS) {
+      s = fluxcpp_all_gather_forward(ag, in, world, out);
+      EXPECT(s == FLUXCPP_SUCCESS, "all_gather: %s", fluxcpp_last_error());
+      for (int i = 0; s == FLUXCPP_SUCCESS && i < 4 * world; ++i)
+        EXPECT(out[i] == (float)i, "all_gather out[%d] = %g", i, (double)out[i]);
+      fluxcpp_all_gather_destroy(ag);
+    }
+    EXPECT(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "destroy: %s", fluxcpp_last_error());
+  }
+  MPI_Comm_free(&before);
+}
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const char* scenario = argc > 1 ? argv[1] : "timeout";
+  if (strcmp(scenario, "null") == 0)
+    null_comm();
+  else
+    timeouts();
+  fflush(stderr);
+  MPI_Finalize();
+  printf("abandoned: rank %d finalized%s\n", rank, failed ? " (FAILED)" : "");
+  fflush(stdout);
+  return failed ? 1 : 0;
+}

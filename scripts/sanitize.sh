@@ -33,7 +33,8 @@ run_asan() {
     fluxcpp_grouped_gemm_test fluxcpp_inplace_cast_test fluxcpp_moe_capi_test \
     fluxcpp_moe_dispatch_test fluxcpp_moe_combine_test fluxcpp_ag_scatter_grouped_gemm_test \
     fluxcpp_grouped_gemm_gather_rs_test fluxcpp_async_send_recv_test \
-    fluxcpp_misuse_test fluxcpp_fault_runner fluxcpp_killed_rank >/dev/null
+    fluxcpp_misuse_test fluxcpp_fault_runner fluxcpp_killed_rank fluxcpp_fork_test \
+    fluxcpp_abandoned_test fluxcpp_shm_neighbour >/dev/null
   echo "sanitize: asan build $((SECONDS - start)) s"
   start=$SECONDS
   local ops='all_gather|ag_gemm|reduce_scatter|gemm_rs|all_to_all_single|a2a_gemm|ulysses'

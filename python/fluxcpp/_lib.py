@@ -81,69 +81,77 @@ def _load():
 
 LIB, LIBRARY_PATH = _load()
 
-# (restype is always the status int unless given) name -> argtypes
-_SIGNATURES = {
+# The C ABI as ctypes signatures, one entry per C object and one per plain function; checked
+# against include/fluxcpp/fluxcpp.h by tests/python/test_signatures.py (python.signatures).
+# Argument lists are the C ones in order: a handle or any pointer is P, an enum (dtype) or int
+# is c_int, int64_t is c_i64. The return type is fluxcpp_status_t (c_int) unless given.
+
+# Each object with a handle (the context, packed weights and every op): fluxcpp_<name>_<fn> for
+# each fn listed, its handle first, and fluxcpp_<name>_destroy(handle), which every one has.
+# A new op is one entry here: its create (context, create arguments, out handle) and forward,
+# plus input_buffer (handle, void**) when its input is zero-copy.
+_OBJECTS = {
+    "context": dict(create=[None, P, P],  # MPI_Comm: its ctypes type is set by _base.Context
+                    info=[P, P, P, P, P]),
+    "packed_weight": dict(create=[P, c_int, P, c_i64, c_i64, c_int, P], update=[P, P]),
+    # all_gather, ag_gemm, reduce_scatter, gemm_rs
+    "all_gather": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P],
+                       input_buffer=[P, P]),
+    "ag_gemm": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+                    forward=[P, P, c_i64, P, P, P, P], forward_packed=[P, P, c_i64, P, P, P, P],
+                    input_buffer=[P, P]),
+    "reduce_scatter": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P]),
+    "gemm_rs": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+                    forward=[P, P, c_i64, P, P, P], forward_packed=[P, P, c_i64, P, P, P]),
+    # all-to-all family and Ulysses
+    "all_to_all_single": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, P, P, P],
+                              input_buffer=[P, P]),
+    "a2a_gemm": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+                     forward=[P, P, c_i64, P, P, P, P], input_buffer=[P, P]),
+    "gemm_a2a_transpose": dict(create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],
+                               forward=[P, P, c_i64, c_i64, P, P, P]),
+    "a2a_transpose_gemm": dict(create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],
+                               forward=[P, P, c_i64, c_i64, P, P, P, P]),
+    # local
+    "grouped_gemm": dict(create=[P, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+                         forward=[P, P, P, P, P, P]),
+    # MoE under expert / tensor parallelism
+    "moe_dispatch": dict(create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, P],
+                         forward=[P, P, c_i64, P, P, P, P, P, P, P]),
+    "moe_combine": dict(create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],
+                        forward=[P, P, c_i64, c_i64, P, P, P]),
+    "ag_scatter_grouped_gemm": dict(
+        create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+        forward=[P, P, c_i64, P, P, P, P, P, P]),
+    "grouped_gemm_gather_rs": dict(
+        create=[P, c_i64, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+        forward=[P, P, c_i64, P, P, P, P, P]),
+    # point to point
+    "async_send_recv": dict(create=[P, c_i64, c_i64, c_int, c_int, c_int, P, P],
+                            send=[P, c_int, P, c_i64, P], isend=[P, c_int, P, c_i64, P],
+                            send_wait=[P, c_int, c_u64], send_test=[P, c_int, c_u64, P],
+                            recv=[P, c_int, P, c_i64, P], probe=[P, c_int, P]),
+}
+# Plain functions: name -> (argtypes, restype).
+_FUNCTIONS = {
     "fluxcpp_status_string": ([c_int], ctypes.c_char_p),
     "fluxcpp_last_error": ([], ctypes.c_char_p),
     "fluxcpp_version": ([], c_int),
-    "fluxcpp_context_create": ([None, P, P],),  # MPI_Comm type set by the context module
-    "fluxcpp_context_destroy": ([P],),
-    "fluxcpp_context_info": ([P, P, P, P, P],),
-    # all_gather, ag_gemm, reduce_scatter, gemm_rs
-    "fluxcpp_all_gather_create": ([P, c_i64, c_i64, c_int, P],),
-    "fluxcpp_all_gather_forward": ([P, P, c_i64, P],),
-    "fluxcpp_ag_gemm_create": ([P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_ag_gemm_forward": ([P, P, c_i64, P, P, P, P],),
-    "fluxcpp_reduce_scatter_create": ([P, c_i64, c_i64, c_int, P],),
-    "fluxcpp_reduce_scatter_forward": ([P, P, c_i64, P],),
-    "fluxcpp_gemm_rs_create": ([P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_gemm_rs_forward": ([P, P, c_i64, P, P, P],),
-    "fluxcpp_packed_weight_create": ([P, c_int, P, c_i64, c_i64, c_int, P],),
-    "fluxcpp_packed_weight_update": ([P, P],),
-    "fluxcpp_packed_weight_destroy": ([P],),
-    "fluxcpp_ag_gemm_forward_packed": ([P, P, c_i64, P, P, P, P],),
-    "fluxcpp_gemm_rs_forward_packed": ([P, P, c_i64, P, P, P],),
-    # all-to-all family and Ulysses
-    "fluxcpp_all_to_all_single_create": ([P, c_i64, c_i64, c_int, P],),
-    "fluxcpp_all_to_all_single_forward": ([P, P, P, P, P],),
-    "fluxcpp_a2a_gemm_create": ([P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_a2a_gemm_forward": ([P, P, c_i64, P, P, P, P],),
-    "fluxcpp_gemm_a2a_transpose_create": ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],),
-    "fluxcpp_gemm_a2a_transpose_forward": ([P, P, c_i64, c_i64, P, P, P],),
-    "fluxcpp_a2a_transpose_gemm_create": ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],),
-    "fluxcpp_a2a_transpose_gemm_forward": ([P, P, c_i64, c_i64, P, P, P, P],),
-    # local ops
-    "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int],),
-    "fluxcpp_moe_layout": ([P, c_i64, c_i64, c_i64, c_i64, P, P, P, P, P, P],),
-    "fluxcpp_grouped_gemm_create": ([P, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_grouped_gemm_forward": ([P, P, P, P, P, P],),
-    # MoE under expert / tensor parallelism
-    "fluxcpp_moe_dispatch_create": ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, P],),
-    "fluxcpp_moe_dispatch_forward": ([P, P, c_i64, P, P, P, P, P, P, P],),
-    "fluxcpp_moe_combine_create": ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, P],),
-    "fluxcpp_moe_combine_forward": ([P, P, c_i64, c_i64, P, P, P],),
-    "fluxcpp_ag_scatter_grouped_gemm_create":
-        ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_ag_scatter_grouped_gemm_forward": ([P, P, c_i64, P, P, P, P, P, P],),
-    "fluxcpp_grouped_gemm_gather_rs_create":
-        ([P, c_i64, c_i64, c_i64, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],),
-    "fluxcpp_grouped_gemm_gather_rs_forward": ([P, P, c_i64, P, P, P, P, P],),
-    # async_send_recv
-    "fluxcpp_async_send_recv_create": ([P, c_i64, c_i64, c_int, c_int, c_int, P, P],),
-    "fluxcpp_async_send_recv_send": ([P, c_int, P, c_i64, P],),
-    "fluxcpp_async_send_recv_isend": ([P, c_int, P, c_i64, P],),
-    "fluxcpp_async_send_recv_send_wait": ([P, c_int, c_u64],),
-    "fluxcpp_async_send_recv_send_test": ([P, c_int, c_u64, P],),
-    "fluxcpp_async_send_recv_recv": ([P, c_int, P, c_i64, P],),
-    "fluxcpp_async_send_recv_probe": ([P, c_int, P],),
+    "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int], c_int),
+    "fluxcpp_moe_layout": ([P, c_i64, c_i64, c_i64, c_i64, P, P, P, P, P, P], c_int),
 }
-# Every op with a handle also has _destroy(op) and, with zero-copy input, _input_buffer(op, &p).
-for _op in ("all_gather", "ag_gemm", "reduce_scatter", "gemm_rs", "all_to_all_single", "a2a_gemm",
-            "gemm_a2a_transpose", "a2a_transpose_gemm", "grouped_gemm", "moe_dispatch",
-            "moe_combine", "ag_scatter_grouped_gemm", "grouped_gemm_gather_rs", "async_send_recv"):
-    _SIGNATURES[f"fluxcpp_{_op}_destroy"] = ([P],)
-for _op in ("all_gather", "ag_gemm", "all_to_all_single", "a2a_gemm"):
-    _SIGNATURES[f"fluxcpp_{_op}_input_buffer"] = ([P, P],)
+
+
+def _signatures():
+    """Every C function Python may call: name -> (argtypes, restype)."""
+    sigs = dict(_FUNCTIONS)
+    for obj, fns in _OBJECTS.items():
+        for f, argtypes in dict(fns, destroy=[P]).items():
+            sigs[f"fluxcpp_{obj}_{f}"] = (argtypes, c_int)
+    return sigs
+
+
+_SIGNATURES = _signatures()
 
 _bound = {}
 
@@ -161,9 +169,10 @@ def fn(name, argtypes_override=None):
     f = _bound.get(name)
     if f is not None:
         return f
-    sig = _SIGNATURES[name]
-    argtypes = argtypes_override if argtypes_override is not None else sig[0]
-    proto = ctypes.CFUNCTYPE(sig[1] if len(sig) > 1 else c_int, *argtypes)
+    argtypes, restype = _SIGNATURES[name]
+    if argtypes_override is not None:
+        argtypes = argtypes_override
+    proto = ctypes.CFUNCTYPE(restype, *argtypes)
     try:
         f = proto((name, LIB))
     except AttributeError:

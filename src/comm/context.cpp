@@ -58,7 +58,8 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     raise(Errc::kInvalidUsage, "context: MPI is not initialised (call MPI_Init_thread first)");
   // A rank that cannot take part fails alone; the others time out.
   if (user_comm == MPI_COMM_NULL) raise(Errc::kInvalidArgument, "context: comm is MPI_COMM_NULL");
-  check_mpi(MPI_Query_thread(&thread_level_), "MPI_Query_thread");
+  int thread_level = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Query_thread(&thread_level), "MPI_Query_thread");
   // Every collective below is bounded: a rank that never calls create, or died, makes the
   // others fail with kTimeout instead of hanging. The blocking splits (MPI has no non-blocking
   // one) each follow a bounded agreement every rank has passed.
@@ -83,11 +84,11 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     split_hosts(options.ranks_per_node);
 
     comm::agree(comm_, [&] {
-      if (num_nodes_ > 1 && thread_level_ < MPI_THREAD_MULTIPLE)
+      if (num_nodes_ > 1 && thread_level < MPI_THREAD_MULTIPLE)
         raise(Errc::kInvalidUsage,
               "context: ranks span {} hosts, which needs MPI initialised with MPI_THREAD_MULTIPLE "
               "(this rank has thread level {})",
-              num_nodes_, thread_level_);
+              num_nodes_, thread_level);
       int cpus = comm::process_cpu_count();
       int online = static_cast<int>(std::thread::hardware_concurrency());
       // Unbound ranks share the host's CPUs; bound ones own their cpuset.

@@ -26,7 +26,7 @@ class ContextImpl : public shm::HostTeam {
   ContextImpl(MPI_Comm comm, const ContextOptions& options, const std::string& local_error = {});
   ~ContextImpl() override;
 
-  // shm::HostTeam over node_comm().
+  // shm::HostTeam over the node communicator.
   int rank() const override { return node_rank_; }
   int size() const override { return node_size_; }
   std::vector<std::string> allgather(const std::string& mine) override;
@@ -34,7 +34,6 @@ class ContextImpl : public shm::HostTeam {
   int id() const override { return rank_; }
 
   MPI_Comm comm() const { return comm_; }
-  MPI_Comm node_comm() const { return node_comm_; }
   // Ranks with this rank's node_rank on every host, ordered by host (meaningful when uniform).
   MPI_Comm rail_comm() const { return rail_comm_; }
 
@@ -47,7 +46,6 @@ class ContextImpl : public shm::HostTeam {
   bool uniform_nodes() const { return uniform_; }
   // World rank of rank `local` of host `node`.
   int world_rank_of(int node, int local) const { return members_[node][local]; }
-  int node_size_of(int node) const { return static_cast<int>(members_[node].size()); }
   int node_of(int world_rank) const { return node_of_[world_rank]; }
   int local_of(int world_rank) const { return local_of_[world_rank]; }
 
@@ -57,7 +55,6 @@ class ContextImpl : public shm::HostTeam {
   std::chrono::steady_clock::time_point deadline() const {
     return deadline_after(config_.timeout_s);
   }
-  bool thread_multiple() const { return thread_level_ >= MPI_THREAD_MULTIPLE; }
 
   int num_comm_streams() const { return static_cast<int>(comm_streams_.size()); }
   comm::Stream& comm_stream(int i) { return *comm_streams_[i]; }
@@ -122,7 +119,6 @@ class ContextImpl : public shm::HostTeam {
 
   MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;
-  int thread_level_ = MPI_THREAD_SINGLE;
   int shared_size_ = 1;  // ranks on this rank's real host
   bool uniform_ = true;
   bool closed_ = false;

@@ -185,10 +185,4 @@ void free_comm(MPI_Comm* c) noexcept {
   *c = MPI_COMM_NULL;
 }
 
-int pending_orphans() noexcept {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return static_cast<int>(r.orphans.size());
-}
-
 }  // namespace fluxcpp::comm

@@ -39,7 +39,4 @@ void check_no_orphans(MPI_Comm on, const char* op, double grace_s);
 // communicators still pending are left to MPI). Sets *c to MPI_COMM_NULL.
 void free_comm(MPI_Comm* c) noexcept;
 
-// Orphans pending in this process (tests).
-int pending_orphans() noexcept;
-
 }  // namespace fluxcpp::comm

@@ -28,7 +28,6 @@ class MoeRouting {
   void build(const std::function<const int64_t*(int s)>& counts);
 
   int world_size() const { return W_; }
-  int64_t experts_per_rank() const { return L_; }
   int64_t count(int s, int64_t e) const { return c_[static_cast<std::size_t>(s) * E_ + e]; }
   // Rows rank s sends rank q: Σ_l c_s[q·L + l].
   int64_t rows(int s, int q) const { return rows_[static_cast<std::size_t>(s) * W_ + q]; }

@@ -37,10 +37,9 @@ SignalArray Layout::signals(std::string name, int count) {
   return a;
 }
 
-SlotArray Layout::slots(std::string name, int count, std::size_t bytes) {
+SlotArray Layout::slots(std::string /*name*/, int count, std::size_t bytes) {
   SlotArray a;
   a.bases_ = bases_;
-  a.name_ = std::move(name);
   a.count_ = count;
   a.bytes_ = bytes;
   a.stride_ = (bytes + kPage - 1) / kPage * kPage;

@@ -48,12 +48,10 @@ class SlotArray {
   char* at(int owner, int i = 0) const;
   int count() const { return count_; }
   std::size_t bytes() const { return bytes_; }
-  const std::string& name() const { return name_; }
 
  private:
   friend class Layout;
   std::shared_ptr<const detail::LayoutBases> bases_;
-  std::string name_;
   std::size_t offset_ = 0, bytes_ = 0, stride_ = 0;
   int count_ = 0;
 };
@@ -61,7 +59,9 @@ class SlotArray {
 class Layout {
  public:
   Layout() : bases_(std::make_shared<detail::LayoutBases>()) {}
-  // Declarations (before bind). Zero counts and sizes are allowed: the region is then empty.
+  // Declarations (before bind). Zero counts and sizes are allowed: the region is then empty. A
+  // signal keeps its name for the text a timeout reports; a slot's name only labels the
+  // declaration (no wait is on a slot).
   SignalArray signals(std::string name, int count);
   SlotArray slots(std::string name, int count, std::size_t bytes);
   // Bytes a segment needs for everything declared so far.

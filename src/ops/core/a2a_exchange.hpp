@@ -38,7 +38,6 @@ class A2aExchange {
   // paths that compute on whatever the buffers hold.
   const char* data_of(int s, const Plan& plan) const;
   char* out_slot() const { return out_.count() > 0 ? out_.at(c_->node_rank()) : nullptr; }
-  std::size_t out_capacity() const { return out_.bytes(); }
 
  private:
   detail::ContextImpl* c_ = nullptr;

@@ -32,7 +32,6 @@ class GatherExchange {
   // Where world rank g's block is read (g != this rank), without waiting: for local paths that
   // compute on whatever the buffers hold.
   const char* data_of(int g) const;
-  std::size_t capacity() const { return staged_.bytes(); }
 
  private:
   detail::ContextImpl* c_ = nullptr;

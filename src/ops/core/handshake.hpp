@@ -63,7 +63,6 @@ class Handshake {
   // world rank's vector (vector_len values).
   uint64_t word(int host_rank) const;
   const int64_t* vector(int world_rank) const;
-  int vector_len() const { return vlen_; }
 
  private:
   struct Verdict {

@@ -1,7 +1,8 @@
 // Named regions of an op's symmetric segment. An op declares its arrays of signals and data slots
 // by name before the segment exists ("staged[1]", "landed[hosts]", "done[L]"); once the segment
 // is allocated and bound, a handle turns (owner, index) into an address, and a signal's name
-// into the text a timeout reports. No op computes offsets or signal indices by hand.
+// into the text a timeout reports. No op computes byte offsets into a segment; indices within an
+// array are the op's (AsyncSendRecv indexes its per-pair slot rings as pair * num_slots + slot).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // The all-to-all pattern, shared by All2AllSingle, a2a_gemm and the Ulysses ops: a block from every
 // rank to every rank, with sizes and offsets agreed per call. A rank writes its block for rank t
 // into its "a2a-out" slot at an offset; within a host, t reads it there; across hosts, MPI
-// carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which, so an op writes one
-// ring-ordered loop over peers.
+// carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which; the op still picks
+// the order of the peers (ring order, host peers and other hosts in separate passes).
 #pragma once
 
 #include <functional>

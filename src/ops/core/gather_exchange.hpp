@@ -2,7 +2,7 @@
 // Within a host peers read a rank's block in its segment ("staged"). Across hosts a block travels
 // once per host, between rail peers (the ranks with the same local rank), into "rail-in[host]" of
 // the receiver's segment, where the receiver's host peers read it too. from(g) hides all of that:
-// an op runs one loop over the ranks and waits on each Inbox.
+// an op waits on each rank's Inbox the same way (in the order it picks from others()).
 #pragma once
 
 #include <vector>

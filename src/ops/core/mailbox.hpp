@@ -3,8 +3,10 @@
 // first n bytes are written. An Inbox is where a peer's data for this rank is — a host peer's
 // segment, or this rank's own segment when MPI brought it from another host — and wait(n) blocks
 // until its first n bytes have arrived. Both count bytes on a signal whose value grows over the
-// calls (base + bytes), so the expected values are tracked inside and never repeat: an op never
-// handles epochs, signal indices or which peers are remote.
+// calls (base + bytes), so the expected values are tracked inside and never repeat: an op using
+// them handles no epochs and no signal indices, and waits on and reads an Inbox the same way
+// whichever host its peer is on. (Ops still decide themselves in which order, and in which pass,
+// they visit host peers and other hosts' ranks.)
 #pragma once
 
 #include <algorithm>

@@ -11,15 +11,10 @@
 #include "comm/orphans.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
-#include "fluxcpp/version.hpp"
 #include "log.hpp"
 #include "shm/symmetric_buffer.hpp"
 
 namespace fluxcpp {
-
-int version() noexcept {
-  return FLUXCPP_VERSION_MAJOR * 10000 + FLUXCPP_VERSION_MINOR * 100 + FLUXCPP_VERSION_PATCH;
-}
 
 namespace detail {
 

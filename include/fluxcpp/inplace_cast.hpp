@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/export.h"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp {

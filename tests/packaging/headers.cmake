@@ -1,0 +1,27 @@
+# Checks that every public header that marks a declaration FLUXCPP_API includes fluxcpp/export.h
+# itself, rather than through another public header (which the compile-alone check,
+# fluxcpp_header_check in tests/CMakeLists.txt, cannot see).
+# Input: INCLUDE_DIR (include/fluxcpp of the source tree).
+cmake_minimum_required(VERSION 3.20)
+file(GLOB headers ${INCLUDE_DIR}/*.h ${INCLUDE_DIR}/*.hpp)
+if(NOT headers)
+  message(FATAL_ERROR "no header in ${INCLUDE_DIR}")
+endif()
+set(problems "")
+foreach(path IN LISTS headers)
+  get_filename_component(name ${path} NAME)
+  if(name STREQUAL "export.h")
+    continue()
+  endif()
+  file(STRINGS ${path} uses REGEX "^[^/*]*FLUXCPP_API")
+  file(STRINGS ${path} includes REGEX "^#include \"fluxcpp/export\\.h\"")
+  if(uses AND NOT includes)
+    list(APPEND problems "${name} marks declarations FLUXCPP_API but does not include fluxcpp/export.h")
+  endif()
+endforeach()
+if(problems)
+  list(JOIN problems "\n  " text)
+  message(FATAL_ERROR "public headers:\n  ${text}")
+endif()
+list(LENGTH headers n)
+message(STATUS "${n} public headers: each that uses FLUXCPP_API includes fluxcpp/export.h")

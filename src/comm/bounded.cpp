@@ -1,11 +1,9 @@
 #include "comm/bounded.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "comm/backoff.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
 #include "error_util.hpp"
@@ -60,20 +58,13 @@ namespace {
 
 // Tests `req` until it completes (true) or `deadline` passes (false).
 bool test_until(MPI_Request& req, Deadline deadline) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int done = 0, naps = 0;;) {
+  Backoff backoff(kCollective);
+  for (int done = 0;;) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    // Peers usually arrive within microseconds; after 200 us back off to short sleeps so that a
-    // rank waiting for a late peer does not take the core from it.
-    if (now - start < std::chrono::microseconds(200)) {
-      sched_yield();
-    } else {
-      timespec ts{0, (1L << std::min(7, naps++ / 16)) * 1000L};
-      nanosleep(&ts, nullptr);
-    }
+    backoff.pause(now);
   }
 }
 
@@ -184,8 +175,8 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
     st->reqs.push_back(r);
   }
   const Deadline deadline = t_deadline;
-  const auto start = std::chrono::steady_clock::now();
-  for (int naps = 0;;) {
+  Backoff backoff(kCollective);
+  for (;;) {
     // One test per receive (MPI_Testall leaves every request as it was unless all completed, so
     // the names below would include peers that did arrive): a completed one becomes NULL.
     bool all = true;
@@ -215,12 +206,7 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
       raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
             t_what, t_what.empty() ? "" : ": ", step, missing, name_of ? name_of(rank) : rank);
     }
-    if (now - start < std::chrono::microseconds(200)) {
-      sched_yield();
-    } else {
-      timespec ts{0, (1L << std::min(7, naps++ / 16)) * 1000L};
-      nanosleep(&ts, nullptr);
-    }
+    backoff.pause(now);
   }
   // Our sends complete once matched; their buffers live in `st` until then.
   for (std::size_t i = nrecv; i < st->reqs.size(); ++i)

@@ -1,15 +1,15 @@
-#include "ops/core/p2p_net.hpp"
+#include "comm/p2p_net.hpp"
 
 #include <climits>
 #include <cstring>
 
+#include "comm/backoff.hpp"
 #include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "ops/core/backoff.hpp"
 
-namespace fluxcpp::ops {
+namespace fluxcpp::comm {
 
 namespace {
 constexpr int kData = 0;   // messages of a pair
@@ -27,7 +27,7 @@ P2pNet::P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, i
     : slot_(slot_bytes), slots_(num_slots) {
   comm_ = detail::ContextImpl::dup_comm(c.comm());
   auto pairs = std::make_unique<std::vector<Pair>>();
-  comm::agree(c.comm(), [&] {
+  agree(c.comm(), [&] {
     pairs->resize(peers.size());
     for (std::size_t i = 0; i < peers.size(); ++i) {
       Pair& p = (*pairs)[i];
@@ -136,10 +136,10 @@ bool P2pNet::probe(int i, std::size_t* bytes) {
   Pair& p = (*pairs_)[i];
   int flag = 0;
   MPI_Status st;
-  comm::check_mpi(MPI_Iprobe(p.rank, kData, comm_, &flag, &st), "MPI_Iprobe");
+  check_mpi(MPI_Iprobe(p.rank, kData, comm_, &flag, &st), "MPI_Iprobe");
   if (!flag) return false;
   int count = 0;
-  comm::check_mpi(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
+  check_mpi(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
   *bytes = static_cast<std::size_t>(count);
   return true;
 }
@@ -147,7 +147,7 @@ bool P2pNet::probe(int i, std::size_t* bytes) {
 void P2pNet::start_recv(int i, std::size_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   Pair& p = (*pairs_)[i];
-  comm::check_mpi(
+  check_mpi(
       MPI_Irecv(p.inbox.data(), static_cast<int>(bytes), MPI_BYTE, p.rank, kData, comm_, &p.rreq),
       "MPI_Irecv");
 }
@@ -158,7 +158,7 @@ bool P2pNet::recv_done(int i) {
   Pair& p = (*pairs_)[i];
   if (p.rreq == MPI_REQUEST_NULL) return true;
   int done = 0;
-  comm::check_mpi(MPI_Test(&p.rreq, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  check_mpi(MPI_Test(&p.rreq, &done, MPI_STATUS_IGNORE), "MPI_Test");
   return done != 0;
 }
 
@@ -187,37 +187,37 @@ void P2pNet::drain(const std::vector<uint64_t>& received, const std::vector<bool
   for (int i = 0; i < P; ++i) {
     Pair& p = (*pairs_)[i];
     mine[i] = p.posted;
-    comm::check_mpi(MPI_Irecv(&theirs[i], 1, MPI_UINT64_T, p.rank, kCount, comm_, &reqs[2 * i]),
-                    "MPI_Irecv");
-    comm::check_mpi(MPI_Isend(&mine[i], 1, MPI_UINT64_T, p.rank, kCount, comm_, &reqs[2 * i + 1]),
-                    "MPI_Isend");
+    check_mpi(MPI_Irecv(&theirs[i], 1, MPI_UINT64_T, p.rank, kCount, comm_, &reqs[2 * i]),
+              "MPI_Irecv");
+    check_mpi(MPI_Isend(&mine[i], 1, MPI_UINT64_T, p.rank, kCount, comm_, &reqs[2 * i + 1]),
+              "MPI_Isend");
   }
   // Per pair: the count swap, then the discards, then this rank's own sends.
   std::vector<uint64_t> discarded(P, 0);
   std::vector<bool> done(P, false);
-  Backoff backoff(shm::WaitPolicy{});
+  Backoff backoff(point_to_point(shm::WaitPolicy{}));
   for (int left = P;;) {
     progress_locked();
     for (int i = 0; i < P; ++i) {
       if (done[i]) continue;
       Pair& p = (*pairs_)[i];
       int ok = 0;
-      comm::check_mpi(MPI_Testall(2, &reqs[2 * i], &ok, MPI_STATUSES_IGNORE), "MPI_Testall");
+      check_mpi(MPI_Testall(2, &reqs[2 * i], &ok, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (!ok) continue;
       if (!skip[i] && p.rreq == MPI_REQUEST_NULL && received[i] + discarded[i] < theirs[i]) {
         int flag = 0;
         MPI_Status st;
-        comm::check_mpi(MPI_Iprobe(p.rank, kData, comm_, &flag, &st), "MPI_Iprobe");
+        check_mpi(MPI_Iprobe(p.rank, kData, comm_, &flag, &st), "MPI_Iprobe");
         if (flag) {
           int count = 0;
           MPI_Get_count(&st, MPI_BYTE, &count);
-          comm::check_mpi(MPI_Irecv(p.inbox.data(), count, MPI_BYTE, p.rank, kData, comm_, &p.rreq),
-                          "MPI_Irecv");
+          check_mpi(MPI_Irecv(p.inbox.data(), count, MPI_BYTE, p.rank, kData, comm_, &p.rreq),
+                    "MPI_Irecv");
         }
       }
       if (p.rreq != MPI_REQUEST_NULL) {
         int got = 0;
-        comm::check_mpi(MPI_Test(&p.rreq, &got, MPI_STATUS_IGNORE), "MPI_Test");
+        check_mpi(MPI_Test(&p.rreq, &got, MPI_STATUS_IGNORE), "MPI_Test");
         if (got) ++discarded[i];
       }
       const bool drained = skip[i] || received[i] + discarded[i] >= theirs[i];
@@ -243,4 +243,4 @@ void P2pNet::drain(const std::vector<uint64_t>& received, const std::vector<bool
   }
 }
 
-}  // namespace fluxcpp::ops
+}  // namespace fluxcpp::comm

@@ -30,7 +30,7 @@ namespace fluxcpp::detail {
 class ContextImpl;
 }
 
-namespace fluxcpp::ops {
+namespace fluxcpp::comm {
 
 class P2pNet {
  public:
@@ -57,6 +57,9 @@ class P2pNet {
   void progress() noexcept;
   // True while a send or receive of this rank is in flight.
   bool busy() const;
+  // For comm::wait_driving: nothing to raise, the errors belong to the pairs (send_error,
+  // recv_done).
+  void raise_if_failed() const {}
 
   // Sender side of pair i. Messages whose sends completed (in order; the slots they used are
   // free again); the first MPI failure of the pair's sends, or "".
@@ -104,4 +107,4 @@ class P2pNet {
   std::unique_ptr<std::vector<Pair>> pairs_;
 };
 
-}  // namespace fluxcpp::ops
+}  // namespace fluxcpp::comm

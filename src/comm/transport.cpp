@@ -1,10 +1,10 @@
 #include "comm/transport.hpp"
 
 #include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 
+#include "comm/backoff.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
@@ -135,19 +135,15 @@ bool Transport::progress() noexcept {
 }
 
 void Transport::complete(Deadline deadline) {
-  // Nothing else to do: poll, yielding the core for 100 us after the last completion (a peer's
-  // data is usually close), then back off to short sleeps so an oversubscribed host keeps its
-  // cores for the ranks that compute.
+  // Nothing else to do: poll, backing off from the last completion on (kTransportComplete).
   std::size_t seen = pending_.load();
-  auto idle_since = Clock::now();
-  int naps = 0;
+  Backoff backoff(kTransportComplete);
   while (!progress()) {
     const auto now = Clock::now();
     const std::size_t p = pending_.load();
     if (p != seen) {
       seen = p;
-      idle_since = now;
-      naps = 0;
+      backoff.reset(now);
     }
     if (now >= deadline) {
       std::lock_guard<std::mutex> lk(mu_);
@@ -157,12 +153,7 @@ void Transport::complete(Deadline deadline) {
       }
       break;
     }
-    if (now - idle_since < std::chrono::microseconds(100)) {
-      sched_yield();
-    } else {
-      timespec ts{0, (1L << std::min(8, naps++ / 8)) * 1000L};
-      nanosleep(&ts, nullptr);
-    }
+    backoff.pause(now);
   }
   raise_if_failed();
 }

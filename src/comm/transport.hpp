@@ -70,6 +70,7 @@ class Transport {
   // when the batch is complete (or failed). Never throws, never blocks.
   bool progress() noexcept;
   bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
+  bool busy() const { return !idle(); }  // for comm::wait_driving
   // Drives progress until the batch is complete. On a deadline the transport fails with kTimeout
   // naming the peer and the bytes still missing; raises the transport's error if it failed.
   void complete(Deadline deadline);

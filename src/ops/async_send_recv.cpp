@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/backoff.hpp"
+#include "comm/drive_wait.hpp"
 #include "error_util.hpp"
-#include "ops/core/backoff.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp {
@@ -38,29 +39,14 @@ void AsyncSendRecvImpl::timeout(std::string& broken, const std::string& msg) {
 
 bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime deadline,
                              uint64_t* observed) {
-  const shm::WaitPolicy policy = ctx_->wait_policy();
-  if (!net_ || net_->size() == 0) return shm::signal_wait(s, target, deadline, policy, observed);
   // Messages of ours in flight across hosts move only while someone calls MPI, and a comm stream
   // may post one while we wait: poll MPI while anything is in flight, and otherwise sleep on the
   // signal in slices of 1 ms, looking again between them.
-  ops::Backoff backoff(policy);
-  for (;;) {
-    if (net_->busy()) {
-      net_->progress();
-      const uint64_t v = shm::signal_load(s);
-      if (v >= target) return true;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        *observed = v;
-        return false;
-      }
-      backoff.pause();
-      continue;
-    }
-    const SteadyTime slice = std::min(
-        deadline, deadline_add(std::chrono::steady_clock::now(), std::chrono::milliseconds(1)));
-    if (shm::signal_wait(s, target, slice, policy, observed)) return true;
-    if (slice >= deadline) return false;
-  }
+  const shm::WaitPolicy policy = ctx_->wait_policy();
+  comm::P2pNet* net = net_ && net_->size() > 0 ? &*net_ : nullptr;
+  return comm::wait_driving(net, s, target, deadline,
+                            {policy, comm::point_to_point(policy), std::chrono::milliseconds(1)},
+                            observed);
 }
 
 void AsyncSendRecvImpl::deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes,
@@ -106,7 +92,7 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
                           "released message {}; observed released = {} after {} s (rank {})",
                           kOp, fn, dst, q, (q - 1) % S, dst, q - S, seen, tmo, r));
   } else if (q > S) {
-    ops::Backoff backoff(ctx_->wait_policy());
+    comm::Backoff backoff(comm::point_to_point(ctx_->wait_policy()));
     for (;;) {
       seen = net_->completed(p.net);
       const std::string err = net_->send_error(p.net);
@@ -218,7 +204,7 @@ int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, Stea
 
 int64_t AsyncSendRecvImpl::recv_net(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
   const uint64_t q = p.received + 1;
-  ops::Backoff backoff(ctx_->wait_policy());
+  comm::Backoff backoff(comm::point_to_point(ctx_->wait_policy()));
   std::size_t bytes = 0;
   while (!net_->probe(p.net, &bytes)) {
     if (std::chrono::steady_clock::now() >= deadline)

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "comm/context_impl.hpp"
+#include "comm/p2p_net.hpp"
 #include "fluxcpp/async_send_recv.hpp"
-#include "ops/core/p2p_net.hpp"
 #include "shm/layout.hpp"
 #include "shm/symmetric_buffer.hpp"
 
@@ -76,7 +76,7 @@ class AsyncSendRecvImpl {
   shm::SlotArray out_;
   shm::SignalArray rows_, arrived_, released_;
   shm::SymmetricBuffer buf_;
-  std::optional<ops::P2pNet> net_;
+  std::optional<comm::P2pNet> net_;
   bool closed_ = false;
 };
 

@@ -7,7 +7,6 @@
 #include "comm/bounded.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "ops/core/backoff.hpp"
 #include "ops/core/create.hpp"
 
 namespace fluxcpp::detail {

@@ -1,18 +1,12 @@
 #include "ops/core/op_core.hpp"
 
-#include <sched.h>
-#include <time.h>
-
-#include <algorithm>
-
+#include "comm/drive_wait.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::ops {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
 bool breaks(Path path, const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -157,35 +151,13 @@ void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::st
                   const std::atomic<bool>* stop) {
   if (shm::signal_load(s) >= target) return;
   detail::ContextImpl& c = *ctx_;
-  const Deadline deadline = c.deadline();
-  auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
-  const auto start = Clock::now();
-  int naps = 0;
-  for (;;) {
-    if (!transfers_pending()) {
-      // Nothing of ours in flight: the signal comes from a host peer (or a transfer of a host
-      // peer's); sleep on it the usual way (spin, yield, futex).
-      uint64_t observed = 0;
-      if (shm::signal_wait(s, target, deadline, c.wait_policy(), &observed, stop)) return;
-      if (stopped()) raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
-      if (transport_) transport_->raise_if_failed();
-      raise_timeout(c, spec_.op, peer, what, target, observed);
-    }
-    // Our transfers need this thread to call MPI: poll, yielding at first, then with short naps
-    // (up to 64 us: a socket drained for longer would idle the link).
-    transport_->progress();
-    transport_->raise_if_failed();
-    if (shm::signal_load(s) >= target) return;
-    if (stopped()) raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
-    const auto now = Clock::now();
-    if (now >= deadline) raise_timeout(c, spec_.op, peer, what, target, shm::signal_load(s));
-    if (now - start < std::chrono::microseconds(50)) {
-      sched_yield();
-    } else {
-      timespec ts{0, (1L << std::min(6, naps++ / 8)) * 1000L};
-      nanosleep(&ts, nullptr);
-    }
-  }
+  uint64_t observed = 0;
+  if (comm::wait_driving(transport(), s, target, c.deadline(),
+                         {c.wait_policy(), comm::kTransportWait}, &observed, stop))
+    return;
+  if (stop != nullptr && stop->load(std::memory_order_relaxed))
+    raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
+  raise_timeout(c, spec_.op, peer, what, target, observed);
 }
 
 }  // namespace fluxcpp::ops

@@ -3,10 +3,9 @@
 #include "ops/core/op_core.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <exception>
 #include <limits>
 
+#include "comm/parallel_for.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp {
@@ -138,29 +137,8 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
   auto* out = static_cast<char*>(output);
 
   // Part 0 runs on the calling thread, part p on compute worker p (as ops::parallel_gemm).
-  // Tasks already queued reference `parts`, so they are waited for whatever fails.
-  std::vector<uint64_t> tickets;
-  tickets.reserve(parts.size());
-  std::exception_ptr failed;
-  try {
-    for (std::size_t p = 1; p < parts.size(); ++p)
-      tickets.push_back(
-          c.compute_worker(static_cast<int>(p)).enqueue([this, &parts, p, in, wt, scale, out] {
-            run_part(parts[p], weights_[p], in, wt, scale, out);
-          }));
-    run_part(parts[0], weights_[0], in, wt, scale, out);
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  const auto forever = std::chrono::steady_clock::time_point::max();
-  for (std::size_t i = 0; i < tickets.size(); ++i) {
-    try {
-      c.compute_worker(static_cast<int>(i) + 1).wait(tickets[i], forever);
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+  comm::parallel_for(c, static_cast<int>(parts.size()),
+                     [&](int p) { run_part(parts[p], weights_[p], in, wt, scale, out); });
 }
 
 }  // namespace detail

@@ -1,13 +1,12 @@
 #include "ops/inplace_cast.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <exception>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/parallel_for.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/inplace_cast.hpp"
 #include "kernels/inplace_cast.hpp"
@@ -44,37 +43,15 @@ void check_args(const void* data, int64_t count, DType from, DType to) {
                     count, dtype_name(from), dtype_name(to));
 }
 
-// The chains of a plan: chain t > 0 on compute worker t (worker 0 stays idle, as in
-// parallel_gemm), chain 0 on the calling thread. Returns only once every enqueued chain has
-// finished, whatever fails, so no worker touches the buffer afterwards.
+// The chains of a plan: chain t > 0 on compute worker t, chain 0 on the calling thread
+// (comm::parallel_for). Returns only once every chain has finished, whatever fails, so no worker
+// touches the buffer afterwards.
 void run_chains(detail::ContextImpl& c, void* data, const kernels::CastPlan& plan, DType from,
                 DType to) {
-  auto run = [data, from, to](const std::vector<kernels::CastRange>& chain) {
-    for (const kernels::CastRange& r : chain)
+  comm::parallel_for(c, static_cast<int>(plan.chains.size()), [&](int t) {
+    for (const kernels::CastRange& r : plan.chains[t])
       kernels::inplace_cast_range(data, r.begin, r.end, from, to);
-  };
-  std::vector<uint64_t> tickets;
-  std::exception_ptr failed;
-  try {
-    tickets.reserve(plan.chains.size());
-    for (std::size_t t = 1; t < plan.chains.size(); ++t) {
-      const std::vector<kernels::CastRange>* chain = &plan.chains[t];
-      tickets.push_back(
-          c.compute_worker(static_cast<int>(t)).enqueue([run, chain] { run(*chain); }));
-    }
-    if (!plan.chains.empty()) run(plan.chains[0]);
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  const auto forever = std::chrono::steady_clock::time_point::max();
-  for (std::size_t i = 0; i < tickets.size(); ++i) {
-    try {
-      c.compute_worker(static_cast<int>(i) + 1).wait(tickets[i], forever);
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+  });
 }
 
 }  // namespace

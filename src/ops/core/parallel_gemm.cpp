@@ -1,8 +1,8 @@
 #include "ops/core/parallel_gemm.hpp"
 
 #include <algorithm>
-#include <exception>
-#include <vector>
+
+#include "comm/parallel_for.hpp"
 
 namespace fluxcpp::ops {
 
@@ -29,31 +29,12 @@ void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const v
     return;
   }
   const std::size_t esz = dtype_size(out.dtype);
-  std::vector<uint64_t> tickets;
-  for (std::size_t t = 1; t < slabs.size(); ++t) {
+  comm::parallel_for(c, static_cast<int>(slabs.size()), [&](int t) {
     const auto [s0, s1] = slabs[t];
     kernels::GemmOut ot = out;
     ot.c = static_cast<char*>(out.c) + (s0 - n0) * esz;
-    tickets.push_back(
-        c.compute_worker(static_cast<int>(t)).enqueue([&w, a, lda, rows, s0 = s0, s1 = s1, ot] {
-          kernels::gemm_tile(w, a, lda, rows, s0, s1, ot);
-        }));
-  }
-  std::exception_ptr failed;
-  try {
-    kernels::gemm_tile(w, a, lda, rows, slabs[0].first, slabs[0].second, out);
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  const auto forever = std::chrono::steady_clock::time_point::max();
-  for (std::size_t i = 0; i < tickets.size(); ++i) {
-    try {
-      c.compute_worker(static_cast<int>(i) + 1).wait(tickets[i], forever);
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
+    kernels::gemm_tile(w, a, lda, rows, s0, s1, ot);
+  });
 }
 
 }  // namespace fluxcpp::ops

@@ -12,7 +12,7 @@
 #include "bench.hpp"
 #include "kernels/blas_threads.hpp"
 #include "kernels/gemm.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 
 namespace fluxcpp::bench {
 

@@ -12,7 +12,7 @@
 #include "fluxcpp/moe_combine.hpp"
 #include "fluxcpp/moe_dispatch.hpp"
 #include "fluxcpp/moe_layout.hpp"
-#include "kernels/moe_combine.hpp"
+#include "kernels/moe_combine_kernel.hpp"
 
 namespace fluxcpp::bench {
 

@@ -1,7 +1,7 @@
 // The C ABI of the fused GEMM ops (ag_gemm, gemm_rs, a2a_gemm, Ulysses) and packed weights: thin
 // wrappers over the ops (src/capi/capi_common.hpp).
 #include "capi/capi_common.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "ops/a2a_gemm.hpp"
 #include "ops/a2a_transpose_gemm.hpp"
 #include "ops/ag_gemm.hpp"

@@ -9,7 +9,7 @@
 #include "kernels/cast.hpp"
 #include "kernels/gemm_blas.hpp"
 #include "kernels/gemm_onednn.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 
 namespace fluxcpp::kernels {
 namespace {

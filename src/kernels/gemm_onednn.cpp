@@ -7,10 +7,10 @@
 
 #include "error_util.hpp"
 #include "fluxcpp/error.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "kernels/omp_threads.hpp"
 #include "kernels/onednn_util.hpp"
 #include "kernels/packed_layout.hpp"
-#include "kernels/packed_weight.hpp"
 
 namespace fluxcpp::kernels {
 namespace {

@@ -12,7 +12,7 @@ namespace {
 
 // Unaligned loads and stores throughout: the C ABI accepts any address. The intrinsics access
 // memory through may_alias vector types, so the compiler keeps every store after the loads of
-// the same iteration, which is all the in-place walk needs (see inplace_cast.hpp).
+// the same iteration, which is all the in-place walk needs (see inplace_cast_kernel.hpp).
 
 // ---- SSE2 (the x86-64 baseline) ----------------------------------------------------------------
 

@@ -11,7 +11,7 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/ag_gemm.hpp"
 #include "kernels/gemm.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/gather_exchange.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/core/zero_copy.hpp"

@@ -9,7 +9,7 @@
 #include "comm/parallel_for.hpp"
 #include "error_util.hpp"
 #include "fluxcpp/inplace_cast.hpp"
-#include "kernels/inplace_cast.hpp"
+#include "kernels/inplace_cast_kernel.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp::ops {

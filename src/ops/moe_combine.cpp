@@ -5,7 +5,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "kernels/moe_combine.hpp"
+#include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
 

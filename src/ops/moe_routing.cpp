@@ -4,7 +4,7 @@
 
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
-#include "kernels/moe_layout.hpp"
+#include "kernels/moe_layout_kernel.hpp"
 
 namespace fluxcpp::ops {
 

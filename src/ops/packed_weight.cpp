@@ -1,8 +1,8 @@
-// The public PackedWeight over the GEMM engine's (kernels/packed_weight.hpp).
+// The public PackedWeight over the GEMM engine's (kernels/gemm_packed_weight.hpp).
 #include "fluxcpp/packed_weight.hpp"
 
 #include "error_util.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/parallel_gemm.hpp"
 
 namespace fluxcpp {

@@ -19,7 +19,7 @@
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/inplace_cast.hpp"
 #include "kernels/cast.hpp"
-#include "kernels/inplace_cast.hpp"
+#include "kernels/inplace_cast_kernel.hpp"
 
 #if defined(__SSE2__)
 #include <immintrin.h>

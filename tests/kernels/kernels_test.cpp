@@ -19,8 +19,8 @@
 #include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_onednn.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "kernels/omp_threads.hpp"
-#include "kernels/packed_weight.hpp"
 #include "kernels/reduce.hpp"
 
 namespace fluxcpp::kernels {

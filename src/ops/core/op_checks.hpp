@@ -10,7 +10,7 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/types.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 
 namespace fluxcpp::ops {
 

@@ -5,7 +5,7 @@
 
 #include "comm/context_impl.hpp"
 #include "kernels/gemm.hpp"
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 
 namespace fluxcpp::ops {
 

@@ -1,6 +1,6 @@
 // Compiled with -ffp-contract=off (CMakeLists.txt): "the product rounded to the accumulator type,
 // then added" must not become a fused multiply-add, whatever -march says.
-#include "kernels/moe_combine.hpp"
+#include "kernels/moe_combine_kernel.hpp"
 
 #include <cstring>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "kernels/packed_weight.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 
 #include <string>
 

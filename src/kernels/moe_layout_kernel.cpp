@@ -1,4 +1,4 @@
-#include "kernels/moe_layout.hpp"
+#include "kernels/moe_layout_kernel.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "kernels/inplace_cast.hpp"
+#include "kernels/inplace_cast_kernel.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -86,7 +86,7 @@ void A2aGemmImpl::call(ops::Path path, const Args& args) {
 
 void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = a.m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
   const bool comm = call.comm(), compute = call.compute();
@@ -118,7 +118,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
     }
     if (a.a2a != nullptr) std::memcpy(a.a2a + blk * s + off, from + off, len);
   };
-  auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  const ops::PeerOrder& peers = core_->peers();
   const ops::A2aExchange::Plan p = plan(blk);
 
   // 1. Publish: blocks for other hosts first (the slowest path; the transport sends each as it
@@ -131,9 +131,8 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
     core_->poll();
   };
   auto stage_all = [&] {
-    for (int i = 1; i < W; ++i)
-      if (!on_host((r + i) % W)) stage((r + i) % W);
-    for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (c.node_rank() + i) % L));
+    for (int t : peers.up_remote()) stage(t);
+    for (int t : peers.up_host()) stage(t);
   };
   ops::Offload copies(c);
   if (comm) {
@@ -148,8 +147,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
   consume(r, a.input + blk * r, 0, rows);
   // 3. Host peers in the matching ring order (peer r-i staged ours at its step i), each read in
   // place from the peer's segment once it has landed.
-  for (int i = 1; i < L; ++i) {
-    const int s = c.world_rank_of(nid, (c.node_rank() + L - i) % L);
+  for (int s : peers.down_host()) {
     if (!comm) {
       consume(s, a2a_.data_of(s, p), 0, rows);
       continue;
@@ -159,9 +157,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
     consume(s, in.data(), 0, rows);
   }
   // 4. Other hosts' blocks, row chunk by row chunk as MPI delivers them.
-  for (int i = 1; i < W; ++i) {
-    const int s = (r + W - i) % W;
-    if (on_host(s)) continue;
+  for (int s : peers.down_remote()) {
     if (!comm) {
       consume(s, a2a_.data_of(s, p), 0, rows);
       continue;

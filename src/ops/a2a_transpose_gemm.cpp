@@ -83,7 +83,7 @@ void A2aTransposeGemmImpl::forward_gemm_only(int64_t bs, int64_t seq, const void
 
 void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int W = c.world_size(), r = c.world_rank();
   const ops::UlyssesDims d = ops::ulysses_dims(W, a.bs, a.seq, opts_.nheads, opts_.head_dim);
   const int64_t K = opts_.nheads * opts_.head_dim;
   const std::size_t esz = dtype_size(opts_.input_dtype);
@@ -91,7 +91,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   const std::size_t blk_row = static_cast<std::size_t>(d.cols) * esz, a2a_row = K * esz;
   const std::size_t blk = static_cast<std::size_t>(d.rows) * blk_row;
   const bool comm = call.comm(), compute = call.compute();
-  auto on_host = [&](int s) { return c.node_of(s) == nid; };
+  const ops::PeerOrder& peers = core_->peers();
   if (comm) a2a_.begin(*core_, ops::equal_blocks(blk));
   if (compute) weight_.prepare(opts_.input_dtype, a.weight, opts_.n, K, false);
   kernels::GemmOut o;
@@ -130,9 +130,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   // Across hosts: the blocks for other hosts' ranks are packed first, tile by tile; the
   // transport sends each part as it is published, while the host's tiles are exchanged.
   if (comm)
-    for (int i = 1; i < W; ++i) {
-      const int t = (r + i) % W;
-      if (on_host(t)) continue;
+    for (int t : peers.up_remote()) {
       const ops::Outbox box = a2a_.to(t);
       for (int64_t j = 0; j < tiles; ++j) {
         const int64_t i1 = std::min(d.rows, (j + 1) * tile);
@@ -146,22 +144,19 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop, bool remote = true) {
     const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
     const std::size_t upto = static_cast<std::size_t>(i1) * blk_row;
-    for (int i = 1; i < L; ++i) {  // ring order, each published as it is packed
-      const ops::Outbox box = a2a_.to(c.world_rank_of(nid, (c.node_rank() + i) % L));
-      pack(c.world_rank_of(nid, (c.node_rank() + i) % L), i0, i1, box.data(), blk_row);
+    for (int t : peers.up_host()) {  // ring order, each published as it is packed
+      const ops::Outbox box = a2a_.to(t);
+      pack(t, i0, i1, box.data(), blk_row);
       box.publish(upto);
     }
     pack(r, i0, i1, a.a2a + r * blk_row, a2a_row);
-    for (int i = 1; i < W; ++i) {  // host peers r-1, r-2, ... first, then other hosts
-      const int s = (r + W - i) % W;
-      if (!on_host(s)) continue;
+    for (int s : peers.down_host()) {  // host peers r-1, r-2, ... first, then other hosts
       const ops::Inbox in = a2a_.from(s);
       in.wait(upto, stop);
       take(s, in.data(), i0, i1);
     }
-    for (int i = 1; i < W && remote; ++i) {
-      const int s = (r + W - i) % W;
-      if (on_host(s)) continue;
+    for (int s : peers.down_remote()) {
+      if (!remote) break;
       const ops::Inbox in = a2a_.from(s);
       in.wait(upto, stop);
       take(s, in.data(), i0, i1);
@@ -193,27 +188,28 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
     // The other hosts' sources go in the same fixed row tiles on both paths, however their rows
     // arrive, so a forward and gemm-only make the same GEMM calls.
     const int64_t rtile = ops::fixed_tile_rows(opts_.n, d.cols);
-    for (int pass = 0; pass < 2; ++pass)  // host sources, then the other hosts'
-      for (int i = 0; i < W; ++i) {       // r, r-1, r-2, ...
-        const int s = (r + W - i) % W;
-        if (on_host(s) != (pass == 0)) continue;
-        slice.prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + s * blk_row, opts_.n,
-                      d.cols, false, K);
-        if (pass == 0) {
-          gemm_rows(s, 0, d.rows);
-        } else {
-          const ops::Inbox in = comm ? a2a_.from(s) : ops::Inbox();
-          for (int64_t i0 = 0; i0 < d.rows; i0 += rtile) {
-            const int64_t i1 = std::min(d.rows, i0 + rtile);
-            if (comm) {
-              in.wait(static_cast<std::size_t>(i1) * blk_row);
-              take(s, in.data(), i0, i1);
-            }
-            gemm_rows(s, i0, i1);
+    // Host sources (own first, then r-1, r-2, ...), then the other hosts' (r-1, r-2, ...).
+    auto source = [&](int s, bool host) {
+      slice.prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + s * blk_row, opts_.n,
+                    d.cols, false, K);
+      if (host) {
+        gemm_rows(s, 0, d.rows);
+      } else {
+        const ops::Inbox in = comm ? a2a_.from(s) : ops::Inbox();
+        for (int64_t i0 = 0; i0 < d.rows; i0 += rtile) {
+          const int64_t i1 = std::min(d.rows, i0 + rtile);
+          if (comm) {
+            in.wait(static_cast<std::size_t>(i1) * blk_row);
+            take(s, in.data(), i0, i1);
           }
+          gemm_rows(s, i0, i1);
         }
-        first = false;
       }
+      first = false;
+    };
+    source(r, true);
+    for (int s : peers.down_host()) source(s, true);
+    for (int s : peers.down_remote()) source(s, false);
     return;
   }
   if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {

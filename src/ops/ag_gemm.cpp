@@ -168,7 +168,7 @@ void AgGemmImpl::stage(const ops::Call& /*call*/, const Args& a, std::size_t blk
 void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), L = c.node_size();
-  const int nid = c.node_id(), r = c.world_rank();
+  const int r = c.world_rank();
   const int64_t rows = a.m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
   const bool comm = call.comm(), compute = call.compute();
@@ -198,7 +198,6 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   // Rows of a peer are computed in batches of at least a row tile as they land: every GEMM call
   // re-reads the weight, so one per transport chunk (a few rows) would cost more than it hides.
   const int64_t batch = compute ? ops::fixed_tile_rows(opts_.n, opts_.k) : 1;
-  auto on_host = [&](int g) { return c.node_of(g) == nid; };
 
   // 1. Publish our rows. With copy offload a comm stream stages them while this thread computes
   // (the transport's sends wait for each chunk's signal either way).
@@ -216,8 +215,7 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
     if (comm) {
       std::memcpy(local + blk * r, a.input, blk);
-      for (int g : gather_.others())
-        if (on_host(g)) gather_block(gather_.from(g), local + blk * g, blk);
+      for (int g : gather_.host_peers()) gather_block(gather_.from(g), local + blk * g, blk);
     }
     if (compute && !whole)
       for (const auto& [first, count] : host_runs_)
@@ -226,8 +224,7 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
     // 2z. Own rows first (they need nothing from anyone), then host peers in ring order, read
     // straight from their segments; each GEMM covers every row landed so far.
     gemm(a.input, rows, a.bias, out_block(r));
-    for (int g : gather_.others()) {
-      if (!on_host(g)) continue;
+    for (int g : gather_.host_peers()) {
       if (gemm_only) {
         gemm(gather_.data_of(g), rows, a.bias, out_block(g));
         continue;
@@ -245,8 +242,8 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
 
   // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
   // (and gathered) chunk by chunk as they land, while later ones are still in flight.
-  for (int g : gather_.others()) {
-    if (on_host(g) || (whole && !comm)) continue;
+  for (int g : gather_.remote()) {
+    if (whole && !comm) break;
     if (whole) {  // gathered with the rest, for the one GEMM below
       gather_block(gather_.from(g), local + blk * g, blk);
       continue;
@@ -280,8 +277,9 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   char* gout = direct || !comm ? nullptr : a.gathered;
   if (gout != nullptr) {
     std::memcpy(gout + blk * r, a.input, blk);
-    for (int g : gather_.others())
-      std::memcpy(gout + blk * g, gather && on_host(g) ? local + blk * g : gather_.data_of(g), blk);
+    for (int g : gather_.host_peers())
+      std::memcpy(gout + blk * g, gather ? local + blk * g : gather_.data_of(g), blk);
+    for (int g : gather_.remote()) std::memcpy(gout + blk * g, gather_.data_of(g), blk);
   }
   copies.finish();
 }

@@ -162,7 +162,7 @@ void AgScatterGroupedGemmImpl::stage(const Args& a, std::size_t blk) {
 
 void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
-  const int r = c.world_rank(), nid = c.node_id();
+  const int r = c.world_rank();
   const int64_t per = a.T / c.world_size();
   const std::size_t blk = static_cast<std::size_t>(per) * in_row_;
   const bool comm = call.comm(), computes = call.compute();
@@ -203,20 +203,25 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
     // 2. Host peers in ring order, then the other hosts' ranks in the order their blocks reach
     // this host: each source's rows start once its tokens have landed — a host peer's block read
     // straight from its segment, another host's in pieces as the transport brings it.
-    for (int g : gather_.others()) {
+    // gemm-only computes every source on whatever the buffers hold.
+    auto local = [&](int g) {
+      if (call.path != ops::Path::kGemmOnly) return false;
+      const auto& slots = routing_.slots_from(g);
+      compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), g * per), a);
+      return true;
+    };
+    for (int g : gather_.host_peers()) {
+      const auto& slots = routing_.slots_from(g);
+      if (local(g) || slots.empty()) continue;
+      const ops::Inbox in = gather_.from(g);
+      in.wait_all();
+      compute(slots, 0, slots.size(), rows_of(in.data(), g * per), a);
+    }
+    for (int g : gather_.remote()) {
       const auto& slots = routing_.slots_from(g);
       const int64_t t0 = g * per;
-      if (call.path == ops::Path::kGemmOnly) {
-        compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), t0), a);
-        continue;
-      }
-      if (slots.empty()) continue;
+      if (local(g) || slots.empty()) continue;
       const ops::Inbox in = gather_.from(g);
-      if (c.node_of(g) == nid) {
-        in.wait_all();
-        compute(slots, 0, slots.size(), rows_of(in.data(), t0), a);
-        continue;
-      }
       const int64_t L = routing_.num_local_experts();
       const int64_t pieces =
           std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);

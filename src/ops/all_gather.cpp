@@ -89,8 +89,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
     gather_shm(input, zero_copy || N > 1, shard, output);
   }
   // Blocks from other hosts, as they land in the segments of this host's ranks.
-  for (int g : gather_.others()) {
-    if (c.node_of(g) == c.node_id()) continue;
+  for (int g : gather_.remote()) {
     const ops::Inbox in = gather_.from(g);
     char* to = output + shard * g;
     for (std::size_t done = 0; done < shard;) {

@@ -120,7 +120,7 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
 void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   ContextImpl& c = *ctx_;
   const ops::Handshake& hs = core_->handshake();
-  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int L = c.node_size(), nid = c.node_id(), r = c.world_rank();
   auto rows = [&](int s, int t) { return input_splits_of(s)[t]; };
   // Byte offset of rank s's block for rank t in s's input, and of s's rows in t's output.
   auto in_off = [&](int s, int t) {
@@ -134,7 +134,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
     return static_cast<std::size_t>(o) * row_;
   };
   auto bytes = [&](int s, int t) { return static_cast<std::size_t>(rows(s, t)) * row_; };
-  auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  const ops::PeerOrder& peers = core_->peers();
   // Our staged input mirrors the input's layout; other hosts' rows land at our output offsets.
   a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }});
   auto stage = [&](int t) {
@@ -144,17 +144,16 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   };
 
   // 1. Blocks for other hosts first: the slowest path, the transport sends them as published.
-  for (int i = 1; i < W; ++i)
-    if (!on_host((r + i) % W)) stage((r + i) % W);
+  for (int t : peers.up_remote()) stage(t);
   // 2. Our own rows.
   if (bytes(r, r) > 0) std::memcpy(output + out_off(r, r), input + in_off(r, r), bytes(r, r));
   // 3. Within the host: single copy straight out of the peers' inputs when the blocks are large
   // (every rank decides from the same split matrix), else through the staged copies.
   if (L > 1) {
     std::size_t largest = 0;
-    for (int s = 0; s < W; ++s)
-      for (int t = 0; t < W; ++t)
-        if (s != t && on_host(s) && on_host(t)) largest = std::max(largest, bytes(s, t));
+    for (int s : peers.host())
+      for (int t : peers.host())
+        if (s != t) largest = std::max(largest, bytes(s, t));
     const CopyEngine engine = c.config().copy_engine;
     const bool cma =
         single_copy_.usable() && engine != CopyEngine::kShm &&
@@ -173,9 +172,9 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
     } else {
       // Stage the blocks for host peers in ring order, each published as soon as it is copied;
       // read the peers' blocks in the matching order (peer r-i stages ours at its step i).
-      for (int i = 1; i < L; ++i) stage(c.world_rank_of(nid, (c.node_rank() + i) % L));
-      for (int i = 1; i < L; ++i) {
-        const ops::Inbox in = a2a_.from(c.world_rank_of(nid, (c.node_rank() + L - i) % L));
+      for (int t : peers.up_host()) stage(t);
+      for (int s : peers.down_host()) {
+        const ops::Inbox in = a2a_.from(s);
         in.wait_all();
         if (in.bytes() > 0) std::memcpy(output + out_off(r, in.peer()), in.data(), in.bytes());
       }
@@ -183,9 +182,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   }
   // 4. Rows from other hosts, received straight at their output offsets in our in slot, copied
   // out as they land.
-  for (int i = 1; i < W; ++i) {
-    const int s = (r + W - i) % W;
-    if (on_host(s)) continue;
+  for (int s : peers.down_remote()) {
     const ops::Inbox in = a2a_.from(s);
     char* to = output + out_off(r, s);
     for (std::size_t done = 0; done < in.bytes();) {

@@ -72,13 +72,13 @@ void GemmA2aTransposeImpl::forward_comm_only(int64_t bs, int64_t seq, void* outp
 void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t bs, int64_t seq,
                                const void* weight, const void* bias, char* output) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int W = c.world_size(), L = c.node_size(), r = c.world_rank();
   const ops::UlyssesDims d = ops::ulysses_dims(W, bs, seq, opts_.nheads, opts_.head_dim);
   const std::size_t esz = dtype_size(opts_.output_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
   const std::size_t row = static_cast<std::size_t>(d.cols) * esz;
   const bool comm = call.comm(), compute = call.compute();
-  auto on_host = [&](int s) { return c.node_of(s) == nid; };
+  const ops::PeerOrder& peers = core_->peers();
   if (comm) a2a_.begin(*core_, ops::equal_blocks(blk));
   if (compute)
     weight_.prepare(opts_.input_dtype, weight, opts_.nheads * opts_.head_dim, opts_.hidden, false);
@@ -122,23 +122,21 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
   ops::Offload copies(c);
   if (offload)
     copies.start([&] {
-      for (int i = 1; i < W; ++i)  // r-1, r-2, ...: the order in which peers produce ours
-        if (on_host((r + W - i) % W)) take((r + W - i) % W, copies.stop());
+      for (int s : peers.down_host())  // r-1, r-2, ...: the order in which peers produce ours
+        take(s, copies.stop());
     });
   // Step i: produce the block for rank r+i, then take in the one rank r-i produced for us at its
-  // own step i. Our own block comes last: peers need theirs first.
-  for (int i = 1; i < W; ++i) {
-    produce((r + i) % W);
-    const int s = (r + W - i) % W;
-    if (comm && !offload && on_host(s)) take(s, nullptr);
+  // own step i (when it is a host peer's: other hosts' come last). Our own block comes last:
+  // peers need theirs first.
+  for (std::size_t i = 0; i < peers.up().size(); ++i) {
+    produce(peers.up()[i]);
+    if (comm && !offload && peers.is_host(peers.down()[i])) take(peers.down()[i], nullptr);
   }
   produce(r);
   if (!comm) return;
   place(r, a2a_.out_slot() + blk * r, 0, d.rows);
   // Blocks of other hosts, row by row as MPI delivers them.
-  for (int i = 1; i < W; ++i) {
-    const int s = (r + W - i) % W;
-    if (on_host(s)) continue;
+  for (int s : peers.down_remote()) {
     const ops::Inbox in = a2a_.from(s);
     for (int64_t done = 0; done < d.rows;) {
       const int64_t avail = static_cast<int64_t>(in.wait((done + 1) * row) / row);

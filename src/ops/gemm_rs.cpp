@@ -82,8 +82,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   }
   // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
   // same rank; each is published as soon as it is done; our own block last.
-  for (int i = 1; i <= W; ++i) {
-    const int t = (r + i) % W;
+  for (int t : core_->peers().up_self()) {
     o.c = partial(t, m);
     const ops::Outbox share = reduce_.share(t);
     const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);

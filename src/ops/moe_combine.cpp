@@ -121,8 +121,7 @@ void MoeCombineImpl::stage(int s, const char* input) {
 
 void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
-  const int H = c.node_size(), me = c.node_rank();
+  const int W = c.world_size(), r = c.world_rank();
   // Owner q's block for source s: rows(s, q) rows in s's expert-major order.
   for (int q = 0; q < W; ++q) {
     std::size_t off = 0;
@@ -142,16 +141,14 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
                       [&](int q, int s) { return out_off_[static_cast<std::size_t>(q) * W + s]; },
                       [&](int q) { return in_off_[q]; }});
   const auto* input = static_cast<const char*>(in.input);
-  auto on_host = [&](int t) { return c.node_of(t) == nid; };
-  for (int i = 1; i < W; ++i)
-    if (!on_host((r + i) % W)) stage((r + i) % W, input);
-  for (int i = 1; i < H; ++i) stage(c.world_rank_of(nid, (me + i) % H), input);
+  const ops::PeerOrder& peers = core_->peers();
+  for (int t : peers.up_remote()) stage(t, input);
+  for (int t : peers.up_host()) stage(t, input);
 
   // Where each slot's row is: our own input for the experts we own, else the owner's block (in
   // its segment on this host, in ours when it came from another host).
   std::vector<const char*> block(static_cast<std::size_t>(W), nullptr);
-  for (int i = 1; i < W; ++i) {
-    const int q = (r + W - i) % W;
+  for (int q : peers.down()) {
     if (routing_.rows(r, q) == 0) continue;
     const ops::Inbox box = a2a_.from(q);
     box.wait_all();

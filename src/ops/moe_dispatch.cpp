@@ -169,8 +169,7 @@ int64_t MoeDispatchImpl::call(const MoeDispatchInput& in, const MoeDispatchOutpu
 void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& out,
                           const ExpertReady& on_expert) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
-  const int H = c.node_size(), me = c.node_rank();
+  const int W = c.world_size(), r = c.world_rank();
   // Block of s for t: its rows for t's experts, in s's expert-major order, then their Meta.
   for (int s = 0; s < W; ++s) {
     std::size_t off = 0;
@@ -190,25 +189,18 @@ void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& o
   a2a_.begin(*core_, {[&](int s, int t) { return bytes_[static_cast<std::size_t>(s) * W + t]; },
                       [&](int s, int t) { return out_off_[static_cast<std::size_t>(s) * W + t]; },
                       [&](int s) { return in_off_[s]; }});
-  auto on_host = [&](int t) { return c.node_of(t) == nid; };
+  const ops::PeerOrder& peers = core_->peers();
   // 1. Blocks for other hosts first: the transport ships them as they are published.
-  for (int i = 1; i < W; ++i)
-    if (!on_host((r + i) % W)) pack((r + i) % W, in);
+  for (int t : peers.up_remote()) pack(t, in);
   // 2. Our own rows, straight into place.
   own_rows(in, out);
   // 3. Blocks for host peers, ring order; then theirs for us in the matching order.
-  for (int i = 1; i < H; ++i) pack(c.world_rank_of(nid, (me + i) % H), in);
+  for (int t : peers.up_host()) pack(t, in);
   // 4. Host peers' blocks (in the order they are packed for us), then other hosts' rows, copied
   // into place as they land; expert by expert when the caller starts work on each.
   std::vector<std::pair<int, ops::Inbox>> from;
-  for (int i = 1; i < H; ++i) {
-    const int s = c.world_rank_of(nid, (me + H - i) % H);
-    from.emplace_back(s, a2a_.from(s));
-  }
-  for (int i = 1; i < W; ++i) {
-    const int s = (r + W - i) % W;
-    if (!on_host(s)) from.emplace_back(s, a2a_.from(s));
-  }
+  for (int s : peers.down_host()) from.emplace_back(s, a2a_.from(s));
+  for (int s : peers.down_remote()) from.emplace_back(s, a2a_.from(s));
   if (on_expert) {
     for (int64_t l = 0; l < L_; ++l) {
       for (const auto& [s, box] : from) unpack_rows(s, l, box, out);

@@ -15,9 +15,11 @@ GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std:
   rail_in_ = layout.slots("rail-in", N > 1 ? N : 0, max_block);
   rail_landed_ = layout.signals("rail-landed", N > 1 ? N : 0);
   const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
-  for (int i = 1; i < L; ++i) others_.push_back(c.world_rank_of(nid, (me + i) % L));
+  for (int i = 1; i < L; ++i) host_peers_.push_back(c.world_rank_of(nid, (me + i) % L));
   for (int i = 1; i < N; ++i)
-    for (int j = 0; j < L; ++j) others_.push_back(c.world_rank_of((nid + i) % N, (me + j) % L));
+    for (int j = 0; j < L; ++j) remote_.push_back(c.world_rank_of((nid + i) % N, (me + j) % L));
+  others_ = host_peers_;
+  others_.insert(others_.end(), remote_.begin(), remote_.end());
 }
 
 void GatherExchange::begin(OpCore& core, std::size_t block) {

@@ -28,6 +28,9 @@ class GatherExchange {
   // The other ranks: host peers in ring order first, then each other host's ranks (in the
   // order their blocks reach this host).
   const std::vector<int>& others() const { return others_; }
+  // others() split: the host peers, then the other hosts' ranks.
+  const std::vector<int>& host_peers() const { return host_peers_; }
+  const std::vector<int>& remote() const { return remote_; }
   char* staged_slot() const { return needed_ ? staged_.at(c_->node_rank()) : nullptr; }
   // Where world rank g's block is read (g != this rank), without waiting: for local paths that
   // compute on whatever the buffers hold.
@@ -42,7 +45,7 @@ class GatherExchange {
   Tally staged_tally_, rail_tally_;
   uint64_t staged_base_ = 0, rail_base_ = 0;
   std::size_t block_ = 0;
-  std::vector<int> others_;
+  std::vector<int> others_, host_peers_, remote_;
 };
 
 }  // namespace fluxcpp::ops

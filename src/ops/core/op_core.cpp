@@ -48,7 +48,7 @@ ContextEntry::~ContextEntry() {
 }
 
 OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
-    : ctx_(&c), spec_(spec), layout_(&layout) {
+    : ctx_(&c), spec_(spec), layout_(&layout), peers_(c) {
   const char* op = spec.op;
   MPI_Comm comm = c.comm();
   // Settings the protocols depend on: every rank must use the same.

@@ -20,6 +20,7 @@
 #include "fault.hpp"
 #include "kernels/blas_threads.hpp"
 #include "ops/core/handshake.hpp"
+#include "ops/core/peer_order.hpp"
 #include "shm/layout.hpp"
 #include "shm/symmetric_buffer.hpp"
 
@@ -74,6 +75,8 @@ class OpCore {
   const char* op() const { return spec_.op; }
   uint64_t epoch() const { return epoch_; }
   const Handshake& handshake() const { return hs_; }
+  // The order in which this rank visits its peers (peer_order.hpp).
+  const PeerOrder& peers() const { return peers_; }
   comm::Transport* transport() { return transport_ ? &*transport_ : nullptr; }
   bool multi_host() const { return ctx_->num_nodes() > 1; }
   const shm::Layout& layout() const { return *layout_; }
@@ -106,6 +109,7 @@ class OpCore {
   Spec spec_;
   shm::Layout* layout_;
   Handshake hs_;
+  PeerOrder peers_;
   shm::SignalArray released_;  // [L]: released[q] in our segment = last call q released
   shm::SymmetricBuffer buf_;
   std::optional<comm::Transport> transport_;

@@ -1,8 +1,9 @@
 // The all-to-all pattern, shared by All2AllSingle, a2a_gemm and the Ulysses ops: a block from every
 // rank to every rank, with sizes and offsets agreed per call. A rank writes its block for rank t
 // into its "a2a-out" slot at an offset; within a host, t reads it there; across hosts, MPI
-// carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which; the op still picks
-// the order of the peers (ring order, host peers and other hosts in separate passes).
+// carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which. The order of the
+// peers is OpCore::peers()'s (ops/core/peer_order.hpp); an op still visits host peers and other
+// hosts' ranks in separate passes where it treats them differently.
 #pragma once
 
 #include <functional>

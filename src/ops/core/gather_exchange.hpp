@@ -2,7 +2,8 @@
 // Within a host peers read a rank's block in its segment ("staged"). Across hosts a block travels
 // once per host, between rail peers (the ranks with the same local rank), into "rail-in[host]" of
 // the receiver's segment, where the receiver's host peers read it too. from(g) hides all of that:
-// an op waits on each rank's Inbox the same way (in the order it picks from others()).
+// an op waits on each rank's Inbox the same way, in the order of others() (or of host_peers() and
+// remote(), when it treats the two differently).
 #pragma once
 
 #include <vector>

@@ -5,8 +5,8 @@
 // until its first n bytes have arrived. Both count bytes on a signal whose value grows over the
 // calls (base + bytes), so the expected values are tracked inside and never repeat: an op using
 // them handles no epochs and no signal indices, and waits on and reads an Inbox the same way
-// whichever host its peer is on. (Ops still decide themselves in which order, and in which pass,
-// they visit host peers and other hosts' ranks.)
+// whichever host its peer is on. (The order of the peers is OpCore::peers()'s; an op still visits
+// host peers and other hosts' ranks in separate passes where it treats them differently.)
 #pragma once
 
 #include <algorithm>

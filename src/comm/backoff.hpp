@@ -46,6 +46,10 @@ inline constexpr BackoffPolicy kCollective{{},
                                            std::chrono::microseconds(1),
                                            std::chrono::microseconds(128),
                                            16};
+// Driving abandoned collectives (orphans.hpp) at a destroy or in MPI_Finalize: late by
+// definition, so naps from the start, growing to 128 us.
+inline constexpr BackoffPolicy kOrphans{
+    {}, {}, std::chrono::microseconds(1), std::chrono::microseconds(128), 16};
 // Point-to-point messages (AsyncSendRecv across hosts): the context's spin and yield budgets, as
 // its signal waits, then 20 us naps (MPI progress needs polling, not a futex).
 inline constexpr BackoffPolicy point_to_point(const shm::WaitPolicy& w) {

@@ -1,12 +1,11 @@
 #include "comm/orphans.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <vector>
 
+#include "comm/backoff.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -85,17 +84,12 @@ int progress_locked(Registry& r) {
   return static_cast<int>(r.orphans.size());
 }
 
-void nap(int& naps) {
-  timespec ts{0, (1L << std::min(7, naps++ / 16)) * 1000L};
-  nanosleep(&ts, nullptr);
-}
-
 // Drives the orphans (those on `on`, or all with MPI_COMM_NULL) until none is left or `grace_s`
 // passed; returns the first still pending (nullptr: none).
 const Orphan* drive(Registry& r, MPI_Comm on, double grace_s) {
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(grace_s));
-  for (int naps = 0;; nap(naps)) {
+  for (Backoff backoff(kOrphans);; backoff.pause()) {
     progress_locked(r);
     auto it = std::find_if(r.orphans.begin(), r.orphans.end(),
                            [on](const Orphan& o) { return on == MPI_COMM_NULL || o.on == on; });

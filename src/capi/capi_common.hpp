@@ -55,18 +55,66 @@ inline fluxcpp::DType to_dtype(const fluxcpp_dtype_t& d) {
   return static_cast<fluxcpp::DType>(raw);
 }
 
+// Every op's C handle owns its implementation directly, so the C layer can pass a rank-local
+// argument error into the collective constructors (every rank then fails alike instead of
+// hanging). The C structs derive from Handle<Impl>; most are defined by FLUXCPP_CAPI_HANDLE.
+template <typename I>
+struct Handle {
+  using Impl = I;
+  std::unique_ptr<Impl> impl;
+};
+
+// The destroy of a handle whose implementation's destructor does all the work: NULL is a no-op.
+template <typename H>
+fluxcpp_status_t destroy_op(H* op) {
+  delete op;
+  return FLUXCPP_SUCCESS;
+}
+
 // Every op's create: the out-pointer is cleared first; a NULL out-pointer still takes part in the
-// collective construction (which then fails on every rank); a NULL context cannot.
-template <typename Handle, typename Impl, typename Options>
-fluxcpp_status_t create_op(const char* fn, fluxcpp_context_t ctx, const Options& options,
-                           Handle** op) {
+// collective construction (which then fails on every rank), as does a rank-local local_error; a
+// NULL context cannot.
+template <typename H, typename Options>
+fluxcpp_status_t create_op(const char* fn, fluxcpp_context_t ctx, const Options& options, H** op,
+                           const std::string& local_error = {}) {
   if (op != nullptr) *op = nullptr;
   if (ctx == nullptr) return null_arg(fn, "ctx");
   return guarded([&] {
-    auto impl = std::make_unique<Impl>(ctx->impl, options,
-                                       op == nullptr ? "the op out-pointer is NULL" : "");
-    *op = new Handle{std::move(impl)};
+    auto impl = std::make_unique<typename H::Impl>(
+        ctx->impl, options, op == nullptr ? "the op out-pointer is NULL" : local_error);
+    *op = new H{{std::move(impl)}};
   });
+}
+
+// Every call on an op: a NULL handle is an argument error naming fn and the handle's parameter;
+// otherwise f(implementation), its exceptions mapped to a status (see guarded).
+template <typename H, typename F>
+fluxcpp_status_t call_op(const char* fn, H* op, F&& f, const char* handle_name = "op") {
+  if (op == nullptr) return null_arg(fn, handle_name);
+  return guarded([&] { f(*op->impl); });
+}
+
+template <typename T>
+struct NoDeduce {
+  using type = T;
+};
+
+// As call_op, for a call whose result goes to a required out-parameter: NULL is an argument
+// error naming it; else *out is set to `cleared`, then to f(implementation) if that succeeds.
+template <typename H, typename T, typename F>
+fluxcpp_status_t call_op_out(const char* fn, H* op, const char* out_name, T* out,
+                             typename NoDeduce<T>::type cleared, F&& f) {
+  if (op == nullptr) return null_arg(fn, "op");
+  if (out == nullptr) return null_arg(fn, out_name);
+  *out = cleared;
+  return guarded([&] { *out = f(*op->impl); });
+}
+
+// fluxcpp_<op>_input_buffer of the ops with zero-copy input.
+template <typename H>
+fluxcpp_status_t input_buffer(const char* fn, H* op, void** buffer) {
+  return call_op_out(fn, op, "buffer", buffer, nullptr,
+                     [](auto& impl) { return impl.input_buffer(); });
 }
 
 // The fused GEMM ops share their create arguments.
@@ -84,3 +132,12 @@ Options gemm_options(int64_t max_m, int64_t n, int64_t k, const fluxcpp_dtype_t&
 }
 
 }  // namespace fluxcpp::capi
+
+// Defines the C handle struct fluxcpp_<name>_s over Impl and its destroy, fluxcpp_<name>_destroy
+// (destroy_op). Use at global scope, outside extern "C" (the destroy's declaration in fluxcpp.h
+// gives it C linkage).
+#define FLUXCPP_CAPI_HANDLE(name, Impl)                              \
+  struct fluxcpp_##name##_s : fluxcpp::capi::Handle<Impl> {};        \
+  fluxcpp_status_t fluxcpp_##name##_destroy(fluxcpp_##name##_t op) { \
+    return fluxcpp::capi::destroy_op(op);                            \
+  }

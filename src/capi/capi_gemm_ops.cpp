@@ -9,108 +9,81 @@
 #include "ops/gemm_a2a_transpose.hpp"
 #include "ops/gemm_rs.hpp"
 
-// Handles hold the implementations directly, so the C layer can pass a rank-local argument
-// error into the collective constructors (every rank then fails alike instead of hanging).
-struct fluxcpp_ag_gemm_s {
-  std::unique_ptr<fluxcpp::detail::AgGemmImpl> impl;
-};
-struct fluxcpp_gemm_rs_s {
-  std::unique_ptr<fluxcpp::detail::GemmRsImpl> impl;
-};
-struct fluxcpp_a2a_gemm_s {
-  std::unique_ptr<fluxcpp::detail::A2aGemmImpl> impl;
-};
-struct fluxcpp_gemm_a2a_transpose_s {
-  std::unique_ptr<fluxcpp::detail::GemmA2aTransposeImpl> impl;
-};
-struct fluxcpp_a2a_transpose_gemm_s {
-  std::unique_ptr<fluxcpp::detail::A2aTransposeGemmImpl> impl;
-};
-struct fluxcpp_packed_weight_s {
-  std::unique_ptr<fluxcpp::kernels::PackedWeight> impl;
-};
-
 using namespace fluxcpp::capi;
+
+FLUXCPP_CAPI_HANDLE(ag_gemm, fluxcpp::detail::AgGemmImpl)
+FLUXCPP_CAPI_HANDLE(gemm_rs, fluxcpp::detail::GemmRsImpl)
+FLUXCPP_CAPI_HANDLE(a2a_gemm, fluxcpp::detail::A2aGemmImpl)
+FLUXCPP_CAPI_HANDLE(gemm_a2a_transpose, fluxcpp::detail::GemmA2aTransposeImpl)
+FLUXCPP_CAPI_HANDLE(a2a_transpose_gemm, fluxcpp::detail::A2aTransposeGemmImpl)
+FLUXCPP_CAPI_HANDLE(packed_weight, fluxcpp::kernels::PackedWeight)
+
+namespace {
+
+// The forward of ag_gemm and gemm_rs with a packed weight. A NULL one still takes part (as a NULL
+// weight), so every rank fails alike.
+template <typename H, typename... Rest>
+fluxcpp_status_t forward_packed(const char* fn, H* op, const void* input, int64_t m,
+                                fluxcpp_packed_weight_t weight, Rest... rest) {
+  return call_op(fn, op, [&](auto& impl) {
+    if (weight == nullptr) return impl.forward(input, m, nullptr, rest...);
+    impl.forward(input, m, *weight->impl, rest...);
+  });
+}
+
+}  // namespace
 
 extern "C" {
 
 fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
                                         int transpose_weight, fluxcpp_ag_gemm_t* op) {
-  return create_op<fluxcpp_ag_gemm_s, fluxcpp::detail::AgGemmImpl>(
-      "fluxcpp_ag_gemm_create", ctx,
-      gemm_options<fluxcpp::AgGemmOptions>(max_m, n, k, input_dtype, output_dtype,
-                                           transpose_weight),
-      op);
+  auto o = gemm_options<fluxcpp::AgGemmOptions>(max_m, n, k, input_dtype, output_dtype,
+                                                transpose_weight);
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
                                          const void* weight, const void* bias, void* output,
                                          void* gathered_input) {
-  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_forward", "op");
-  return guarded([&] { op->impl->forward(input, m, weight, bias, output, gathered_input); });
+  return call_op(__func__, op,
+                 [&](auto& impl) { impl.forward(input, m, weight, bias, output, gathered_input); });
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_input_buffer(fluxcpp_ag_gemm_t op, void** buffer) {
-  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_input_buffer", "op");
-  if (buffer == nullptr) return null_arg("fluxcpp_ag_gemm_input_buffer", "buffer");
-  *buffer = nullptr;
-  return guarded([&] { *buffer = op->impl->input_buffer(); });
-}
-
-fluxcpp_status_t fluxcpp_ag_gemm_destroy(fluxcpp_ag_gemm_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return input_buffer(__func__, op, buffer);
 }
 
 fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
                                         int transpose_weight, fluxcpp_gemm_rs_t* op) {
-  return create_op<fluxcpp_gemm_rs_s, fluxcpp::detail::GemmRsImpl>(
-      "fluxcpp_gemm_rs_create", ctx,
-      gemm_options<fluxcpp::GemmRsOptions>(max_m, n, k, input_dtype, output_dtype,
-                                           transpose_weight),
-      op);
+  auto o = gemm_options<fluxcpp::GemmRsOptions>(max_m, n, k, input_dtype, output_dtype,
+                                                transpose_weight);
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
                                          const void* weight, const void* bias, void* output) {
-  if (op == nullptr) return null_arg("fluxcpp_gemm_rs_forward", "op");
-  return guarded([&] { op->impl->forward(input, m, weight, bias, output); });
-}
-
-fluxcpp_status_t fluxcpp_gemm_rs_destroy(fluxcpp_gemm_rs_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, weight, bias, output); });
 }
 
 fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
                                          fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
                                          int transpose_weight, fluxcpp_a2a_gemm_t* op) {
-  return create_op<fluxcpp_a2a_gemm_s, fluxcpp::detail::A2aGemmImpl>(
-      "fluxcpp_a2a_gemm_create", ctx,
-      gemm_options<fluxcpp::A2aGemmOptions>(max_m, n, k, input_dtype, output_dtype,
-                                            transpose_weight),
-      op);
+  auto o = gemm_options<fluxcpp::A2aGemmOptions>(max_m, n, k, input_dtype, output_dtype,
+                                                 transpose_weight);
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
                                           const void* weight, const void* bias, void* output,
                                           void* a2a_output) {
-  if (op == nullptr) return null_arg("fluxcpp_a2a_gemm_forward", "op");
-  return guarded([&] { op->impl->forward(input, m, weight, bias, output, a2a_output); });
+  return call_op(__func__, op,
+                 [&](auto& impl) { impl.forward(input, m, weight, bias, output, a2a_output); });
 }
 
 fluxcpp_status_t fluxcpp_a2a_gemm_input_buffer(fluxcpp_a2a_gemm_t op, void** buffer) {
-  if (op == nullptr) return null_arg("fluxcpp_a2a_gemm_input_buffer", "op");
-  if (buffer == nullptr) return null_arg("fluxcpp_a2a_gemm_input_buffer", "buffer");
-  *buffer = nullptr;
-  return guarded([&] { *buffer = op->impl->input_buffer(); });
-}
-
-fluxcpp_status_t fluxcpp_a2a_gemm_destroy(fluxcpp_a2a_gemm_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return input_buffer(__func__, op, buffer);
 }
 
 fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
@@ -118,29 +91,17 @@ fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_
                                                    int64_t head_dim, fluxcpp_dtype_t input_dtype,
                                                    fluxcpp_dtype_t output_dtype,
                                                    fluxcpp_gemm_a2a_transpose_t* op) {
-  fluxcpp::GemmA2aTransposeOptions o;
-  o.max_bs = max_bs;
-  o.max_seq = max_seq;
-  o.hidden = hidden;
-  o.nheads = nheads;
-  o.head_dim = head_dim;
-  o.input_dtype = to_dtype(input_dtype);
-  o.output_dtype = to_dtype(output_dtype);
-  return create_op<fluxcpp_gemm_a2a_transpose_s, fluxcpp::detail::GemmA2aTransposeImpl>(
-      "fluxcpp_gemm_a2a_transpose_create", ctx, o, op);
+  const fluxcpp::GemmA2aTransposeOptions o{
+      max_bs, max_seq, hidden, nheads, head_dim, to_dtype(input_dtype), to_dtype(output_dtype)};
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
                                                     const void* input, int64_t bs, int64_t seq,
                                                     const void* weight, const void* bias,
                                                     void* output) {
-  if (op == nullptr) return null_arg("fluxcpp_gemm_a2a_transpose_forward", "op");
-  return guarded([&] { op->impl->forward(input, bs, seq, weight, bias, output); });
-}
-
-fluxcpp_status_t fluxcpp_gemm_a2a_transpose_destroy(fluxcpp_gemm_a2a_transpose_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return call_op(__func__, op,
+                 [&](auto& impl) { impl.forward(input, bs, seq, weight, bias, output); });
 }
 
 fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_t max_bs,
@@ -149,29 +110,18 @@ fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_
                                                    fluxcpp_dtype_t input_dtype,
                                                    fluxcpp_dtype_t output_dtype,
                                                    fluxcpp_a2a_transpose_gemm_t* op) {
-  fluxcpp::A2aTransposeGemmOptions o;
-  o.max_bs = max_bs;
-  o.max_seq = max_seq;
-  o.nheads = nheads;
-  o.head_dim = head_dim;
-  o.n = n;
-  o.input_dtype = to_dtype(input_dtype);
-  o.output_dtype = to_dtype(output_dtype);
-  return create_op<fluxcpp_a2a_transpose_gemm_s, fluxcpp::detail::A2aTransposeGemmImpl>(
-      "fluxcpp_a2a_transpose_gemm_create", ctx, o, op);
+  const fluxcpp::A2aTransposeGemmOptions o{
+      max_bs, max_seq, nheads, head_dim, n, to_dtype(input_dtype), to_dtype(output_dtype)};
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
                                                     const void* input, int64_t bs, int64_t seq,
                                                     const void* weight, const void* bias,
                                                     void* output, void* a2a_output) {
-  if (op == nullptr) return null_arg("fluxcpp_a2a_transpose_gemm_forward", "op");
-  return guarded([&] { op->impl->forward(input, bs, seq, weight, bias, output, a2a_output); });
-}
-
-fluxcpp_status_t fluxcpp_a2a_transpose_gemm_destroy(fluxcpp_a2a_transpose_gemm_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return call_op(__func__, op, [&](auto& impl) {
+    impl.forward(input, bs, seq, weight, bias, output, a2a_output);
+  });
 }
 
 /* ---- packed weights ---- */
@@ -180,9 +130,9 @@ fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_context_t ctx, fluxcpp_dty
                                               const void* weight, int64_t n, int64_t k,
                                               int transpose_weight,
                                               fluxcpp_packed_weight_t* packed) {
-  if (packed == nullptr) return null_arg("fluxcpp_packed_weight_create", "packed");
+  if (packed == nullptr) return null_arg(__func__, "packed");
   *packed = nullptr;
-  if (ctx == nullptr) return null_arg("fluxcpp_packed_weight_create", "ctx");
+  if (ctx == nullptr) return null_arg(__func__, "ctx");
   return guarded([&] {
     auto h = std::make_unique<fluxcpp_packed_weight_s>();
     h->impl = std::make_unique<fluxcpp::kernels::PackedWeight>(
@@ -193,32 +143,20 @@ fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_context_t ctx, fluxcpp_dty
 }
 
 fluxcpp_status_t fluxcpp_packed_weight_update(fluxcpp_packed_weight_t packed, const void* weight) {
-  if (packed == nullptr) return null_arg("fluxcpp_packed_weight_update", "packed");
-  return guarded([&] { packed->impl->update(weight); });
-}
-
-fluxcpp_status_t fluxcpp_packed_weight_destroy(fluxcpp_packed_weight_t packed) {
-  delete packed;
-  return FLUXCPP_SUCCESS;
+  return call_op(
+      __func__, packed, [&](auto& impl) { impl.update(weight); }, "packed");
 }
 
 fluxcpp_status_t fluxcpp_ag_gemm_forward_packed(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
                                                 fluxcpp_packed_weight_t weight, const void* bias,
                                                 void* output, void* gathered_input) {
-  if (op == nullptr) return null_arg("fluxcpp_ag_gemm_forward_packed", "op");
-  if (weight == nullptr) {  // still take part, so every rank fails alike
-    return guarded([&] { op->impl->forward(input, m, nullptr, bias, output, gathered_input); });
-  }
-  return guarded([&] { op->impl->forward(input, m, *weight->impl, bias, output, gathered_input); });
+  return forward_packed(__func__, op, input, m, weight, bias, output, gathered_input);
 }
 
 fluxcpp_status_t fluxcpp_gemm_rs_forward_packed(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
                                                 fluxcpp_packed_weight_t weight, const void* bias,
                                                 void* output) {
-  if (op == nullptr) return null_arg("fluxcpp_gemm_rs_forward_packed", "op");
-  if (weight == nullptr)
-    return guarded([&] { op->impl->forward(input, m, nullptr, bias, output); });
-  return guarded([&] { op->impl->forward(input, m, *weight->impl, bias, output); });
+  return forward_packed(__func__, op, input, m, weight, bias, output);
 }
 
 }  // extern "C"

@@ -4,11 +4,9 @@
 #include "fluxcpp/moe_layout.hpp"
 #include "ops/grouped_gemm.hpp"
 
-struct fluxcpp_grouped_gemm_s {
-  std::unique_ptr<fluxcpp::detail::GroupedGemmImpl> impl;
-};
-
 using namespace fluxcpp::capi;
+
+FLUXCPP_CAPI_HANDLE(grouped_gemm, fluxcpp::detail::GroupedGemmImpl)
 
 extern "C" {
 
@@ -29,28 +27,17 @@ fluxcpp_status_t fluxcpp_grouped_gemm_create(fluxcpp_context_t ctx, int64_t num_
                                              fluxcpp_dtype_t input_dtype,
                                              fluxcpp_dtype_t output_dtype, int transpose_weight,
                                              fluxcpp_grouped_gemm_t* op) {
-  fluxcpp::GroupedGemmOptions o;
+  auto o = gemm_options<fluxcpp::GroupedGemmOptions>(max_m, n, k, input_dtype, output_dtype,
+                                                     transpose_weight);
   o.num_groups = num_groups;
-  o.max_m = max_m;
-  o.n = n;
-  o.k = k;
-  o.input_dtype = to_dtype(input_dtype);
-  o.output_dtype = to_dtype(output_dtype);
-  o.transpose_weight = transpose_weight != 0;
-  return create_op<fluxcpp_grouped_gemm_s, fluxcpp::detail::GroupedGemmImpl>(
-      "fluxcpp_grouped_gemm_create", ctx, o, op);
+  return create_op(__func__, ctx, o, op);
 }
 
 fluxcpp_status_t fluxcpp_grouped_gemm_forward(fluxcpp_grouped_gemm_t op, const void* input,
                                               const int64_t* splits, const void* weight,
                                               const float* scale, void* output) {
-  if (op == nullptr) return null_arg("fluxcpp_grouped_gemm_forward", "op");
-  return guarded([&] { op->impl->forward(input, splits, weight, scale, output); });
-}
-
-fluxcpp_status_t fluxcpp_grouped_gemm_destroy(fluxcpp_grouped_gemm_t op) {
-  delete op;
-  return FLUXCPP_SUCCESS;
+  return call_op(__func__, op,
+                 [&](auto& impl) { impl.forward(input, splits, weight, scale, output); });
 }
 
 }  // extern "C"

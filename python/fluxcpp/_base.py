@@ -4,7 +4,7 @@ import numbers
 import warnings
 
 from . import _lib
-from ._checks import INT32_MAX, is_bool, size
+from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
 
 
@@ -21,7 +21,36 @@ def _comm_handle(comm):
     return ctype, MPI._handleof(comm)
 
 
-class Context:
+class _Handle:
+    """A C handle (self._handle, None once closed) that close() destroys through
+    self._destroy(handle) -> status. Never destroyed by __del__: an open handle is leaked."""
+
+    @property
+    def closed(self):
+        return getattr(self, "_handle", None) is None
+
+    def close(self):
+        """fluxcpp_context_destroy / fluxcpp_<op>_destroy (collective where the C destroy is).
+        Closing twice is a no-op."""
+        h, self._handle = getattr(self, "_handle", None), None
+        if h is not None:
+            _lib.checked(self._destroy(h))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Never communicates: destroy is collective.
+        if getattr(self, "_handle", None) is not None:
+            warnings.warn(f"fluxcpp.{type(self).__name__} was not closed; its resources are "
+                          "leaked (close() is collective, so it is not called from __del__)",
+                          ResourceWarning, stacklevel=2)
+
+
+class Context(_Handle):
     """fluxcpp_context_t over an mpi4py communicator (None: MPI_COMM_WORLD). Collective.
 
     Attributes rank, world_size, node_rank, node_size. close() (collective) or `with`."""
@@ -45,49 +74,25 @@ class Context:
                                  float(timeout_s), compute_threads, comm_threads)
         create = _lib.fn("fluxcpp_context_create", [ctype, c_void_p, c_void_p])
         out = c_void_p()
-        s = create(value, ctypes.byref(cfg), ctypes.byref(out))
-        if s:
-            _lib.raise_status(s)
+        _lib.checked(create(value, ctypes.byref(cfg), ctypes.byref(out)))
         self._handle = out.value
         vals = [ctypes.c_int() for _ in range(4)]
-        s = _lib.fn("fluxcpp_context_info")(self._handle, *[ctypes.byref(v) for v in vals])
-        if s:
-            _lib.raise_status(s)
+        info = _lib.fn("fluxcpp_context_info")
+        _lib.checked(info(self._handle, *[ctypes.byref(v) for v in vals]))
         self.rank, self.world_size, self.node_rank, self.node_size = (v.value for v in vals)
 
     @property
     def comm(self):
         return self._comm
 
-    @property
-    def closed(self):
-        return self._handle is None
-
     def _require(self, where):
         if self._handle is None:
             raise Error(Status.INVALID_USAGE, f"{where}: the context is closed")
         return self._handle
 
-    def close(self):
-        """Collective (fluxcpp_context_destroy). Closing twice is a no-op."""
-        h, self._handle = self._handle, None
-        if h is not None:
-            s = _lib.fn("fluxcpp_context_destroy")(h)
-            if s:
-                _lib.raise_status(s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        # Never communicates: an open context is leaked (destroy is collective).
-        if getattr(self, "_handle", None) is not None:
-            warnings.warn("fluxcpp.Context was not closed; its resources are leaked (close() is "
-                          "collective, so it is not called from __del__)", ResourceWarning,
-                          stacklevel=2)
+    @staticmethod
+    def _destroy(h):
+        return _lib.fn("fluxcpp_context_destroy")(h)
 
     def __repr__(self):
         state = "closed" if self._handle is None else (
@@ -96,7 +101,7 @@ class Context:
         return f"fluxcpp.Context({state})"
 
 
-class Op:
+class Op(_Handle):
     """Base of the op classes: a C handle created in __init__, destroyed by close()."""
     _c = ""            # the C op name: fluxcpp_<_c>_create / _forward / _destroy
     _collective = True  # a forward failing a Python check poisons the C call (see _poison)
@@ -113,10 +118,24 @@ class Op:
         create = _lib.fn(f"fluxcpp_{self._c}_create")
         self._destroy_fn = _lib.fn(f"fluxcpp_{self._c}_destroy")
         out = c_void_p()
-        s = create(h, *args, ctypes.byref(out))
-        if s:
-            _lib.raise_status(s)
+        _lib.checked(create(h, *args, ctypes.byref(out)))
         self._handle = out.value
+
+    def _setup(self, ctx, sizes, dtypes):
+        """The create of most ops: sizes, (attribute, value, minimum), checked by size() in order,
+        then dtypes, (attribute, torch dtype), by c_dtype(); set as attributes of those names and
+        passed to fluxcpp_<_c>_create in that order. Binds fluxcpp_<_c>_forward as self._fwd."""
+        name = type(self).__name__
+        args = []
+        for attr, value, minimum in sizes:
+            args.append(size(name, attr, value, minimum))
+            setattr(self, attr, args[-1])
+        for attr, dtype in dtypes:
+            args.append(c_dtype(name, attr, dtype))
+            setattr(self, attr, dtype)
+        self._fw = f"{name}.forward"
+        self._create(ctx, *args)
+        self._fwd = _lib.fn(f"fluxcpp_{self._c}_forward")
 
     def _h(self):
         h = self._handle
@@ -136,29 +155,8 @@ class Op:
         if "forward" in cls.__dict__:
             cls.__call__ = cls.__dict__["forward"]
 
-    @property
-    def closed(self):
-        return getattr(self, "_handle", None) is None
-
-    def close(self):
-        """fluxcpp_<op>_destroy (collective where the C destroy is). Closing twice is a no-op."""
-        h, self._handle = getattr(self, "_handle", None), None
-        if h is not None:
-            s = self._destroy_fn(h)
-            if s:
-                _lib.raise_status(s)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            warnings.warn(f"fluxcpp.{type(self).__name__} was not closed; its resources are "
-                          "leaked (close() is collective, so it is not called from __del__)",
-                          ResourceWarning, stacklevel=2)
+    def _destroy(self, h):
+        return self._destroy_fn(h)
 
 
 class ZeroCopyInput:
@@ -174,9 +172,7 @@ class ZeroCopyInput:
         then skips copying it. Call again before each write. Valid until close()."""
         import torch
         p = c_void_p()
-        s = _lib.fn(f"fluxcpp_{self._c}_input_buffer")(self._h(), ctypes.byref(p))
-        if s:
-            _lib.raise_status(s)
+        _lib.checked(_lib.fn(f"fluxcpp_{self._c}_input_buffer")(self._h(), ctypes.byref(p)))
         buf = getattr(self, "_buffer", None)
         if buf is None or buf.data_ptr() != p.value:
             shape = self._buffer_shape()

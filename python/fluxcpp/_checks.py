@@ -110,6 +110,20 @@ def _shape_text(shape):
     return "[" + ", ".join("*" if d is None else str(d) for d in shape) + "]"
 
 
+def int_list(where, name, values, expected, minimum=0, maximum=INT64_MAX):
+    """A sequence of sizes (splits, ranks) as a list of Python ints, each checked by size()
+    (named name[i]); anything but a sequence, str and bytes included, is TypeError saying that
+    name must be `expected`."""
+    try:
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        items = list(values)
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be {expected}, got "
+                        f"{type(values).__name__}") from None
+    return [size(where, f"{name}[{i}]", v, minimum, maximum) for i, v in enumerate(items)]
+
+
 def int_array(where, name, values, dtype, length):
     """A 1-D integer array argument (splits, counts) as (pointer, list of ints, keepalive).
 
@@ -117,18 +131,20 @@ def int_array(where, name, values, dtype, length):
     if isinstance(values, torch.Tensor):
         p = tensor(where, name, values, dtype, (length,))
         return p, values.tolist(), values
-    try:
-        if isinstance(values, (str, bytes)):
-            raise TypeError
-        items = list(values)
-    except TypeError:
-        raise TypeError(f"{where}: {name} must be a {dtype} tensor or a sequence of ints, got "
-                        f"{type(values).__name__}") from None
-    vals = [size(where, f"{name}[{i}]", v) for i, v in enumerate(items)]
+    vals = int_list(where, name, values, f"a {dtype} tensor or a sequence of ints")
     if length is not None and len(vals) != length:
         raise ValueError(f"{where}: {name} has {len(vals)} entries, expected {length}")
     t = torch.tensor(vals, dtype=dtype)
     return t.data_ptr(), vals, t
+
+
+def output(where, name, t, dtype, shape):
+    """An output argument as (tensor, pointer): None allocates one of `shape` (every entry a
+    size), anything else is checked as tensor() checks it."""
+    if t is None:
+        t = torch.empty(shape, dtype=dtype)
+        return t, t.data_ptr()
+    return t, tensor(where, name, t, dtype, shape)
 
 
 def divisible(where, name, value, by, what):

@@ -196,6 +196,13 @@ def raise_status(status, extra=None):
     raise err
 
 
+def checked(status, value=None):
+    """value, once a C call returned status: fluxcpp.Error (raise_status) unless it is 0."""
+    if status:
+        raise_status(status)
+    return value
+
+
 def version():
     """fluxcpp_version(): major*10000 + minor*100 + patch."""
     return fn("fluxcpp_version")()

@@ -3,15 +3,13 @@ import ctypes
 
 import torch
 
-from . import _lib
 from ._base import Op, ZeroCopyInput
-from ._checks import c_dtype, int_array, size, tensor
-from .dense import _GemmOp
+from ._checks import int_array, output, tensor
+from ._lib import checked
+from .dense import _Collective, _GemmOp
 
-_raise = _lib.raise_status
 
-
-class AllToAllSingle(Op, ZeroCopyInput):
+class AllToAllSingle(_Collective, ZeroCopyInput):
     """fluxcpp_all_to_all_single (variable splits, like MPI_Alltoallv on rows).
 
     forward(input, input_splits, output_splits, *, out=None): splits are W row counts (int64
@@ -19,12 +17,7 @@ class AllToAllSingle(Op, ZeroCopyInput):
     _c = "all_to_all_single"
 
     def __init__(self, ctx, max_rows, n, dtype):
-        self.max_rows = size("AllToAllSingle", "max_rows", max_rows)
-        self.n, self.dtype = size("AllToAllSingle", "n", n, 1), dtype
-        self._in_dtype = dtype
-        self._fw = "AllToAllSingle.forward"
-        self._create(ctx, self.max_rows, self.n, c_dtype("AllToAllSingle", "dtype", dtype))
-        self._fwd = _lib.fn("fluxcpp_all_to_all_single_forward")
+        self._setup(ctx, (("max_rows", max_rows, 0), ("n", n, 1)), (("dtype", dtype),))
 
     def _buffer_shape(self):
         return (self.max_rows, self.n)
@@ -41,18 +34,11 @@ class AllToAllSingle(Op, ZeroCopyInput):
             osp, ovals, okeep = int_array(fw, "output_splits", output_splits, torch.int64, self._W)
             rows_in, rows_out = sum(ivals), sum(ovals)
             ip = tensor(fw, "input", input, self.dtype, (rows_in, self.n))
-            if out is None:
-                out = torch.empty((rows_out, self.n), dtype=self.dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.dtype, (rows_out, self.n))
+            out, op = output(fw, "out", out, self.dtype, (rows_out, self.n))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, isp, op, osp)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, isp, op, osp), out)
 
 
 class A2aGemm(_GemmOp, ZeroCopyInput):
@@ -63,34 +49,20 @@ class A2aGemm(_GemmOp, ZeroCopyInput):
     def _buffer_shape(self):
         return (self.max_m, self.k)
 
-    def _poison(self):
-        self._fwd(self._handle, None, -1, None, None, None, None)
-
     def forward(self, input, weight, bias=None, *, out=None, a2a_output=None):
         h = self._handle or self._h()
         fw = self._fw
         try:
-            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
-            m = input.shape[0]
-            if m % self._W:
-                raise ValueError(f"{fw}: input has {m} rows, not divisible by W={self._W}")
-            self._check_m(m)
+            ip, m = self._input(input)
             wp = tensor(fw, "weight", weight, self._in_dtype, self._wshape)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
-            if out is None:
-                out = torch.empty((m, self.n), dtype=self._out_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self._out_dtype, (m, self.n))
+            out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
             ap = None if a2a_output is None else tensor(fw, "a2a_output", a2a_output,
                                                         self._in_dtype, (m, self.k))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, m, wp, bp, op, ap)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, m, wp, bp, op, ap), out)
 
 
 class GemmA2aTranspose(Op):
@@ -102,18 +74,10 @@ class GemmA2aTranspose(Op):
 
     def __init__(self, ctx, max_bs, max_seq, hidden, nheads, head_dim, input_dtype,
                  output_dtype=None):
-        name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.max_bs, self.max_seq = size(name, "max_bs", max_bs), size(name, "max_seq", max_seq)
-        self.hidden = size(name, "hidden", hidden, 1)
-        self.nheads, self.head_dim = size(name, "nheads", nheads, 1), size(name, "head_dim",
-                                                                           head_dim, 1)
-        self.input_dtype, self.output_dtype = input_dtype, output_dtype
-        self._fw = f"{name}.forward"
-        self._create(ctx, self.max_bs, self.max_seq, self.hidden, self.nheads, self.head_dim,
-                     c_dtype(name, "input_dtype", input_dtype),
-                     c_dtype(name, "output_dtype", output_dtype))
-        self._fwd = _lib.fn("fluxcpp_gemm_a2a_transpose_forward")
+        self._setup(ctx, (("max_bs", max_bs, 0), ("max_seq", max_seq, 0), ("hidden", hidden, 1),
+                          ("nheads", nheads, 1), ("head_dim", head_dim, 1)),
+                    (("input_dtype", input_dtype), ("output_dtype", output_dtype)))
 
     def _poison(self):
         self._fwd(self._handle, None, -1, -1, None, None, None)
@@ -128,18 +92,11 @@ class GemmA2aTranspose(Op):
             wp = tensor(fw, "weight", weight, self.input_dtype, (nd, self.hidden))
             bp = None if bias is None else tensor(fw, "bias", bias, self.output_dtype, (nd,))
             oshape = (bs, self.nheads // W, seq, self.head_dim)
-            if out is None:
-                out = torch.empty(oshape, dtype=self.output_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.output_dtype, oshape)
+            out, op = output(fw, "out", out, self.output_dtype, oshape)
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, bs, seq, wp, bp, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, bs, seq, wp, bp, op), out)
 
 
 class A2aTransposeGemm(Op):
@@ -151,18 +108,10 @@ class A2aTransposeGemm(Op):
     _c = "a2a_transpose_gemm"
 
     def __init__(self, ctx, max_bs, max_seq, nheads, head_dim, n, input_dtype, output_dtype=None):
-        name = type(self).__name__
         output_dtype = input_dtype if output_dtype is None else output_dtype
-        self.max_bs, self.max_seq = size(name, "max_bs", max_bs), size(name, "max_seq", max_seq)
-        self.nheads, self.head_dim = size(name, "nheads", nheads, 1), size(name, "head_dim",
-                                                                           head_dim, 1)
-        self.n = size(name, "n", n, 1)
-        self.input_dtype, self.output_dtype = input_dtype, output_dtype
-        self._fw = f"{name}.forward"
-        self._create(ctx, self.max_bs, self.max_seq, self.nheads, self.head_dim, self.n,
-                     c_dtype(name, "input_dtype", input_dtype),
-                     c_dtype(name, "output_dtype", output_dtype))
-        self._fwd = _lib.fn("fluxcpp_a2a_transpose_gemm_forward")
+        self._setup(ctx, (("max_bs", max_bs, 0), ("max_seq", max_seq, 0), ("nheads", nheads, 1),
+                          ("head_dim", head_dim, 1), ("n", n, 1)),
+                    (("input_dtype", input_dtype), ("output_dtype", output_dtype)))
 
     def _poison(self):
         self._fwd(self._handle, None, -1, -1, None, None, None, None)
@@ -180,21 +129,13 @@ class A2aTransposeGemm(Op):
                                  f"W={W}")
             wp = tensor(fw, "weight", weight, self.input_dtype, (self.n, nd))
             bp = None if bias is None else tensor(fw, "bias", bias, self.output_dtype, (self.n,))
-            oshape = (bs, seq // W, self.n)
-            if out is None:
-                out = torch.empty(oshape, dtype=self.output_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.output_dtype, oshape)
+            out, op = output(fw, "out", out, self.output_dtype, (bs, seq // W, self.n))
             ap = None if a2a_output is None else tensor(fw, "a2a_output", a2a_output,
                                                         self.input_dtype, (bs, seq // W, nd))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, bs, seq, wp, bp, op, ap)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, bs, seq, wp, bp, op, ap), out)
 
 
 GemmAllToAllTranspose = GemmA2aTranspose

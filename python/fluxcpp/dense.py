@@ -1,12 +1,9 @@
 """AllGather, ReduceScatter, AgGemm (AGKernel) and GemmRs (GemmRS): the tensor-parallel pair."""
-import torch
-
 from . import _lib
 from .packed import PackedWeight
 from ._base import Op, ZeroCopyInput
-from ._checks import c_dtype, size, tensor
-
-_raise = _lib.raise_status
+from ._checks import c_dtype, output, size, tensor
+from ._lib import checked
 
 
 class _GemmOp(Op):
@@ -39,28 +36,45 @@ class _GemmOp(Op):
             return h, self._fwd_packed
         return tensor(self._fw, "weight", weight, self._in_dtype, self._wshape), self._fwd
 
+    def _poison(self):
+        # AgGemm and A2aGemm: (input, m, weight, bias, out, gathered_input / a2a_output)
+        self._fwd(self._handle, None, -1, None, None, None, None)
+
     def _check_m(self, m):
         if m > self.max_m:
             raise ValueError(f"{self._fw}: m={m} (from input's shape) exceeds max_m={self.max_m}")
 
+    def _input(self, input):
+        """(pointer, m) of an input [m, k] whose rows are split over the ranks (GemmRs, A2aGemm):
+        m divisible by W, at most max_m."""
+        ip = tensor(self._fw, "input", input, self._in_dtype, (None, self.k))
+        m = input.shape[0]
+        if m % self._W:
+            raise ValueError(f"{self._fw}: input has {m} rows, not divisible by W={self._W}")
+        self._check_m(m)
+        return ip, m
 
-class AllGather(Op, ZeroCopyInput):
+
+class _Collective(Op):
+    """The plain collectives: one dtype, and a forward (input, m, output) unless overridden."""
+
+    @property
+    def _in_dtype(self):
+        return self.dtype
+
+    def _poison(self):
+        self._fwd(self._handle, None, -1, None)
+
+
+class AllGather(_Collective, ZeroCopyInput):
     """fluxcpp_all_gather: input [m/W, k] -> output [m, k], rank s's rows at [s*m/W, (s+1)*m/W)."""
     _c = "all_gather"
 
     def __init__(self, ctx, max_m, k, dtype):
-        self.max_m = size("AllGather", "max_m", max_m)
-        self.k, self.dtype = size("AllGather", "k", k, 1), dtype
-        self._in_dtype = dtype
-        self._fw = "AllGather.forward"
-        self._create(ctx, self.max_m, self.k, c_dtype("AllGather", "dtype", dtype))
-        self._fwd = _lib.fn("fluxcpp_all_gather_forward")
+        self._setup(ctx, (("max_m", max_m, 0), ("k", k, 1)), (("dtype", dtype),))
 
     def _buffer_shape(self):
         return (self.max_m // self._W, self.k)
-
-    def _poison(self):
-        self._fwd(self._handle, None, -1, None)
 
     def forward(self, input, *, out=None):
         h = self._handle or self._h()
@@ -69,34 +83,20 @@ class AllGather(Op, ZeroCopyInput):
             m = input.shape[0] * self._W
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} (input rows x W) exceeds max_m={self.max_m}")
-            if out is None:
-                out = torch.empty((m, self.k), dtype=self.dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(self._fw, "out", out, self.dtype, (m, self.k))
+            out, op = output(self._fw, "out", out, self.dtype, (m, self.k))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, m, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, m, op), out)
 
 
-class ReduceScatter(Op):
+class ReduceScatter(_Collective):
     """fluxcpp_reduce_scatter: input [m, n] -> output [m/W, n] = this rank's rows of the sum over
     ranks, in a fixed order (bitwise reproducible)."""
     _c = "reduce_scatter"
 
     def __init__(self, ctx, max_m, n, dtype):
-        self.max_m = size("ReduceScatter", "max_m", max_m)
-        self.n, self.dtype = size("ReduceScatter", "n", n, 1), dtype
-        self._fw = "ReduceScatter.forward"
-        self._create(ctx, self.max_m, self.n, c_dtype("ReduceScatter", "dtype", dtype))
-        self._fwd = _lib.fn("fluxcpp_reduce_scatter_forward")
-
-    def _poison(self):
-        self._fwd(self._handle, None, -1, None)
+        self._setup(ctx, (("max_m", max_m, 0), ("n", n, 1)), (("dtype", dtype),))
 
     def forward(self, input, *, out=None):
         h = self._handle or self._h()
@@ -107,18 +107,11 @@ class ReduceScatter(Op):
                 raise ValueError(f"{self._fw}: input has {m} rows, not divisible by W={self._W}")
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} exceeds max_m={self.max_m}")
-            if out is None:
-                out = torch.empty((m // self._W, self.n), dtype=self.dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(self._fw, "out", out, self.dtype, (m // self._W, self.n))
+            out, op = output(self._fw, "out", out, self.dtype, (m // self._W, self.n))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, m, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, m, op), out)
 
 
 class AgGemm(_GemmOp, ZeroCopyInput):
@@ -130,9 +123,6 @@ class AgGemm(_GemmOp, ZeroCopyInput):
     def _buffer_shape(self):
         return (self.max_m // self._W, self.k)
 
-    def _poison(self):
-        self._fwd(self._handle, None, -1, None, None, None, None)
-
     def forward(self, input, weight, bias=None, *, out=None, gathered_input=None):
         h = self._handle or self._h()
         fw = self._fw
@@ -143,20 +133,13 @@ class AgGemm(_GemmOp, ZeroCopyInput):
                 self._check_m(m)
             wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
-            if out is None:
-                out = torch.empty((m, self.n), dtype=self._out_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self._out_dtype, (m, self.n))
+            out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
             gp = None if gathered_input is None else tensor(
                 fw, "gathered_input", gathered_input, self._in_dtype, (m, self.k))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = fwd(h, ip, m, wp, bp, op, gp)
-        if s:
-            _raise(s)
-        return out
+        return checked(fwd(h, ip, m, wp, bp, op, gp), out)
 
 
 class GemmRs(_GemmOp):
@@ -165,33 +148,21 @@ class GemmRs(_GemmOp):
     input @ weight.T, + bias once (bias the same on every rank). Bitwise reproducible."""
     _c = "gemm_rs"
 
-    def _poison(self):
+    def _poison(self):  # no output besides out
         self._fwd(self._handle, None, -1, None, None, None)
 
     def forward(self, input, weight, bias=None, *, out=None):
         h = self._handle or self._h()
         fw = self._fw
         try:
-            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
-            m = input.shape[0]
-            if m % self._W:
-                raise ValueError(f"{fw}: input has {m} rows, not divisible by W={self._W}")
-            self._check_m(m)
+            ip, m = self._input(input)
             wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
-            rows = m // self._W
-            if out is None:
-                out = torch.empty((rows, self.n), dtype=self._out_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self._out_dtype, (rows, self.n))
+            out, op = output(fw, "out", out, self._out_dtype, (m // self._W, self.n))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = fwd(h, ip, m, wp, bp, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(fwd(h, ip, m, wp, bp, op), out)
 
 
 AGKernel = AgGemm

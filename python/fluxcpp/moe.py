@@ -7,9 +7,8 @@ import torch
 
 from . import _lib
 from ._base import Op
-from ._checks import c_dtype, int_array, optional, size, tensor
-
-_raise = _lib.raise_status
+from ._checks import c_dtype, int_array, optional, output, size, tensor
+from ._lib import checked
 
 MoeLayout = collections.namedtuple(
     "MoeLayout", "expert_counts rank_rows rank_tokens scatter_index gather_index topk_index")
@@ -29,10 +28,7 @@ def moe_layout(topk_ids, num_experts, num_ranks):
     res = MoeLayout(torch.empty(E, dtype=torch.int64), torch.empty(R, dtype=torch.int64),
                     torch.empty(R, dtype=torch.int64), torch.empty((T, K), dtype=torch.int32),
                     torch.empty(T * K, dtype=torch.int32), torch.empty(T * K, dtype=torch.int32))
-    s = _lib.fn("fluxcpp_moe_layout")(p, T, K, E, R, *(t.data_ptr() for t in res))
-    if s:
-        _raise(s)
-    return res
+    return checked(_lib.fn("fluxcpp_moe_layout")(p, T, K, E, R, *(t.data_ptr() for t in res)), res)
 
 
 class GroupedGemm(Op):
@@ -66,15 +62,8 @@ class GroupedGemm(Op):
         ip = tensor(fw, "input", input, self.input_dtype, (m, self.k))
         wp = tensor(fw, "weight", weight, self.input_dtype, self._wshape)
         cp = optional(fw, "scale", scale, torch.float32, (self.num_groups,))
-        if out is None:
-            out = torch.empty((m, self.n), dtype=self.output_dtype)
-            op = out.data_ptr()
-        else:
-            op = tensor(fw, "out", out, self.output_dtype, (m, self.n))
-        s = self._fwd(h, ip, sp, wp, cp, op)
-        if s:
-            _raise(s)
-        return out
+        out, op = output(fw, "out", out, self.output_dtype, (m, self.n))
+        return checked(self._fwd(h, ip, sp, wp, cp, op), out)
 
 
 class _MoeEp(Op):
@@ -123,11 +112,7 @@ class MoeDispatch(_MoeEp):
             T = input.shape[0]
             tp = tensor(fw, "topk_ids", topk_ids, torch.int32, (T, self.topk))
             wp = optional(fw, "topk_weights", topk_weights, torch.float32, (T, self.topk))
-            if recv is None:
-                recv = torch.empty((cap, self.hidden), dtype=self.dtype)
-                rp = recv.data_ptr()
-            else:
-                rp = tensor(fw, "recv", recv, self.dtype, (cap, self.hidden))
+            recv, rp = output(fw, "recv", recv, self.dtype, (cap, self.hidden))
         except (TypeError, ValueError):
             self._poison()
             raise
@@ -138,7 +123,7 @@ class MoeDispatch(_MoeEp):
         s = self._fwd(h, ip, T, tp, wp, rp, None if rw is None else rw.data_ptr(),
                       src.data_ptr(), counts.data_ptr(), ctypes.byref(nrows))
         if s:
-            _raise(s, {"num_recv_rows": nrows.value})
+            _lib.raise_status(s, {"num_recv_rows": nrows.value})
         R = nrows.value
         return DispatchResult(recv[:R], None if rw is None else rw[:R], src[:R], counts)
 
@@ -171,18 +156,11 @@ class MoeCombine(_MoeEp):
             tp = tensor(fw, "topk_ids", topk_ids, torch.int32, (None, self.topk))
             T = topk_ids.shape[0]
             wp = optional(fw, "topk_weights", topk_weights, torch.float32, (T, self.topk))
-            if out is None:
-                out = torch.empty((T, self.hidden), dtype=self.output_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.output_dtype, (T, self.hidden))
+            out, op = output(fw, "out", out, self.output_dtype, (T, self.hidden))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, input.shape[0], T, tp, wp, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, input.shape[0], T, tp, wp, op), out)
 
 
 class _MoeTp(Op):
@@ -244,19 +222,12 @@ class AgScatterGroupedGemm(_MoeTp):
             wp = tensor(fw, "weight", weight, self.input_dtype, wshape)
             cp = optional(fw, "scale", scale, torch.float32, (L,))
             _, rows = self._rows(vals)
-            if out is None:
-                out = torch.empty((rows, self.ffn_shard), dtype=self.output_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.output_dtype, (rows, self.ffn_shard))
+            out, op = output(fw, "out", out, self.output_dtype, (rows, self.ffn_shard))
             gp = optional(fw, "gathered_input", gathered_input, self.input_dtype, (T, self.hidden))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, T, sp, xp, wp, cp, op, gp)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, T, sp, xp, wp, cp, op, gp), out)
 
 
 class GroupedGemmGatherRs(_MoeTp):
@@ -288,18 +259,11 @@ class GroupedGemmGatherRs(_MoeTp):
                       else (L, self.hidden, self.ffn_shard))
             wp = tensor(fw, "weight", weight, self.input_dtype, wshape)
             rp = optional(fw, "routing_weights", routing_weights, torch.float32, (T, self.topk))
-            if out is None:
-                out = torch.empty((T // self._W, self.hidden), dtype=self.output_dtype)
-                op = out.data_ptr()
-            else:
-                op = tensor(fw, "out", out, self.output_dtype, (T // self._W, self.hidden))
+            out, op = output(fw, "out", out, self.output_dtype, (T // self._W, self.hidden))
         except (TypeError, ValueError):
             self._poison()
             raise
-        s = self._fwd(h, ip, T, sp, xp, wp, rp, op)
-        if s:
-            _raise(s)
-        return out
+        return checked(self._fwd(h, ip, T, sp, xp, wp, rp, op), out)
 
 
 GemmGroupedV3 = GroupedGemm

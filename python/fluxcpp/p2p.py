@@ -5,9 +5,8 @@ import torch
 
 from . import _lib
 from ._base import Op
-from ._checks import INT32_MAX, UINT64_MAX, c_dtype, size, tensor
-
-_raise = _lib.raise_status
+from ._checks import INT32_MAX, UINT64_MAX, c_dtype, int_list, size, tensor
+from ._lib import checked
 
 
 class AsyncSendRecv(Op):
@@ -25,7 +24,8 @@ class AsyncSendRecv(Op):
         where = "AsyncSendRecv"
         self.max_m, self.n, self.dtype = size(where, "max_m", max_m), size(where, "n", n, 1), dtype
         self.num_slots = size(where, "num_slots", num_slots, 1, INT32_MAX)
-        self.peers = None if peers is None else self._peer_list(peers)
+        self.peers = None if peers is None else int_list(
+            where, "peers", peers, "None or a sequence of ranks", 0, INT32_MAX)
         arr = None if self.peers is None else (ctypes.c_int * max(len(self.peers), 1))(
             *self.peers)
         self._create(ctx, self.max_m, self.n, c_dtype("AsyncSendRecv", "dtype", dtype),
@@ -39,17 +39,6 @@ class AsyncSendRecv(Op):
         self._in_flight = {}  # (dst, seq) -> data of an isend, kept alive until it completes
 
     @staticmethod
-    def _peer_list(peers):
-        try:
-            if isinstance(peers, (str, bytes)):
-                raise TypeError
-            items = list(peers)
-        except TypeError:
-            raise TypeError(f"AsyncSendRecv: peers must be None or a sequence of ranks, got "
-                            f"{type(peers).__name__}") from None
-        return [size("AsyncSendRecv", f"peers[{i}]", p, 0, INT32_MAX) for i, p in enumerate(items)]
-
-    @staticmethod
     def _peer(where, name, value):
         return size(f"AsyncSendRecv.{where}", name, value, 0, INT32_MAX)
 
@@ -61,43 +50,35 @@ class AsyncSendRecv(Op):
         p = tensor(where, "data", data, self.dtype, (None, self.n))
         return p, data.shape[0]
 
+    def _post(self, where, post, dst, data):
+        """send and isend: (dst, seq)."""
+        h = self._handle or self._h()
+        dst = self._peer(where, "dst", dst)
+        p, m = self._data(f"AsyncSendRecv.{where}", data)
+        seq = ctypes.c_uint64()
+        s = post(h, dst, p, m, ctypes.byref(seq))
+        return dst, checked(s, seq.value)
+
     def send(self, dst, data):
         """Blocks until the slot is free, copies, publishes; data reusable on return."""
-        h = self._handle or self._h()
-        dst = self._peer("send", "dst", dst)
-        p, m = self._data("AsyncSendRecv.send", data)
-        seq = ctypes.c_uint64()
-        s = self._send(h, dst, p, m, ctypes.byref(seq))
-        if s:
-            _raise(s)
-        return seq.value
+        return self._post("send", self._send, dst, data)[1]
 
     def isend(self, dst, data):
         """Blocks only until the slot is free; data must stay untouched until send_wait or
         send_test says done (this object keeps a reference until then)."""
-        h = self._handle or self._h()
-        dst = self._peer("isend", "dst", dst)
-        p, m = self._data("AsyncSendRecv.isend", data)
-        seq = ctypes.c_uint64()
-        s = self._isend(h, dst, p, m, ctypes.byref(seq))
-        if s:
-            _raise(s)
-        self._in_flight[(dst, seq.value)] = data
-        return seq.value
+        dst, seq = self._post("isend", self._isend, dst, data)
+        self._in_flight[(dst, seq)] = data
+        return seq
 
     def send_wait(self, dst, seq):
         dst, seq = self._peer("send_wait", "dst", dst), self._seq("send_wait", seq)
-        s = self._wait(self._h(), dst, seq)
-        if s:
-            _raise(s)
+        checked(self._wait(self._h(), dst, seq))
         self._in_flight.pop((dst, seq), None)
 
     def send_test(self, dst, seq):
         dst, seq = self._peer("send_test", "dst", dst), self._seq("send_test", seq)
         done = ctypes.c_int(0)
-        s = self._test(self._h(), dst, seq, ctypes.byref(done))
-        if s:
-            _raise(s)
+        checked(self._test(self._h(), dst, seq, ctypes.byref(done)))
         if done.value:
             self._in_flight.pop((dst, seq), None)
         return bool(done.value)
@@ -112,15 +93,10 @@ class AsyncSendRecv(Op):
         else:
             p = tensor("AsyncSendRecv.recv", "out", out, self.dtype, (None, self.n))
         m = ctypes.c_int64(-1)
-        s = self._recv(h, src, p, out.shape[0], ctypes.byref(m))
-        if s:
-            _raise(s)
+        checked(self._recv(h, src, p, out.shape[0], ctypes.byref(m)))
         return out[:m.value]
 
     def probe(self, src):
         src = self._peer("probe", "src", src)
         m = ctypes.c_int64(-1)
-        s = self._probe(self._h(), src, ctypes.byref(m))
-        if s:
-            _raise(s)
-        return m.value
+        return checked(self._probe(self._h(), src, ctypes.byref(m)), m.value)

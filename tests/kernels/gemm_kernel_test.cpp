@@ -1,12 +1,14 @@
-// Unit tests of the kernels layer (GEMM driver, bf16 casts, fixed-order reduction) against naive
-// reference loops. Single process, no MPI.
+// Unit tests of the GEMM driver (kernels/gemm.hpp) against naive reference loops: both engines
+// and packed weights over a sweep of shapes, tiles and leading dimensions, scale, bias and
+// accumulate, argument checks, concurrent callers, the caller's OpenMP and BLAS settings, and
+// call-to-call reproducibility. Single process, no MPI.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,102 +17,20 @@
 
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/types.hpp"
+#include "kernel_test_data.hpp"
 #include "kernels/blas_threads.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_onednn.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 #include "kernels/omp_threads.hpp"
-#include "kernels/reduce.hpp"
 
 namespace fluxcpp::kernels {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Helpers
-
-// splitmix64: deterministic and identical on every platform, unlike std:: distributions.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1), 53 random bits.
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-52 - 1.0; }
-  uint32_t u32() { return static_cast<uint32_t>(next() >> 32); }
-
- private:
-  uint64_t state_;
-};
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
-}
-
-// A buffer of `count` elements of `dtype`, read and written through doubles. bf16 values are
-// stored as their bit patterns; set() rounds to the element type.
-class Buffer {
- public:
-  Buffer(DType dtype, int64_t count) : dtype_(dtype), bytes_(count * dtype_size(dtype)) {}
-  DType dtype() const { return dtype_; }
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
-  double get(int64_t i) const {
-    switch (dtype_) {
-      case DType::kFloat32: return reinterpret_cast<const float*>(bytes_.data())[i];
-      case DType::kFloat64: return reinterpret_cast<const double*>(bytes_.data())[i];
-      case DType::kBFloat16:
-        return bf16_to_f32(reinterpret_cast<const uint16_t*>(bytes_.data())[i]);
-    }
-    return 0;
-  }
-  void set(int64_t i, double v) {
-    switch (dtype_) {
-      case DType::kFloat32: reinterpret_cast<float*>(bytes_.data())[i] = float(v); break;
-      case DType::kFloat64: reinterpret_cast<double*>(bytes_.data())[i] = v; break;
-      case DType::kBFloat16:
-        reinterpret_cast<uint16_t*>(bytes_.data())[i] = f32_to_bf16(float(v));
-        break;
-    }
-  }
-  // Deterministic values in [-1, 1], exactly representable in the element type (bf16 values are
-  // generated as bf16, so the reference sees exactly the numbers the kernel sees).
-  void fill_random(Rng& rng) {
-    for (int64_t i = 0; i < size(); ++i) set(i, rng.uniform());
-  }
-  void fill_nan() {
-    for (int64_t i = 0; i < size(); ++i) set(i, std::numeric_limits<double>::quiet_NaN());
-  }
-  int64_t size() const { return static_cast<int64_t>(bytes_.size() / dtype_size(dtype_)); }
-  bool same_bits(const Buffer& o, int64_t i) const {
-    const size_t e = dtype_size(dtype_);
-    return std::memcmp(bytes_.data() + i * e, o.bytes_.data() + i * e, e) == 0;
-  }
-
- private:
-  DType dtype_;
-  std::vector<unsigned char> bytes_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// GEMM
+using test::bits_of;
+using test::Buffer;
+using test::Rng;
 
 struct GemmCase {
   DType in = DType::kFloat32;
@@ -295,6 +215,22 @@ std::vector<SweepConfig> sweep_configs() {
   return v;
 }
 
+// A rows x n x k case of configuration s (dtypes, weight layout, bias, accumulate, engine).
+GemmCase sweep_case(const SweepConfig& s, int64_t rows, int64_t n, int64_t k) {
+  GemmCase tc;
+  tc.in = s.in;
+  tc.out = s.out;
+  tc.transposed = s.transposed;
+  tc.bias = s.bias;
+  tc.accumulate = s.accumulate;
+  tc.engine = s.engine;
+  tc.packed = s.packed;
+  tc.rows = rows;
+  tc.n = n;
+  tc.k = k;
+  return tc;
+}
+
 class GemmSweep : public ::testing::TestWithParam<SweepConfig> {};
 
 // Every (rows, n, k) in {1,3,17,127}^3: full width through gemm_rows with an odd block, and an
@@ -306,17 +242,7 @@ TEST_P(GemmSweep, SmallShapes) {
   for (int64_t rows : sizes) {
     for (int64_t n : sizes) {
       for (int64_t k : sizes) {
-        GemmCase tc;
-        tc.in = s.in;
-        tc.out = s.out;
-        tc.transposed = s.transposed;
-        tc.bias = s.bias;
-        tc.accumulate = s.accumulate;
-        tc.engine = s.engine;
-        tc.packed = s.packed;
-        tc.rows = rows;
-        tc.n = n;
-        tc.k = k;
+        GemmCase tc = sweep_case(s, rows, n, k);
         tc.seed = ++seed;
         tc.block_rows = 5;
         EXPECT_TRUE(run_gemm_case(tc));
@@ -344,17 +270,7 @@ TEST_P(GemmSweep, SmallShapes) {
 // One shape large enough for OpenBLAS's blocked paths (K > its k-block, several M blocks).
 TEST_P(GemmSweep, LargeShape) {
   const SweepConfig& s = GetParam();
-  GemmCase tc;
-  tc.in = s.in;
-  tc.out = s.out;
-  tc.transposed = s.transposed;
-  tc.bias = s.bias;
-  tc.accumulate = s.accumulate;
-  tc.engine = s.engine;
-  tc.packed = s.packed;
-  tc.rows = 256;
-  tc.n = 300;
-  tc.k = 1000;
+  GemmCase tc = sweep_case(s, 256, 300, 1000);
   tc.lda_pad = 8;
   tc.ldc_pad = 4;
   tc.block_rows = 100;  // not a divisor of rows
@@ -411,15 +327,10 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemmSweep, ::testing::ValuesIn(sweep_configs()
 // k == 0: the product is empty, so C = bias (or 0), or C += bias when accumulating.
 TEST(Gemm, EmptyK) {
   for (const SweepConfig& s : sweep_configs()) {
-    GemmCase tc;
-    tc.in = s.in;
-    tc.out = s.out;
-    tc.transposed = s.transposed;
-    tc.bias = s.bias;
-    tc.accumulate = s.accumulate;
-    tc.rows = 4;
-    tc.n = 6;
-    tc.k = 0;
+    GemmCase tc = sweep_case(s, 4, 6, 0);
+    // Through the default engine, unpacked (a packed weight refuses k = 0).
+    tc.engine = GemmEngine::kAuto;
+    tc.packed = false;
     tc.n0 = 1;
     tc.n1 = 5;
     tc.ldc_pad = 2;
@@ -471,7 +382,7 @@ TEST(Gemm, WeightPrepare) {
   EXPECT_EQ(w.data(), b64.data());
 }
 
-void expect_invalid(void (*fn)(), const char* what) {
+void expect_invalid(const std::function<void()>& fn, const char* what) {
   try {
     fn();
     ADD_FAILURE() << what << ": no exception";
@@ -480,108 +391,36 @@ void expect_invalid(void (*fn)(), const char* what) {
   }
 }
 
+// One gemm_tile on a 2 x 2 x 2 problem, weight [n, k] of dtype `in`, output of dtype `out`; lda
+// and the tile's end n1 as given.
+void tiny_gemm(DType in, DType out, bool accumulate, int64_t lda = 2, int64_t n1 = 2) {
+  Buffer b(in, 4), a(in, 4), c(out, 4);
+  GemmWeight w;
+  w.prepare(in, b.data(), 2, 2, false);
+  const GemmOut o{c.data(), 2, out, nullptr, accumulate};
+  gemm_tile(w, a.data(), lda, 2, 0, n1, o);
+}
+
 TEST(Gemm, RejectsBadArguments) {
-  // Each lambda builds its own small problem; only the noted argument is wrong.
+  // Each call builds its own small problem; only the noted argument is wrong.
+  constexpr DType f32 = DType::kFloat32, f64 = DType::kFloat64, bf16 = DType::kBFloat16;
+  expect_invalid([] { tiny_gemm(bf16, bf16, /*accumulate=*/true); }, "bf16 output with accumulate");
+  expect_invalid([] { tiny_gemm(f32, f64, false); }, "f32 -> f64");
+  expect_invalid([] { tiny_gemm(f32, bf16, false); }, "f32 -> bf16");
+  expect_invalid([] { tiny_gemm(f64, f32, false); }, "f64 -> f32");
+  expect_invalid([] { tiny_gemm(bf16, f64, false); }, "bf16 -> f64");
+  expect_invalid([] { tiny_gemm(f32, f32, false, 2, /*n1=*/3); }, "n1 > n");
+  expect_invalid([] { tiny_gemm(f32, f32, false, /*lda=*/1); }, "lda < k");
+  std::vector<float> b32(4);
+  std::vector<double> b64(4);
+  expect_invalid([&] { GemmWeight().prepare(f32, b32.data(), 2, 2, false, 1); }, "ld < k");
+  expect_invalid([&] { GemmWeight().prepare(static_cast<DType>(7), b32.data(), 2, 2, false); },
+                 "bad dtype");
   expect_invalid(
-      [] {
-        std::vector<uint16_t> b(4), a(4), c(4);
-        GemmWeight w;
-        w.prepare(DType::kBFloat16, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kBFloat16, nullptr, /*accumulate=*/true};
-        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
-      },
-      "bf16 output with accumulate");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4), a(4);
-        std::vector<double> c(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kFloat64, nullptr, false};
-        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
-      },
-      "f32 -> f64");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4), a(4);
-        std::vector<uint16_t> c(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kBFloat16, nullptr, false};
-        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
-      },
-      "f32 -> bf16");
-  expect_invalid(
-      [] {
-        std::vector<double> b(4), a(4);
-        std::vector<float> c(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat64, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
-        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
-      },
-      "f64 -> f32");
-  expect_invalid(
-      [] {
-        std::vector<uint16_t> b(4), a(4);
-        std::vector<double> c(4);
-        GemmWeight w;
-        w.prepare(DType::kBFloat16, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kFloat64, nullptr, false};
-        gemm_tile(w, a.data(), 2, 2, 0, 2, out);
-      },
-      "bf16 -> f64");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4), a(4), c(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
-        gemm_tile(w, a.data(), 2, 2, 0, 3, out);
-      },
-      "n1 > n");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4), a(4), c(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat32, b.data(), 2, 2, false);
-        GemmOut out{c.data(), 2, DType::kFloat32, nullptr, false};
-        gemm_tile(w, a.data(), 1, 2, 0, 2, out);
-      },
-      "lda < k");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat32, b.data(), 2, 2, false, 1);
-      },
-      "ld < k");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4);
-        GemmWeight w;
-        w.prepare(static_cast<DType>(7), b.data(), 2, 2, false);
-      },
-      "bad dtype");
-  expect_invalid(
-      [] {
-        std::vector<double> b(4);
-        GemmWeight w;
-        w.prepare(DType::kFloat64, b.data(), 2, 2, false, 0, GemmEngine::kOneDnn);
-      },
+      [&] { GemmWeight().prepare(f64, b64.data(), 2, 2, false, 0, GemmEngine::kOneDnn); },
       "f64 on oneDNN");
-  expect_invalid(
-      [] {
-        std::vector<double> b(4);
-        PackedWeight p(DType::kFloat64, b.data(), 2, 2, false);
-      },
-      "packed f64");
-  expect_invalid(
-      [] {
-        std::vector<float> b(4);
-        PackedWeight p(DType::kFloat32, b.data(), 2, 0, false);
-      },
-      "packed k = 0");
+  expect_invalid([&] { PackedWeight p(f64, b64.data(), 2, 2, false); }, "packed f64");
+  expect_invalid([&] { PackedWeight p(f32, b32.data(), 2, 0, false); }, "packed k = 0");
 }
 
 // Workers share one prepared weight and call gemm_tile concurrently on disjoint row blocks; the
@@ -688,239 +527,6 @@ TEST(Gemm, PackedWeightIsASnapshotUntilUpdated) {
   packed.update(b.data());
   gemm_rows(w, a.data(), k, rows, out);
   for (float v : c) ASSERT_EQ(v, 2.0f * k);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Casts
-
-TEST(Cast, ExhaustiveBf16RoundTrip) {
-  std::vector<uint16_t> all(65536), back(65536);
-  std::vector<float> wide(65536);
-  for (uint32_t v = 0; v < 65536; ++v) all[v] = static_cast<uint16_t>(v);
-  bf16_to_f32(all.data(), wide.data(), 65536);
-  f32_to_bf16(wide.data(), back.data(), 65536);
-  for (uint32_t v = 0; v < 65536; ++v) {
-    const float f = bf16_to_f32(static_cast<uint16_t>(v));
-    ASSERT_EQ(bits_of(wide[v]), bits_of(f)) << "bf16_to_f32 array at index " << v << ": expected "
-                                            << hex(bits_of(f)) << " got " << hex(bits_of(wide[v]));
-    ASSERT_EQ(bits_of(f), v << 16) << "index " << v;
-    const uint16_t scalar = f32_to_bf16(f);
-    ASSERT_EQ(back[v], scalar) << "f32_to_bf16 array at index " << v << ": expected " << hex(scalar)
-                               << " got " << hex(back[v]);
-    if (std::isnan(f)) {
-      // NaNs stay NaN, quietened, sign and payload otherwise kept.
-      ASSERT_TRUE(std::isnan(bf16_to_f32(scalar))) << "index " << v;
-      ASSERT_EQ(scalar, v | 0x0040u) << "index " << v;
-    } else {
-      ASSERT_EQ(scalar, v) << "round trip at index " << v << ": expected " << hex(v) << " got "
-                           << hex(scalar);
-    }
-  }
-}
-
-TEST(Cast, RoundToNearestEven) {
-  struct Case {
-    uint32_t in;
-    uint16_t out;
-  };
-  const Case cases[] = {
-      {0x3f808000u, 0x3f80},  // tie, even neighbour below
-      {0x3f818000u, 0x3f82},  // tie, odd -> up to even
-      {0x3f808001u, 0x3f81},  // just above the tie
-      {0x3f807fffu, 0x3f80},  // just below the tie
-      {0xbf818000u, 0xbf82},  // negative tie
-      {0x7f7fffffu, 0x7f80},  // max float rounds to +inf
-      {0xff7fffffu, 0xff80},  // and to -inf
-      {0x7f800000u, 0x7f80},  // +inf
-      {0xff800000u, 0xff80},  // -inf
-      {0x80000000u, 0x8000},  // -0
-      {0x00008000u, 0x0000},  // denormal tie to even (zero)
-      {0x00018000u, 0x0002},  // denormal tie to even (up)
-      {0x007fffffu, 0x0080},  // largest denormal rounds up to the smallest normal
-      {0x7f800001u, 0x7fc0},  // signalling NaN with a low payload only: stays NaN
-      {0xffc00001u, 0xffc0},  // negative quiet NaN
-      {0x7fffffffu, 0x7fff},  // NaN that would carry into the exponent if rounded
-  };
-  for (const Case& c : cases) {
-    const float f = float_of(c.in);
-    EXPECT_EQ(f32_to_bf16(f), c.out)
-        << "input " << hex(c.in) << ": expected " << hex(c.out) << " got " << hex(f32_to_bf16(f));
-    uint16_t arr = 0;
-    f32_to_bf16(&f, &arr, 1);
-    EXPECT_EQ(arr, c.out) << "array version, input " << hex(c.in) << ": expected " << hex(c.out)
-                          << " got " << hex(arr);
-  }
-}
-
-TEST(Cast, ArrayMatchesScalarOnRandomBits) {
-  Rng rng(5);
-  const int64_t count = 200003;  // odd: exercises the scalar tail
-  std::vector<float> src(count);
-  // Raw bit patterns cover NaNs, infinities and denormals; mix in some of each on purpose.
-  for (int64_t i = 0; i < count; ++i) {
-    uint32_t u = rng.u32();
-    switch (i % 7) {
-      case 0: u &= 0x807fffffu; break;                 // denormal or zero
-      case 1: u |= 0x7f800000u; break;                 // inf or NaN
-      case 2: u = (u & 0xffff0000u) | 0x8000u; break;  // exact tie
-      default: break;
-    }
-    src[i] = float_of(u);
-  }
-  std::vector<uint16_t> dst(count + 1, 0xabcd);
-  // Misaligned start and odd length on top of the full run.
-  f32_to_bf16(src.data(), dst.data(), count);
-  for (int64_t i = 0; i < count; ++i) {
-    const uint16_t expected = f32_to_bf16(src[i]);
-    ASSERT_EQ(dst[i], expected) << "index " << i << " input " << hex(bits_of(src[i]))
-                                << ": expected " << hex(expected) << " got " << hex(dst[i]);
-  }
-  ASSERT_EQ(dst[count], 0xabcd) << "wrote past the end";
-  f32_to_bf16(src.data() + 1, dst.data() + 1, 37);
-  for (int64_t i = 1; i < 38; ++i) ASSERT_EQ(dst[i], f32_to_bf16(src[i])) << "index " << i;
-
-  std::vector<uint16_t> h(count);
-  for (int64_t i = 0; i < count; ++i) h[i] = static_cast<uint16_t>(rng.u32());
-  std::vector<float> wide(count + 1, 1.5f);
-  bf16_to_f32(h.data() + 3, wide.data(), count - 3);
-  for (int64_t i = 0; i < count - 3; ++i) {
-    const float expected = bf16_to_f32(h[i + 3]);
-    ASSERT_EQ(bits_of(wide[i]), bits_of(expected))
-        << "index " << i << ": expected " << hex(bits_of(expected)) << " got "
-        << hex(bits_of(wide[i]));
-  }
-  ASSERT_EQ(wide[count - 3], 1.5f) << "wrote past the end";
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reduce
-
-// The documented order, written as plainly as possible.
-// dst's own dtype decides the final rounding.
-void reference_reduce(DType src_dtype, const std::vector<Buffer>& srcs, Buffer& dst, int64_t count,
-                      const Buffer* addend) {
-  for (int64_t i = 0; i < count; ++i) {
-    if (src_dtype == DType::kFloat64) {
-      double acc = srcs[0].get(i);
-      for (size_t s = 1; s < srcs.size(); ++s) acc += srcs[s].get(i);
-      if (addend != nullptr) acc += addend->get(i);
-      dst.set(i, acc);
-    } else {
-      float acc = static_cast<float>(srcs[0].get(i));
-      for (size_t s = 1; s < srcs.size(); ++s) acc += static_cast<float>(srcs[s].get(i));
-      if (addend != nullptr) acc += static_cast<float>(addend->get(i));
-      dst.set(i, acc);  // f32 -> double -> f32 is exact; bf16 rounds once here
-    }
-  }
-}
-
-::testing::AssertionResult same_bits(const Buffer& expected, const Buffer& got, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    if (!got.same_bits(expected, i)) {
-      std::ostringstream os;
-      os.precision(17);
-      os << "index " << i << ": expected " << expected.get(i) << " got " << got.get(i);
-      return ::testing::AssertionFailure() << os.str();
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-struct ReducePair {
-  DType src, dst;
-};
-
-TEST(Reduce, MatchesFixedOrderLoop) {
-  const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
-                              {DType::kFloat32, DType::kBFloat16},
-                              {DType::kBFloat16, DType::kFloat32},
-                              {DType::kBFloat16, DType::kBFloat16},
-                              {DType::kFloat64, DType::kFloat64}};
-  uint64_t seed = 1000;
-  for (const ReducePair& pr : pairs) {
-    for (int nsrcs : {1, 2, 3, 5, 8}) {
-      for (int64_t count : {0, 1, 15, 1023, 1024, 1025, 5003}) {
-        for (bool with_addend : {false, true}) {
-          SCOPED_TRACE(std::string(dtype_name(pr.src)) + "->" + dtype_name(pr.dst) +
-                       " nsrcs=" + std::to_string(nsrcs) + " count=" + std::to_string(count) +
-                       (with_addend ? " +addend" : ""));
-          Rng rng(++seed);
-          std::vector<Buffer> srcs;
-          std::vector<const void*> ptrs;
-          for (int s = 0; s < nsrcs; ++s) {
-            srcs.emplace_back(pr.src, count);
-            // Mixed magnitudes make the order of additions matter.
-            for (int64_t i = 0; i < count; ++i) {
-              srcs.back().set(i, rng.uniform() * std::ldexp(1.0, int(rng.next() % 24) - 12));
-            }
-          }
-          for (const Buffer& b : srcs) ptrs.push_back(b.data());
-          Buffer addend(pr.dst, count);
-          addend.fill_random(rng);
-          Buffer expected(pr.dst, count), got(pr.dst, count), again(pr.dst, count);
-          reference_reduce(pr.src, srcs, expected, count, with_addend ? &addend : nullptr);
-          const void* add = with_addend ? addend.data() : nullptr;
-          reduce_sum(pr.src, ptrs.data(), nsrcs, pr.dst, got.data(), count, add);
-          EXPECT_TRUE(same_bits(expected, got, count));
-          reduce_sum(pr.src, ptrs.data(), nsrcs, pr.dst, again.data(), count, add);
-          EXPECT_TRUE(same_bits(got, again, count)) << "repeated call differs";
-        }
-      }
-    }
-  }
-}
-
-// 1 + 2^-8 + 2^-16 in bf16: rounding after the second term would hit the tie 1 + 2^-8 and round
-// to even (1.0), then stay 1.0; rounding once gives 1 + 2^-7.
-TEST(Reduce, Bf16RoundsOnce) {
-  const uint16_t a[] = {f32_to_bf16(1.0f)}, b[] = {f32_to_bf16(0x1p-8f)},
-                 c[] = {f32_to_bf16(0x1p-16f)};
-  const void* srcs[] = {a, b, c};
-  uint16_t out = 0;
-  reduce_sum(DType::kBFloat16, srcs, 3, DType::kBFloat16, &out, 1);
-  EXPECT_EQ(out, 0x3f81) << "expected " << hex(0x3f81) << " got " << hex(out);
-  // Same with the last term as the addend.
-  reduce_sum(DType::kBFloat16, srcs, 2, DType::kBFloat16, &out, 1, c);
-  EXPECT_EQ(out, 0x3f81) << "expected " << hex(0x3f81) << " got " << hex(out);
-}
-
-TEST(Reduce, InPlaceIntoFirstSource) {
-  const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
-                              {DType::kBFloat16, DType::kBFloat16},
-                              {DType::kFloat64, DType::kFloat64}};
-  for (const ReducePair& pr : pairs) {
-    SCOPED_TRACE(dtype_name(pr.src));
-    const int64_t count = 3001;
-    Rng rng(77);
-    std::vector<Buffer> srcs(3, Buffer(pr.src, count));
-    for (Buffer& b : srcs) b.fill_random(rng);
-    Buffer addend(pr.dst, count);
-    addend.fill_random(rng);
-    Buffer expected(pr.dst, count);
-    reference_reduce(pr.src, srcs, expected, count, &addend);
-    const void* ptrs[] = {srcs[0].data(), srcs[1].data(), srcs[2].data()};
-    reduce_sum(pr.src, ptrs, 3, pr.dst, srcs[0].data(), count, addend.data());
-    EXPECT_TRUE(same_bits(expected, srcs[0], count));
-  }
-}
-
-TEST(Reduce, RejectsBadArguments) {
-  float x[2] = {1, 2};
-  double d[2] = {1, 2};
-  const void* fsrc[] = {x};
-  const void* dsrc[] = {d};
-  EXPECT_THROW(reduce_sum(DType::kFloat64, dsrc, 1, DType::kFloat32, x, 2), Error);
-  EXPECT_THROW(reduce_sum(DType::kFloat32, fsrc, 1, DType::kFloat64, d, 2), Error);
-  EXPECT_THROW(reduce_sum(DType::kBFloat16, fsrc, 1, DType::kFloat64, d, 2), Error);
-  EXPECT_THROW(reduce_sum(DType::kFloat32, fsrc, 0, DType::kFloat32, x, 2), Error);
-  const void* null_src[] = {nullptr};
-  EXPECT_THROW(reduce_sum(DType::kFloat32, null_src, 1, DType::kFloat32, x, 2), Error);
-  try {
-    reduce_sum(DType::kFloat64, dsrc, 1, DType::kBFloat16, x, 2);
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kInvalidArgument);
-  }
 }
 
 }  // namespace

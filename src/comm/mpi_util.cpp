@@ -66,21 +66,34 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
 }
 
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value) {
+  agree_values(comm, op, &name, &value, 1);
+}
+
+void agree_values(MPI_Comm comm, const char* op, const char* const* names, const long long* values,
+                  int n) {
+  if (n <= 0) return;
   int size = 1;
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  // One reduction finds both extremes: min(~v) = ~max(v), and ~ (unlike -) is defined for
-  // every value, LLONG_MIN included.
-  long long mm[2] = {value, ~value};
-  allreduce(mm, 2, MPI_LONG_LONG, MPI_MIN, comm);
-  const long long lo = mm[0], hi = ~mm[1];
-  if (lo == hi) return;
-  int rank = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  int who[2] = {value == lo ? rank : size, value == hi ? rank : size};
-  allreduce(who, 2, MPI_INT, MPI_MIN, comm);
-  throw AgreedError(Errc::kInvalidArgument,
-                    fmt::format("{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}",
-                                op, name, who[0], lo, who[1], hi));
+  // One reduction finds both extremes of every value: min(~v) = ~max(v), and ~ (unlike -) is
+  // defined for every value, LLONG_MIN included.
+  std::vector<long long> mm(2 * static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    mm[2 * i] = values[i];
+    mm[2 * i + 1] = ~values[i];
+  }
+  allreduce(mm.data(), 2 * n, MPI_LONG_LONG, MPI_MIN, comm);
+  for (int i = 0; i < n; ++i) {
+    const long long lo = mm[2 * i], hi = ~mm[2 * i + 1];
+    if (lo == hi) continue;
+    // Every rank sees the same extremes, so every rank stops at the same i.
+    int rank = 0;
+    check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    int who[2] = {values[i] == lo ? rank : size, values[i] == hi ? rank : size};
+    allreduce(who, 2, MPI_INT, MPI_MIN, comm);
+    throw AgreedError(Errc::kInvalidArgument,
+                      fmt::format("{}: ranks disagree on {}: rank {} passed {}, rank {} passed {}",
+                                  op, names[i], who[0], lo, who[1], hi));
+  }
 }
 
 }  // namespace fluxcpp::comm

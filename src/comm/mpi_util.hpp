@@ -41,4 +41,9 @@ void agree(MPI_Comm comm, const std::function<void()>& fn);
 // (an AgreedError). Bounded like agree.
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value);
 
+// agree_value for n named values at once (one reduction when the ranks agree); the first value
+// on which they disagree is the one reported.
+void agree_values(MPI_Comm comm, const char* op, const char* const* names, const long long* values,
+                  int n);
+
 }  // namespace fluxcpp::comm

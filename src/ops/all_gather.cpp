@@ -6,6 +6,8 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/options.hpp"
+#include "ops/core/pimpl.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -20,20 +22,12 @@ AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOp
     : ctx_(std::move(ctx)), opts_(o) {
   ops::create_op(*ctx_, kOp, [&] {
     ContextImpl& c = *ctx_;
-    MPI_Comm comm = c.comm();
-    comm::agree(comm, [&] {
-      if (!local_error.empty())
-        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype", kOp,
-                        static_cast<int>(o.dtype));
-      FLUXCPP_CHECK_ARG(o.k >= 1, "{}: k={} must be >= 1", kOp, o.k);
-      FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
-      FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
-                        kOp, o.max_m, o.k);
-    });
-    comm::agree_value(comm, kOp, "max_m", o.max_m);
-    comm::agree_value(comm, kOp, "k", o.k);
-    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    ops::agree_options(
+        c, kOp, local_error,
+        {ops::dtype("dtype", o.dtype), ops::dim("k", o.k), ops::count("max_m", o.max_m)}, [&] {
+          FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
+                            kOp, o.max_m, o.k);
+        });
     row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
     const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
     // The staged slot always exists: it is also the zero-copy input buffer.
@@ -157,27 +151,18 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 
 AllGather::AllGather(const Context& ctx, const AllGatherOptions& options)
     : impl_(std::make_unique<detail::AllGatherImpl>(ctx.impl(), options)) {}
-AllGather::AllGather(AllGather&&) noexcept = default;
-AllGather& AllGather::operator=(AllGather&&) noexcept = default;
-AllGather::~AllGather() = default;
-
-namespace {
-detail::AllGatherImpl& checked(const std::unique_ptr<detail::AllGatherImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "all_gather: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(AllGather);
 
 void AllGather::forward(const void* input, int64_t m, void* output) {
-  checked(impl_).forward(input, m, output);
+  ops::checked(impl_, "all_gather").forward(input, m, output);
 }
 
 void* AllGather::input_buffer() {
-  return checked(impl_).input_buffer();
+  return ops::checked(impl_, "all_gather").input_buffer();
 }
 
 const AllGatherOptions& AllGather::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "all_gather").options();
 }
 
 }  // namespace fluxcpp

@@ -5,6 +5,8 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/options.hpp"
+#include "ops/core/pimpl.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -20,21 +22,13 @@ AllToAllSingleImpl::AllToAllSingleImpl(std::shared_ptr<ContextImpl> ctx,
     : ctx_(std::move(ctx)), opts_(o) {
   ops::create_op(*ctx_, kOp, [&] {
     ContextImpl& c = *ctx_;
-    MPI_Comm comm = c.comm();
-    comm::agree(comm, [&] {
-      if (!local_error.empty())
-        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
-                        kOp, static_cast<int>(o.dtype), c.world_rank());
-      FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
-      FLUXCPP_CHECK_ARG(o.max_rows >= 0, "{}: max_rows={} must be >= 0 (rank {})", kOp, o.max_rows,
-                        c.world_rank());
-      FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
-                        "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
-    });
-    comm::agree_value(comm, kOp, "max_rows", o.max_rows);
-    comm::agree_value(comm, kOp, "n", o.n);
-    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    ops::agree_options(
+        c, kOp, local_error,
+        {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_rows", o.max_rows)},
+        [&] {
+          FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
+                            "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
+        });
     row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
     const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
     a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
@@ -197,28 +191,19 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 
 AllToAllSingle::AllToAllSingle(const Context& ctx, const AllToAllSingleOptions& options)
     : impl_(std::make_unique<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
-AllToAllSingle::AllToAllSingle(AllToAllSingle&&) noexcept = default;
-AllToAllSingle& AllToAllSingle::operator=(AllToAllSingle&&) noexcept = default;
-AllToAllSingle::~AllToAllSingle() = default;
-
-namespace {
-detail::AllToAllSingleImpl& checked(const std::unique_ptr<detail::AllToAllSingleImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "all_to_all_single: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(AllToAllSingle);
 
 void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
                              const int64_t* output_splits) {
-  checked(impl_).forward(input, input_splits, output, output_splits);
+  ops::checked(impl_, "all_to_all_single").forward(input, input_splits, output, output_splits);
 }
 
 void* AllToAllSingle::input_buffer() {
-  return checked(impl_).input_buffer();
+  return ops::checked(impl_, "all_to_all_single").input_buffer();
 }
 
 const AllToAllSingleOptions& AllToAllSingle::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "all_to_all_single").options();
 }
 
 }  // namespace fluxcpp

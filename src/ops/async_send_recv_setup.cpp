@@ -8,6 +8,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/options.hpp"
 
 namespace fluxcpp::detail {
 
@@ -43,31 +44,25 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
   const AsyncSendRecvOptions& o = opts_;
   serial_ = c.creating_serial();
   std::vector<int> list = o.peers ? *o.peers : ring_peers(r, W);
-  comm::agree(comm, [&] {
-    if (!local_error.empty())
-      raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, r);
-    FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
-                      kOp, static_cast<int>(o.dtype), r);
-    FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, r);
-    FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0 (rank {})", kOp, o.max_m, r);
-    FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large", kOp,
-                      o.max_m, o.n);
-    FLUXCPP_CHECK_ARG(o.num_slots >= 1 && o.num_slots <= 4096,
-                      "{}: num_slots={} must be in [1, 4096] (rank {})", kOp, o.num_slots, r);
-    std::vector<int> seen;
-    for (int p : list) {
-      FLUXCPP_CHECK_ARG(p >= 0 && p < W, "{}: peers lists rank {}, outside [0, {}) (rank {})", kOp,
-                        p, W, r);
-      FLUXCPP_CHECK_ARG(p != r, "{}: peers lists this rank itself ({})", kOp, r);
-      FLUXCPP_CHECK_ARG(std::find(seen.begin(), seen.end(), p) == seen.end(),
-                        "{}: peers lists rank {} twice (rank {})", kOp, p, r);
-      seen.push_back(p);
-    }
-  });
-  comm::agree_value(comm, kOp, "max_m", o.max_m);
-  comm::agree_value(comm, kOp, "n", o.n);
-  comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
-  comm::agree_value(comm, kOp, "num_slots", o.num_slots);
+  ops::agree_options(c, kOp, local_error,
+                     {ops::dtype("dtype", o.dtype),
+                      ops::dim("n", o.n),
+                      ops::count("max_m", o.max_m),
+                      {"num_slots", o.num_slots, ops::Field::Kind::kRange, 1, 4096}},
+                     [&] {
+                       FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n,
+                                         "{}: max_m={} x n={} is too large", kOp, o.max_m, o.n);
+                       std::vector<int> seen;
+                       for (int p : list) {
+                         FLUXCPP_CHECK_ARG(p >= 0 && p < W,
+                                           "{}: peers lists rank {}, outside [0, {}) (rank {})",
+                                           kOp, p, W, r);
+                         FLUXCPP_CHECK_ARG(p != r, "{}: peers lists this rank itself ({})", kOp, r);
+                         FLUXCPP_CHECK_ARG(std::find(seen.begin(), seen.end(), p) == seen.end(),
+                                           "{}: peers lists rank {} twice (rank {})", kOp, p, r);
+                         seen.push_back(p);
+                       }
+                     });
   row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
   slot_bytes_ = static_cast<std::size_t>(o.max_m) * row_;
   slots_ = o.num_slots;

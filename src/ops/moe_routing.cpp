@@ -2,58 +2,45 @@
 
 #include <algorithm>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/moe_layout_kernel.hpp"
+#include "ops/core/options.hpp"
 
 namespace fluxcpp::ops {
 
 int64_t check_moe_create(detail::ContextImpl& c, const char* op, const MoeShape& s,
                          const std::string& local_error) {
-  MPI_Comm comm = c.comm();
   const int W = c.world_size(), r = c.world_rank();
   int64_t capacity = s.max_recv_rows;
-  comm::agree(comm, [&] {
-    if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {} (rank {})", op, local_error, r);
-    const DType in = s.input_dtype, out = s.output_dtype;
-    FLUXCPP_CHECK_ARG(dtype_valid(in) && dtype_valid(out) &&
-                          (in == out || (in == DType::kBFloat16 && out == DType::kFloat32)),
-                      "{}: dtypes ({}, {}) are not one of (f32, f32), (f64, f64), (bf16, bf16), "
-                      "(bf16, f32) (rank {})",
-                      op, dtype_name(in), dtype_name(out), r);
-    FLUXCPP_CHECK_ARG(s.max_tokens >= 0, "{}: max_tokens={} must be >= 0 (rank {})", op,
-                      s.max_tokens, r);
-    FLUXCPP_CHECK_ARG(s.hidden >= 1, "{}: hidden={} must be >= 1 (rank {})", op, s.hidden, r);
-    FLUXCPP_CHECK_ARG(s.topk >= 1, "{}: topk={} must be >= 1 (rank {})", op, s.topk, r);
-    FLUXCPP_CHECK_ARG(s.num_experts >= 1 && s.num_experts <= INT32_MAX,
-                      "{}: num_experts={} must be in [1, INT32_MAX] (rank {})", op, s.num_experts,
-                      r);
-    FLUXCPP_CHECK_ARG(s.num_experts % W == 0,
-                      "{}: num_experts={} is not divisible by the world size {} (rank {})", op,
-                      s.num_experts, W, r);
-    FLUXCPP_CHECK_ARG(s.max_tokens <= INT32_MAX / s.topk,
-                      "{}: max_tokens={} x topk={} slots exceed INT32_MAX (per-slot indices are "
-                      "int32; rank {})",
-                      op, s.max_tokens, s.topk, r);
-    FLUXCPP_CHECK_ARG(s.max_recv_rows >= 0, "{}: max_recv_rows={} must be >= 0 (rank {})", op,
-                      s.max_recv_rows, r);
-    if (capacity == 0) capacity = W * s.max_tokens * s.topk;
-    // Byte sizes of the segment and of caller buffers must stay far from overflow.
-    constexpr int64_t kMaxBytes = int64_t{1} << 42;
-    const int64_t row = s.hidden * static_cast<int64_t>(std::max(dtype_size(in), dtype_size(out)));
-    FLUXCPP_CHECK_ARG(s.hidden <= kMaxBytes / 16 && capacity <= kMaxBytes / (row + 16) &&
-                          s.max_tokens * s.topk <= kMaxBytes / (row + 16),
-                      "{}: max_tokens={}, topk={}, hidden={}, max_recv_rows={} are too large "
-                      "(rank {})",
-                      op, s.max_tokens, s.topk, s.hidden, capacity, r);
-  });
-  comm::agree_value(comm, op, "max_tokens", s.max_tokens);
-  comm::agree_value(comm, op, "hidden", s.hidden);
-  comm::agree_value(comm, op, "topk", s.topk);
-  comm::agree_value(comm, op, "num_experts", s.num_experts);
-  comm::agree_value(comm, op, "max_recv_rows", s.max_recv_rows);
-  comm::agree_value(comm, op, "input dtype", static_cast<int>(s.input_dtype));
-  comm::agree_value(comm, op, "output dtype", static_cast<int>(s.output_dtype));
+  const DType in = s.input_dtype, out = s.output_dtype;
+  agree_options(
+      c, op, local_error,
+      {dtype("input dtype", in), dtype("output dtype", out), count("max_tokens", s.max_tokens),
+       dim("hidden", s.hidden), dim("topk", s.topk), dim("num_experts", s.num_experts, INT32_MAX),
+       count("max_recv_rows", s.max_recv_rows)},
+      [&] {
+        FLUXCPP_CHECK_ARG(in == out || (in == DType::kBFloat16 && out == DType::kFloat32),
+                          "{}: dtypes ({}, {}) are not one of (f32, f32), (f64, f64), (bf16, "
+                          "bf16), (bf16, f32) (rank {})",
+                          op, dtype_name(in), dtype_name(out), r);
+        FLUXCPP_CHECK_ARG(s.num_experts % W == 0,
+                          "{}: num_experts={} is not divisible by the world size {} (rank {})", op,
+                          s.num_experts, W, r);
+        FLUXCPP_CHECK_ARG(s.max_tokens <= INT32_MAX / s.topk,
+                          "{}: max_tokens={} x topk={} slots exceed INT32_MAX (per-slot indices "
+                          "are int32; rank {})",
+                          op, s.max_tokens, s.topk, r);
+        if (capacity == 0) capacity = W * s.max_tokens * s.topk;
+        // Byte sizes of the segment and of caller buffers must stay far from overflow.
+        constexpr int64_t kMaxBytes = int64_t{1} << 42;
+        const int64_t row =
+            s.hidden * static_cast<int64_t>(std::max(dtype_size(in), dtype_size(out)));
+        FLUXCPP_CHECK_ARG(s.hidden <= kMaxBytes / 16 && capacity <= kMaxBytes / (row + 16) &&
+                              s.max_tokens * s.topk <= kMaxBytes / (row + 16),
+                          "{}: max_tokens={}, topk={}, hidden={}, max_recv_rows={} are too large "
+                          "(rank {})",
+                          op, s.max_tokens, s.topk, s.hidden, capacity, r);
+      });
   return capacity;
 }
 

@@ -4,18 +4,13 @@
 #include <cstring>
 #include <limits>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/options.hpp"
 
 namespace fluxcpp::ops {
 
 namespace {
-
-bool valid_pair(DType in, DType out) {
-  return (in == DType::kFloat32 && out == DType::kFloat32) ||
-         (in == DType::kFloat64 && out == DType::kFloat64) ||
-         (in == DType::kBFloat16 && (out == DType::kBFloat16 || out == DType::kFloat32));
-}
 
 // FNV-1a over 64-bit words, finished with a mix: ranks that read different routings get
 // different values (the handshake compares them).
@@ -37,44 +32,32 @@ struct Hasher {
 
 void check_moe_tp_create(detail::ContextImpl& c, const char* op, const MoeTpOptions& o,
                          const std::string& local_error) {
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
-  MPI_Comm comm = c.comm();
   const int W = c.world_size(), r = c.world_rank();
-  comm::agree(comm, [&] {
-    if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {} (rank {})", op, local_error, r);
-    FLUXCPP_CHECK_ARG(dtype_valid(o.input_dtype) && dtype_valid(o.output_dtype) &&
-                          valid_pair(o.input_dtype, o.output_dtype),
-                      "{}: (input, output) dtypes ({}, {}) are not one of (f32, f32), (f64, f64), "
-                      "(bf16, bf16), (bf16, f32) (rank {})",
-                      op, dtype_name(o.input_dtype), dtype_name(o.output_dtype), r);
-    FLUXCPP_CHECK_ARG(o.hidden >= 1 && o.ffn_shard >= 1 && o.topk >= 1 && o.num_experts >= 1,
-                      "{}: hidden={}, ffn_shard={}, topk={}, num_experts={} must be >= 1 (rank {})",
-                      op, o.hidden, o.ffn_shard, o.topk, o.num_experts, r);
-    FLUXCPP_CHECK_ARG(o.max_tokens >= 0, "{}: max_tokens={} must be >= 0 (rank {})", op,
-                      o.max_tokens, r);
-    FLUXCPP_CHECK_ARG(o.ep_size >= 1 && W % o.ep_size == 0 && o.num_experts % o.ep_size == 0,
-                      "{}: ep_size={} must divide the world size {} and num_experts={} (rank {})",
-                      op, o.ep_size, W, o.num_experts, r);
-    // Index arrays are int32 (T·K <= INT32_MAX); BLAS sizes are int.
-    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-    FLUXCPP_CHECK_ARG(
-        o.hidden <= kMax && o.ffn_shard <= kMax && o.topk <= kMax && o.num_experts <= kMax &&
-            o.max_tokens <= kMax / o.topk &&
-            o.max_tokens * o.topk <= (int64_t{1} << 40) / std::max(o.hidden, o.ffn_shard) &&
-            o.num_experts <= (int64_t{1} << 40) / (o.hidden * o.ffn_shard),
-        "{}: max_tokens={}, topk={}, hidden={}, ffn_shard={}, num_experts={} are too "
-        "large (T·K must fit int32, the buffers must be addressable)",
-        op, o.max_tokens, o.topk, o.hidden, o.ffn_shard, o.num_experts);
-  });
-  comm::agree_value(comm, op, "max_tokens", o.max_tokens);
-  comm::agree_value(comm, op, "hidden", o.hidden);
-  comm::agree_value(comm, op, "ffn_shard", o.ffn_shard);
-  comm::agree_value(comm, op, "topk", o.topk);
-  comm::agree_value(comm, op, "num_experts", o.num_experts);
-  comm::agree_value(comm, op, "ep_size", o.ep_size);
-  comm::agree_value(comm, op, "input_dtype", static_cast<int>(o.input_dtype));
-  comm::agree_value(comm, op, "output_dtype", static_cast<int>(o.output_dtype));
-  comm::agree_value(comm, op, "transpose_weight", o.transpose_weight ? 1 : 0);
+  // Index arrays are int32 (T·K <= INT32_MAX); BLAS sizes are int.
+  agree_options(
+      c, op, local_error,
+      {dtype("input_dtype", o.input_dtype), dtype("output_dtype", o.output_dtype),
+       dim("hidden", o.hidden, INT32_MAX), dim("ffn_shard", o.ffn_shard, INT32_MAX),
+       dim("topk", o.topk, INT32_MAX), dim("num_experts", o.num_experts, INT32_MAX),
+       count("max_tokens", o.max_tokens), dim("ep_size", o.ep_size),
+       same("transpose_weight", o.transpose_weight ? 1 : 0)},
+      [&] {
+        FLUXCPP_CHECK_ARG(valid_gemm_dtypes(o.input_dtype, o.output_dtype),
+                          "{}: (input, output) dtypes ({}, {}) are not one of (f32, f32), (f64, "
+                          "f64), (bf16, bf16), (bf16, f32) (rank {})",
+                          op, dtype_name(o.input_dtype), dtype_name(o.output_dtype), r);
+        FLUXCPP_CHECK_ARG(W % o.ep_size == 0 && o.num_experts % o.ep_size == 0,
+                          "{}: ep_size={} must divide the world size {} and num_experts={} (rank "
+                          "{})",
+                          op, o.ep_size, W, o.num_experts, r);
+        FLUXCPP_CHECK_ARG(
+            o.max_tokens <= INT32_MAX / o.topk &&
+                o.max_tokens * o.topk <= (int64_t{1} << 40) / std::max(o.hidden, o.ffn_shard) &&
+                o.num_experts <= (int64_t{1} << 40) / (o.hidden * o.ffn_shard),
+            "{}: max_tokens={}, topk={}, hidden={}, ffn_shard={}, num_experts={} are too "
+            "large (T·K must fit int32, the buffers must be addressable)",
+            op, o.max_tokens, o.topk, o.hidden, o.ffn_shard, o.num_experts);
+      });
 }
 
 MoeTpRouting::MoeTpRouting(const char* op, const MoeTpOptions& o, int world_size, int rank)

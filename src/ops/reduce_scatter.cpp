@@ -6,6 +6,8 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/options.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -19,20 +21,12 @@ ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
     : ctx_(std::move(ctx)), opts_(o) {
   ops::create_op(*ctx_, kOp, [&] {
     ContextImpl& c = *ctx_;
-    MPI_Comm comm = c.comm();
-    comm::agree(comm, [&] {
-      if (!local_error.empty())
-        raise(Errc::kInvalidArgument, "{}: {} (rank {})", kOp, local_error, c.world_rank());
-      FLUXCPP_CHECK_ARG(dtype_valid(o.dtype), "{}: dtype={} is not a valid fluxcpp dtype (rank {})",
-                        kOp, static_cast<int>(o.dtype), c.world_rank());
-      FLUXCPP_CHECK_ARG(o.n >= 1, "{}: n={} must be >= 1 (rank {})", kOp, o.n, c.world_rank());
-      FLUXCPP_CHECK_ARG(o.max_m >= 0, "{}: max_m={} must be >= 0", kOp, o.max_m);
-      FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
-                        kOp, o.max_m, o.n);
-    });
-    comm::agree_value(comm, kOp, "max_m", o.max_m);
-    comm::agree_value(comm, kOp, "n", o.n);
-    comm::agree_value(comm, kOp, "dtype", static_cast<int>(o.dtype));
+    ops::agree_options(
+        c, kOp, local_error,
+        {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_m", o.max_m)}, [&] {
+          FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
+                            kOp, o.max_m, o.n);
+        });
     acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
     const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
     reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
@@ -42,8 +36,9 @@ ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
     spec.fields = {"m", "", "", ""};
     core_.emplace(c, spec, layout_);
     if (c.num_nodes() > 1)
-      comm::agree(
-          comm, [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
+      comm::agree(c.comm(), [&] {
+        resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum");
+      });
   });
 }
 
@@ -78,18 +73,14 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 
 ReduceScatter::ReduceScatter(const Context& ctx, const ReduceScatterOptions& options)
     : impl_(std::make_unique<detail::ReduceScatterImpl>(ctx.impl(), options)) {}
-ReduceScatter::ReduceScatter(ReduceScatter&&) noexcept = default;
-ReduceScatter& ReduceScatter::operator=(ReduceScatter&&) noexcept = default;
-ReduceScatter::~ReduceScatter() = default;
+FLUXCPP_PIMPL_MOVES(ReduceScatter);
 
 void ReduceScatter::forward(const void* input, int64_t m, void* output) {
-  if (!impl_) raise(Errc::kInvalidUsage, "reduce_scatter: forward on a moved-from op");
-  impl_->forward(input, m, output);
+  ops::checked(impl_, "reduce_scatter").forward(input, m, output);
 }
 
 const ReduceScatterOptions& ReduceScatter::options() const {
-  if (!impl_) raise(Errc::kInvalidUsage, "reduce_scatter: options() on a moved-from op");
-  return impl_->options();
+  return ops::checked(impl_, "reduce_scatter").options();
 }
 
 }  // namespace fluxcpp

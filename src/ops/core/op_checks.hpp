@@ -26,6 +26,10 @@ std::string check_packed(const detail::ContextImpl& c, const char* op,
                          const kernels::PackedWeight& w, DType dtype, int64_t n, int64_t k,
                          bool transpose_weight);
 
+// The (input, output) dtype pairs of the GEMM ops: (f32, f32), (f64, f64), (bf16, bf16),
+// (bf16, f32).
+bool valid_gemm_dtypes(DType in, DType out);
+
 // Create-time checks of the fused GEMM ops (collective): a closed context, a rank-local error,
 // the (input, output) dtype pair, the sizes, `extra` op-specific local checks; then every rank
 // must have passed the same shape. Raises the same Error on every rank.

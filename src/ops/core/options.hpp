@@ -1,0 +1,53 @@
+// An op's create options as one field list: each field names an option, carries this rank's value
+// and says what it must be. agree_options checks every field (and the op's own checks) on every
+// rank, raising the same Error everywhere, then agrees on all values in one reduction. An op's
+// constructor states its options once, in the order its error messages name them.
+#pragma once
+
+#include <climits>
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/types.hpp"
+
+namespace fluxcpp::ops {
+
+struct Field {
+  enum class Kind { kRange, kDType, kAgreeOnly };
+  const char* name;
+  long long value;
+  Kind kind = Kind::kRange;
+  long long lo = LLONG_MIN, hi = LLONG_MAX;
+};
+
+// A size that may be zero (max_m, max_tokens, ...): in [0, hi].
+inline Field count(const char* name, long long v, long long hi = LLONG_MAX) {
+  return {name, v, Field::Kind::kRange, 0, hi};
+}
+// A dimension (n, k, hidden, ...): in [1, hi].
+inline Field dim(const char* name, long long v, long long hi = LLONG_MAX) {
+  return {name, v, Field::Kind::kRange, 1, hi};
+}
+// One of the values 0..n-1 of an enum option.
+inline Field choice(const char* name, long long v, long long n) {
+  return {name, v, Field::Kind::kRange, 0, n - 1};
+}
+// A fluxcpp dtype.
+inline Field dtype(const char* name, DType v) {
+  return {name, static_cast<long long>(v), Field::Kind::kDType};
+}
+// Any value, as long as every rank passes the same (flags, values checked by the op itself).
+inline Field same(const char* name, long long v) {
+  return {name, v, Field::Kind::kAgreeOnly};
+}
+
+// Collective. A rank-local error (local_error, from the API layer's own checks) comes first, then
+// each field's rule in list order ("<op>: <name>=<v> must be >= 1 (rank r)"), then `extra` (the
+// op's own checks, which may rely on every field being in range); the first failure is raised as
+// the same Error on every rank. Then every field must have the same value on every rank.
+void agree_options(detail::ContextImpl& c, const char* op, const std::string& local_error,
+                   std::initializer_list<Field> fields, const std::function<void()>& extra = {});
+
+}  // namespace fluxcpp::ops

@@ -7,6 +7,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -184,33 +185,24 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
 
 A2aGemm::A2aGemm(const Context& ctx, const A2aGemmOptions& options)
     : impl_(std::make_unique<detail::A2aGemmImpl>(ctx.impl(), options)) {}
-A2aGemm::A2aGemm(A2aGemm&&) noexcept = default;
-A2aGemm& A2aGemm::operator=(A2aGemm&&) noexcept = default;
-A2aGemm::~A2aGemm() = default;
-
-namespace {
-detail::A2aGemmImpl& checked(const std::unique_ptr<detail::A2aGemmImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "a2a_gemm: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(A2aGemm);
 
 void A2aGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
                       void* output, void* a2a_output) {
-  checked(impl_).forward(input, m, weight, bias, output, a2a_output);
+  ops::checked(impl_, "a2a_gemm").forward(input, m, weight, bias, output, a2a_output);
 }
 void A2aGemm::forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                                 void* output) {
-  checked(impl_).forward_gemm_only(input, m, weight, bias, output);
+  ops::checked(impl_, "a2a_gemm").forward_gemm_only(input, m, weight, bias, output);
 }
 void A2aGemm::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
-  checked(impl_).forward_comm_only(input, m, a2a_output);
+  ops::checked(impl_, "a2a_gemm").forward_comm_only(input, m, a2a_output);
 }
 void* A2aGemm::input_buffer() {
-  return checked(impl_).input_buffer();
+  return ops::checked(impl_, "a2a_gemm").input_buffer();
 }
 const A2aGemmOptions& A2aGemm::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "a2a_gemm").options();
 }
 
 }  // namespace fluxcpp

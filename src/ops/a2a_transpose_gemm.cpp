@@ -7,6 +7,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
 
@@ -251,32 +252,24 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 
 }  // namespace detail
 
-namespace {
-detail::A2aTransposeGemmImpl& checked(const std::unique_ptr<detail::A2aTransposeGemmImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "a2a_transpose_gemm: use of a moved-from op");
-  return *p;
-}
-}  // namespace
-
 A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
     : impl_(std::make_unique<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
-A2aTransposeGemm::A2aTransposeGemm(A2aTransposeGemm&&) noexcept = default;
-A2aTransposeGemm& A2aTransposeGemm::operator=(A2aTransposeGemm&&) noexcept = default;
-A2aTransposeGemm::~A2aTransposeGemm() = default;
+FLUXCPP_PIMPL_MOVES(A2aTransposeGemm);
 void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output, void* a2a_output) {
-  checked(impl_).forward(input, bs, seq, weight, bias, output, a2a_output);
+  ops::checked(impl_, "a2a_transpose_gemm")
+      .forward(input, bs, seq, weight, bias, output, a2a_output);
 }
 void A2aTransposeGemm::forward_comm_only(const void* input, int64_t bs, int64_t seq,
                                          void* a2a_output) {
-  checked(impl_).forward_comm_only(input, bs, seq, a2a_output);
+  ops::checked(impl_, "a2a_transpose_gemm").forward_comm_only(input, bs, seq, a2a_output);
 }
 void A2aTransposeGemm::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
                                          const void* bias, void* output) {
-  checked(impl_).forward_gemm_only(bs, seq, weight, bias, output);
+  ops::checked(impl_, "a2a_transpose_gemm").forward_gemm_only(bs, seq, weight, bias, output);
 }
 const A2aTransposeGemmOptions& A2aTransposeGemm::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "a2a_transpose_gemm").options();
 }
 
 }  // namespace fluxcpp

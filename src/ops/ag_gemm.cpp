@@ -9,6 +9,7 @@
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -288,37 +289,28 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
 
 AgGemm::AgGemm(const Context& ctx, const AgGemmOptions& options)
     : impl_(std::make_unique<detail::AgGemmImpl>(ctx.impl(), options)) {}
-AgGemm::AgGemm(AgGemm&&) noexcept = default;
-AgGemm& AgGemm::operator=(AgGemm&&) noexcept = default;
-AgGemm::~AgGemm() = default;
-
-namespace {
-detail::AgGemmImpl& checked(const std::unique_ptr<detail::AgGemmImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "ag_gemm: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(AgGemm);
 
 void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output, void* gathered_input) {
-  checked(impl_).forward(input, m, weight, bias, output, gathered_input);
+  ops::checked(impl_, "ag_gemm").forward(input, m, weight, bias, output, gathered_input);
 }
 void AgGemm::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
                      void* output, void* gathered_input) {
-  checked(impl_).forward(input, m, weight.impl(), bias, output, gathered_input);
+  ops::checked(impl_, "ag_gemm").forward(input, m, weight.impl(), bias, output, gathered_input);
 }
 void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                                void* output) {
-  checked(impl_).forward_gemm_only(input, m, weight, bias, output);
+  ops::checked(impl_, "ag_gemm").forward_gemm_only(input, m, weight, bias, output);
 }
 void AgGemm::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
-  checked(impl_).forward_comm_only(input, m, gathered_input);
+  ops::checked(impl_, "ag_gemm").forward_comm_only(input, m, gathered_input);
 }
 void* AgGemm::input_buffer() {
-  return checked(impl_).input_buffer();
+  return ops::checked(impl_, "ag_gemm").input_buffer();
 }
 const AgGemmOptions& AgGemm::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "ag_gemm").options();
 }
 
 }  // namespace fluxcpp

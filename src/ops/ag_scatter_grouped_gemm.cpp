@@ -7,6 +7,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -254,36 +255,28 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
 
 AgScatterGroupedGemm::AgScatterGroupedGemm(const Context& ctx, const MoeTpOptions& options)
     : impl_(std::make_unique<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
-AgScatterGroupedGemm::AgScatterGroupedGemm(AgScatterGroupedGemm&&) noexcept = default;
-AgScatterGroupedGemm& AgScatterGroupedGemm::operator=(AgScatterGroupedGemm&&) noexcept = default;
-AgScatterGroupedGemm::~AgScatterGroupedGemm() = default;
-
-namespace {
-detail::AgScatterGroupedGemmImpl& checked(
-    const std::unique_ptr<detail::AgScatterGroupedGemmImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "ag_scatter_grouped_gemm: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(AgScatterGroupedGemm);
 
 void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                    const int32_t* scatter_index, const void* weight,
                                    const float* scale, void* output, void* gathered_input) {
-  checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, scale, output,
-                         gathered_input);
+  ops::checked(impl_, "ag_scatter_grouped_gemm")
+      .forward(input, num_tokens, splits, scatter_index, weight, scale, output, gathered_input);
 }
 void AgScatterGroupedGemm::forward_gemm_only(const void* input, int64_t num_tokens,
                                              const int64_t* splits, const int32_t* scatter_index,
                                              const void* weight, const float* scale, void* output) {
-  checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale, output);
+  ops::checked(impl_, "ag_scatter_grouped_gemm")
+      .forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale, output);
 }
 void AgScatterGroupedGemm::forward_comm_only(const void* input, int64_t num_tokens,
                                              const int64_t* splits, const int32_t* scatter_index,
                                              void* gathered_input) {
-  checked(impl_).forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
+  ops::checked(impl_, "ag_scatter_grouped_gemm")
+      .forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
 }
 const MoeTpOptions& AgScatterGroupedGemm::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "ag_scatter_grouped_gemm").options();
 }
 
 }  // namespace fluxcpp

@@ -8,6 +8,7 @@
 #include "comm/drive_wait.hpp"
 #include "error_util.hpp"
 #include "ops/core/op_core.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -263,43 +264,34 @@ int64_t AsyncSendRecvImpl::probe(int src) {
 
 AsyncSendRecv::AsyncSendRecv(const Context& ctx, const AsyncSendRecvOptions& options)
     : impl_(std::make_unique<detail::AsyncSendRecvImpl>(ctx.impl(), options)) {}
-AsyncSendRecv::AsyncSendRecv(AsyncSendRecv&&) noexcept = default;
-AsyncSendRecv& AsyncSendRecv::operator=(AsyncSendRecv&&) noexcept = default;
-AsyncSendRecv::~AsyncSendRecv() = default;
-
-namespace {
-detail::AsyncSendRecvImpl& checked(const std::unique_ptr<detail::AsyncSendRecvImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "async_send_recv: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(AsyncSendRecv);
 
 uint64_t AsyncSendRecv::send(int dst, const void* data, int64_t m) {
-  return checked(impl_).send(dst, data, m, false);
+  return ops::checked(impl_, "async_send_recv").send(dst, data, m, false);
 }
 uint64_t AsyncSendRecv::isend(int dst, const void* data, int64_t m) {
-  return checked(impl_).send(dst, data, m, true);
+  return ops::checked(impl_, "async_send_recv").send(dst, data, m, true);
 }
 void AsyncSendRecv::send_wait(int dst, uint64_t seq) {
-  checked(impl_).send_wait(dst, seq);
+  ops::checked(impl_, "async_send_recv").send_wait(dst, seq);
 }
 bool AsyncSendRecv::send_test(int dst, uint64_t seq) {
-  return checked(impl_).send_test(dst, seq);
+  return ops::checked(impl_, "async_send_recv").send_test(dst, seq);
 }
 int64_t AsyncSendRecv::recv(int src, void* out, int64_t out_rows) {
-  return checked(impl_).recv(src, out, out_rows);
+  return ops::checked(impl_, "async_send_recv").recv(src, out, out_rows);
 }
 int64_t AsyncSendRecv::probe(int src) {
-  return checked(impl_).probe(src);
+  return ops::checked(impl_, "async_send_recv").probe(src);
 }
 void AsyncSendRecv::close() {
   if (impl_) impl_->close();
 }
 const AsyncSendRecvOptions& AsyncSendRecv::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "async_send_recv").options();
 }
 const std::vector<int>& AsyncSendRecv::peers() const {
-  return checked(impl_).peers();
+  return ops::checked(impl_, "async_send_recv").peers();
 }
 
 }  // namespace fluxcpp

@@ -5,6 +5,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
 
@@ -149,31 +150,22 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
 
 }  // namespace detail
 
-namespace {
-detail::GemmA2aTransposeImpl& checked(const std::unique_ptr<detail::GemmA2aTransposeImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "gemm_a2a_transpose: use of a moved-from op");
-  return *p;
-}
-}  // namespace
-
 GemmA2aTranspose::GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options)
     : impl_(std::make_unique<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
-GemmA2aTranspose::GemmA2aTranspose(GemmA2aTranspose&&) noexcept = default;
-GemmA2aTranspose& GemmA2aTranspose::operator=(GemmA2aTranspose&&) noexcept = default;
-GemmA2aTranspose::~GemmA2aTranspose() = default;
+FLUXCPP_PIMPL_MOVES(GemmA2aTranspose);
 void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output) {
-  checked(impl_).forward(input, bs, seq, weight, bias, output);
+  ops::checked(impl_, "gemm_a2a_transpose").forward(input, bs, seq, weight, bias, output);
 }
 void GemmA2aTranspose::forward_gemm_only(const void* input, int64_t bs, int64_t seq,
                                          const void* weight, const void* bias) {
-  checked(impl_).forward_gemm_only(input, bs, seq, weight, bias);
+  ops::checked(impl_, "gemm_a2a_transpose").forward_gemm_only(input, bs, seq, weight, bias);
 }
 void GemmA2aTranspose::forward_comm_only(int64_t bs, int64_t seq, void* output) {
-  checked(impl_).forward_comm_only(bs, seq, output);
+  ops::checked(impl_, "gemm_a2a_transpose").forward_comm_only(bs, seq, output);
 }
 const GemmA2aTransposeOptions& GemmA2aTranspose::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "gemm_a2a_transpose").options();
 }
 
 }  // namespace fluxcpp

@@ -9,6 +9,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -248,33 +249,24 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 
 GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
     : impl_(std::make_unique<detail::GemmRsImpl>(ctx.impl(), options)) {}
-GemmRs::GemmRs(GemmRs&&) noexcept = default;
-GemmRs& GemmRs::operator=(GemmRs&&) noexcept = default;
-GemmRs::~GemmRs() = default;
-
-namespace {
-detail::GemmRsImpl& checked(const std::unique_ptr<detail::GemmRsImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "gemm_rs: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(GemmRs);
 
 void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output) {
-  checked(impl_).forward(input, m, weight, bias, output);
+  ops::checked(impl_, "gemm_rs").forward(input, m, weight, bias, output);
 }
 void GemmRs::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
                      void* output) {
-  checked(impl_).forward(input, m, weight.impl(), bias, output);
+  ops::checked(impl_, "gemm_rs").forward(input, m, weight.impl(), bias, output);
 }
 void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
-  checked(impl_).forward_gemm_only(input, m, weight);
+  ops::checked(impl_, "gemm_rs").forward_gemm_only(input, m, weight);
 }
 void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
-  checked(impl_).forward_comm_only(m, bias, output);
+  ops::checked(impl_, "gemm_rs").forward_comm_only(m, bias, output);
 }
 const GemmRsOptions& GemmRs::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "gemm_rs").options();
 }
 
 }  // namespace fluxcpp

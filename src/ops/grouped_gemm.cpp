@@ -7,6 +7,7 @@
 
 #include "comm/parallel_for.hpp"
 #include "error_util.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -145,23 +146,14 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
 
 GroupedGemm::GroupedGemm(const Context& ctx, const GroupedGemmOptions& options)
     : impl_(std::make_unique<detail::GroupedGemmImpl>(ctx.impl(), options)) {}
-GroupedGemm::GroupedGemm(GroupedGemm&&) noexcept = default;
-GroupedGemm& GroupedGemm::operator=(GroupedGemm&&) noexcept = default;
-GroupedGemm::~GroupedGemm() = default;
-
-namespace {
-detail::GroupedGemmImpl& checked(const std::unique_ptr<detail::GroupedGemmImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "grouped_gemm: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(GroupedGemm);
 
 void GroupedGemm::forward(const void* input, const int64_t* splits, const void* weight,
                           const float* scale, void* output) {
-  checked(impl_).forward(input, splits, weight, scale, output);
+  ops::checked(impl_, "grouped_gemm").forward(input, splits, weight, scale, output);
 }
 const GroupedGemmOptions& GroupedGemm::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "grouped_gemm").options();
 }
 
 }  // namespace fluxcpp

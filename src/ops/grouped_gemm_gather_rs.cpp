@@ -8,6 +8,7 @@
 #include "kernels/reduce.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
+#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -266,36 +267,28 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
 
 GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
     : impl_(std::make_unique<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
-GroupedGemmGatherRs::GroupedGemmGatherRs(GroupedGemmGatherRs&&) noexcept = default;
-GroupedGemmGatherRs& GroupedGemmGatherRs::operator=(GroupedGemmGatherRs&&) noexcept = default;
-GroupedGemmGatherRs::~GroupedGemmGatherRs() = default;
-
-namespace {
-detail::GroupedGemmGatherRsImpl& checked(
-    const std::unique_ptr<detail::GroupedGemmGatherRsImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "grouped_gemm_gather_rs: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(GroupedGemmGatherRs);
 
 void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                   const int32_t* scatter_index, const void* weight,
                                   const float* routing_weights, void* output) {
-  checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, routing_weights, output);
+  ops::checked(impl_, "grouped_gemm_gather_rs")
+      .forward(input, num_tokens, splits, scatter_index, weight, routing_weights, output);
 }
 void GroupedGemmGatherRs::forward_gemm_only(const void* input, int64_t num_tokens,
                                             const int64_t* splits, const int32_t* scatter_index,
                                             const void* weight, const float* routing_weights) {
-  checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight,
-                                   routing_weights);
+  ops::checked(impl_, "grouped_gemm_gather_rs")
+      .forward_gemm_only(input, num_tokens, splits, scatter_index, weight, routing_weights);
 }
 void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* splits,
                                             const int32_t* scatter_index,
                                             const float* routing_weights, void* output) {
-  checked(impl_).forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
+  ops::checked(impl_, "grouped_gemm_gather_rs")
+      .forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
 }
 const MoeTpOptions& GroupedGemmGatherRs::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "grouped_gemm_gather_rs").options();
 }
 
 }  // namespace fluxcpp

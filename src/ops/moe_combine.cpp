@@ -8,6 +8,7 @@
 #include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -180,23 +181,14 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 
 MoeCombine::MoeCombine(const Context& ctx, const MoeCombineOptions& options)
     : impl_(std::make_unique<detail::MoeCombineImpl>(ctx.impl(), options)) {}
-MoeCombine::MoeCombine(MoeCombine&&) noexcept = default;
-MoeCombine& MoeCombine::operator=(MoeCombine&&) noexcept = default;
-MoeCombine::~MoeCombine() = default;
-
-namespace {
-detail::MoeCombineImpl& checked(const std::unique_ptr<detail::MoeCombineImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "moe_combine: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(MoeCombine);
 
 void MoeCombine::forward(const MoeCombineInput& input, void* output) {
-  checked(impl_).forward(input, output);
+  ops::checked(impl_, "moe_combine").forward(input, output);
 }
 
 const MoeCombineOptions& MoeCombine::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "moe_combine").options();
 }
 
 }  // namespace fluxcpp

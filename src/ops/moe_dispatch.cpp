@@ -7,6 +7,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -302,23 +303,14 @@ void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatc
 
 MoeDispatch::MoeDispatch(const Context& ctx, const MoeDispatchOptions& options)
     : impl_(std::make_unique<detail::MoeDispatchImpl>(ctx.impl(), options)) {}
-MoeDispatch::MoeDispatch(MoeDispatch&&) noexcept = default;
-MoeDispatch& MoeDispatch::operator=(MoeDispatch&&) noexcept = default;
-MoeDispatch::~MoeDispatch() = default;
-
-namespace {
-detail::MoeDispatchImpl& checked(const std::unique_ptr<detail::MoeDispatchImpl>& p) {
-  if (!p) raise(Errc::kInvalidUsage, "moe_dispatch: use of a moved-from op");
-  return *p;
-}
-}  // namespace
+FLUXCPP_PIMPL_MOVES(MoeDispatch);
 
 int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {
-  return checked(impl_).forward(input, output);
+  return ops::checked(impl_, "moe_dispatch").forward(input, output);
 }
 
 const MoeDispatchOptions& MoeDispatch::options() const {
-  return checked(impl_).options();
+  return ops::checked(impl_, "moe_dispatch").options();
 }
 
 }  // namespace fluxcpp

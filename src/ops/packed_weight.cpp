@@ -4,6 +4,7 @@
 #include "error_util.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/parallel_gemm.hpp"
+#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
@@ -12,13 +13,10 @@ PackedWeight::PackedWeight(const Context& ctx, DType dtype, const void* weight, 
     : impl_(std::make_unique<kernels::PackedWeight>(
           dtype, weight, n, k, transpose_weight, 0,
           ops::column_slabs(ctx.impl()->num_compute_workers(), 0, n))) {}
-PackedWeight::PackedWeight(PackedWeight&&) noexcept = default;
-PackedWeight& PackedWeight::operator=(PackedWeight&&) noexcept = default;
-PackedWeight::~PackedWeight() = default;
+FLUXCPP_PIMPL_MOVES(PackedWeight);
 
 const kernels::PackedWeight& PackedWeight::impl() const {
-  if (!impl_) raise(Errc::kInvalidUsage, "packed_weight: use of a moved-from PackedWeight");
-  return *impl_;
+  return ops::checked(impl_, "packed_weight");
 }
 
 void PackedWeight::update(const void* weight) {

@@ -1,0 +1,25 @@
+// The public op classes (include/fluxcpp/*.hpp) hold their implementation behind a
+// std::unique_ptr and are movable: the part every one of them writes alike.
+#pragma once
+
+#include <memory>
+
+#include "error_util.hpp"
+
+namespace fluxcpp::ops {
+
+// The implementation of a public op, or kInvalidUsage "<op>: use of a moved-from op".
+template <class Impl>
+Impl& checked(const std::unique_ptr<Impl>& p, const char* op) {
+  if (!p) raise(Errc::kInvalidUsage, "{}: use of a moved-from op", op);
+  return *p;
+}
+
+}  // namespace fluxcpp::ops
+
+// The move constructor, move assignment and destructor of public class `Class`, defined where
+// its implementation type is complete.
+#define FLUXCPP_PIMPL_MOVES(Class)                     \
+  Class::Class(Class&&) noexcept = default;            \
+  Class& Class::operator=(Class&&) noexcept = default; \
+  Class::~Class() = default

@@ -125,6 +125,21 @@ inline Reference reference(const Problem& p, int64_t m, const Bytes& a_in, const
   return ref;
 }
 
+// The options of a fused GEMM op (AgGemmOptions, GemmRsOptions, A2aGemmOptions,
+// GroupedGemmOptions) for problem p with room for max_m rows; the op's other options keep their
+// defaults.
+template <typename Options>
+Options gemm_op_options(const Problem& p, int64_t max_m) {
+  Options o;
+  o.max_m = max_m;
+  o.n = p.n;
+  o.k = p.k;
+  o.input_dtype = p.in;
+  o.output_dtype = p.out;
+  o.transpose_weight = p.transpose_weight;
+  return o;
+}
+
 // ---- test shapes -----------------------------------------------------------------------------
 
 // One parametrised correctness case: the dtype pair, the rows (per rank or per block, as the op
@@ -153,6 +168,11 @@ inline const std::pair<DType, DType> kPairs[] = {{DType::kFloat32, DType::kFloat
                                                  {DType::kFloat64, DType::kFloat64},
                                                  {DType::kBFloat16, DType::kBFloat16},
                                                  {DType::kBFloat16, DType::kFloat32}};
+
+// The test name suffix of a kPairs case, "<in>_<out>" (INSTANTIATE_TEST_SUITE_P's name generator).
+inline std::string pair_test_name(const ::testing::TestParamInfo<std::pair<DType, DType>>& i) {
+  return std::string(dtype_name(i.param.first)) + "_" + dtype_name(i.param.second);
+}
 
 // For every pair: rows in {0, 1, 3} x n in {1, 3, 127} x k in {1, 3, 127}, then one big shape.
 inline std::vector<GemmShape> small_shapes(int64_t big_rows, int64_t big_n, int64_t big_k) {

@@ -268,6 +268,19 @@ void expect_error(F&& fn, Errc code, std::vector<std::string> needles, const std
   }
 }
 
+// Runs fn; an exception fails the test, naming `what`, the rank and the exception's message.
+// Returns false then.
+template <typename F>
+bool expect_no_throw(F&& fn, const std::string& what) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": threw: " << e.what();
+    return false;
+  }
+}
+
 // ---- MPI references --------------------------------------------------------------------------
 
 // MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.

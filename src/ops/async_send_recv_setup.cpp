@@ -9,19 +9,13 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"
+#include "ops/core/peer_order.hpp"
 
 namespace fluxcpp::detail {
 
 namespace {
 constexpr const char* kOp = "async_send_recv";
 constexpr uint64_t kDestroyBit = uint64_t{1} << 62;  // destroy check-in token: serial | bit
-
-std::vector<int> ring_peers(int r, int W) {
-  std::vector<int> out;
-  for (int p : {(r - 1 + W) % W, (r + 1) % W})
-    if (p != r && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-  return out;
-}
 }  // namespace
 
 AsyncSendRecvImpl::AsyncSendRecvImpl(std::shared_ptr<ContextImpl> ctx,
@@ -43,7 +37,7 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
   const int W = c.world_size(), r = c.world_rank();
   const AsyncSendRecvOptions& o = opts_;
   serial_ = c.creating_serial();
-  std::vector<int> list = o.peers ? *o.peers : ring_peers(r, W);
+  std::vector<int> list = o.peers ? *o.peers : ops::PeerOrder::ring_neighbours(r, W);
   ops::agree_options(c, kOp, local_error,
                      {ops::dtype("dtype", o.dtype),
                       ops::dim("n", o.n),

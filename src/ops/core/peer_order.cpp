@@ -20,4 +20,11 @@ PeerOrder::PeerOrder(const detail::ContextImpl& c) {
   for (int g = 0; g < W; ++g) local_.push_back(on_host(g));
 }
 
+std::vector<int> PeerOrder::ring_neighbours(int r, int W) {
+  std::vector<int> out;
+  for (int p : {(r - 1 + W) % W, (r + 1) % W})
+    if (p != r && (out.empty() || out[0] != p)) out.push_back(p);
+  return out;
+}
+
 }  // namespace fluxcpp::ops

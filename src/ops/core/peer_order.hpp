@@ -33,6 +33,9 @@ class PeerOrder {
   const std::vector<int>& host() const { return host_; }
   // Whether world rank g is on this host.
   bool is_host(int g) const { return local_[static_cast<std::size_t>(g)]; }
+  // The ring neighbours r-1 and r+1 of rank r among W, each once, r itself left out (none at W = 1,
+  // one at W = 2): the default peers of a point-to-point op.
+  static std::vector<int> ring_neighbours(int r, int W);
 
  private:
   std::vector<bool> local_;

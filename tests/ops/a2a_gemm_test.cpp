@@ -87,13 +87,14 @@ bool check_forward(A2aGemm& op, const Problem& p, int64_t rows, const Data& d, b
   Bytes a2a_ref = mpi_alltoall(d.input, rows, in_row);
   Bytes out(std::max<std::size_t>(out_elems, 1) * dtype_size(p.out), kPoison);
   Bytes a2a(std::max<std::size_t>(static_cast<std::size_t>(m) * in_row, 1), kA2aPoison);
-  try {
-    op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
-               with_bias ? d.bias.data() : nullptr, out.data(), with_a2a ? a2a.data() : nullptr);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": forward threw: " << e.what();
+  if (!expect_no_throw(
+          [&] {
+            op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
+                       with_bias ? d.bias.data() : nullptr, out.data(),
+                       with_a2a ? a2a.data() : nullptr);
+          },
+          what + " forward"))
     return false;
-  }
   if (out_got != nullptr) *out_got = out;
   if (m == 0) {
     bool untouched = out == Bytes(out.size(), kPoison) && a2a == Bytes(a2a.size(), kA2aPoison);
@@ -108,14 +109,7 @@ bool check_forward(A2aGemm& op, const Problem& p, int64_t rows, const Data& d, b
 }
 
 A2aGemmOptions options_for(const Problem& p, int64_t max_m) {
-  A2aGemmOptions o;
-  o.max_m = max_m;
-  o.n = p.n;
-  o.k = p.k;
-  o.input_dtype = p.in;
-  o.output_dtype = p.out;
-  o.transpose_weight = p.transpose_weight;
-  return o;
+  return gemm_op_options<A2aGemmOptions>(p, max_m);
 }
 
 // ---- 1. correctness over shapes, dtype pairs, layouts, bias, a2a_output ----------------------
@@ -193,12 +187,12 @@ TEST_P(A2aGemmCalls, TwoHundredCallsWithChangingData) {
                              (with_a2a ? " a2a_output" : "");
     Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(m * in_row));
     Bytes a2a_ref = mpi_alltoall(mine, rows, in_row);
-    try {
-      op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
-                 with_a2a ? a2a.data() : nullptr);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
-    }
+    expect_no_throw(
+        [&] {
+          op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
+                     with_a2a ? a2a.data() : nullptr);
+        },
+        what + " forward");
     if (!HasFailure()) {
       Bytes got(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m * p.n * osz));
       Reference ref = reference(p, m, a2a_ref, weight, with_bias ? &bias : nullptr);
@@ -258,36 +252,31 @@ TEST_F(A2aGemmPaths, GemmOnlyAndCommOnly) {
         Bytes input = random_tensor(in, static_cast<std::size_t>(m * p.k), seed_of(r, call++, 1));
         Bytes ref = mpi_alltoall(input, rows, in_row);
         Bytes a2a(ref.size(), kA2aPoison);
-        try {
-          op.forward_comm_only(input.data(), m, a2a.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
-        }
+        expect_no_throw([&] { op.forward_comm_only(input.data(), m, a2a.data()); },
+                        tag + " forward_comm_only");
         expect_same_a2a(ref, a2a, rows, in_row, tag + " comm-only rep " + std::to_string(rep));
       }
-      try {
-        Bytes input = random_tensor(in, static_cast<std::size_t>(m * p.k), seed_of(r, call++, 1));
-        op.forward_comm_only(input.data(), m, nullptr);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only(null) threw: " << e.what();
-      }
+      expect_no_throw(
+          [&] {
+            Bytes input =
+                random_tensor(in, static_cast<std::size_t>(m * p.k), seed_of(r, call++, 1));
+            op.forward_comm_only(input.data(), m, nullptr);
+          },
+          tag + " forward_comm_only(null)");
 
       // comm-only and forward give the same a2a_output for the same input.
       {
         Data d = make_data(p, rows, call++);
         Bytes via_comm(static_cast<std::size_t>(m) * in_row, kA2aPoison);
-        try {
-          op.forward_comm_only(d.input.data(), m, via_comm.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
-        }
+        expect_no_throw([&] { op.forward_comm_only(d.input.data(), m, via_comm.data()); },
+                        tag + " forward_comm_only");
         Bytes via_forward(via_comm.size(), kA2aPoison), o(out_bytes, kPoison);
-        try {
-          op.forward(d.input.data(), m, d.weight.data(), d.bias.data(), o.data(),
-                     via_forward.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] {
+              op.forward(d.input.data(), m, d.weight.data(), d.bias.data(), o.data(),
+                         via_forward.data());
+            },
+            tag + " forward");
         expect_same_a2a(via_forward, via_comm, rows, in_row,
                         tag + " comm-only a2a_output vs forward's");
       }
@@ -300,11 +289,11 @@ TEST_F(A2aGemmPaths, GemmOnlyAndCommOnly) {
       Reference ref = reference(p, m, mpi_alltoall(d.input, rows, in_row), d.weight, &d.bias);
       for (int rep = 0; rep < 2; ++rep) {
         Bytes got(out_bytes, kPoison);
-        try {
-          op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] {
+              op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
+            },
+            tag + " forward_gemm_only");
         expect_close(ref, got, out, m, p.n, tag + " gemm-only rep " + std::to_string(rep));
       }
       MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
@@ -354,11 +343,11 @@ TEST_F(A2aGemmPaths, GemmOnlyUsesItsOwnInputBlock) {
       for (int rep = 0; rep < 2; ++rep) {
         const std::string what = tag + " gemm-only (own block of B) rep " + std::to_string(rep);
         Bytes got(out_bytes + 8, kPoison);
-        try {
-          op.forward_gemm_only(b.input.data(), m, a.weight.data(), a.bias.data(), got.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << what << ": rank " << r << ": forward_gemm_only threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] {
+              op.forward_gemm_only(b.input.data(), m, a.weight.data(), a.bias.data(), got.data());
+            },
+            what + " forward_gemm_only");
         expect_close(ref, got, out, m, p.n, what);
         expect_untouched(got, out_bytes, what);
         // The other blocks: forward(A)'s output bit for bit (block r blanked in both).
@@ -401,21 +390,19 @@ TEST_F(A2aGemmPaths, CommOnlyThenGemmOnlyEqualsForward) {
         check_forward(op, p, rows, a, true, true, tag + " forward (data A)");
         Bytes a2a_ref = mpi_alltoall(c.input, rows, in_row);
         Bytes a2a(a2a_ref.size(), kA2aPoison);
-        try {
-          op.forward_comm_only(c.input.data(), m, with_a2a ? a2a.data() : nullptr);
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] { op.forward_comm_only(c.input.data(), m, with_a2a ? a2a.data() : nullptr); },
+            tag + " forward_comm_only");
         if (with_a2a)
           expect_same_a2a(a2a_ref, a2a, rows, in_row, tag + " comm-only (data C)");
         else if (a2a != Bytes(a2a.size(), kA2aPoison))
           ADD_FAILURE() << tag << ": rank " << r << ": a2a_output written though not passed";
         Bytes got(out_bytes + 8, kPoison);
-        try {
-          op.forward_gemm_only(c.input.data(), m, c.weight.data(), c.bias.data(), got.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] {
+              op.forward_gemm_only(c.input.data(), m, c.weight.data(), c.bias.data(), got.data());
+            },
+            tag + " forward_gemm_only");
         expect_untouched(got, out_bytes, tag + " gemm-only");
         Reference ref = reference(p, m, a2a_ref, c.weight, &c.bias);
         expect_close(ref, got, out, m, p.n, tag + " comm-only + gemm-only (data C)");
@@ -501,13 +488,13 @@ TEST_F(A2aGemmBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
                  {op_name, "m="}, "gemm-only: m % W != 0");
   good_call("gemm-only errors");
   // m == 0 with null pointers is a no-op, on every path.
-  try {
-    op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-    op.forward_comm_only(nullptr, 0, nullptr);
-    op.forward_gemm_only(nullptr, 0, nullptr, nullptr, nullptr);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "rank " << r << ": m == 0 threw: " << e.what();
-  }
+  expect_no_throw(
+      [&] {
+        op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr);
+        op.forward_comm_only(nullptr, 0, nullptr);
+        op.forward_gemm_only(nullptr, 0, nullptr, nullptr, nullptr);
+      },
+      "m == 0");
   good_call("m == 0");
   good_call("a good forward");
 }

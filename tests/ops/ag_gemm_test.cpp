@@ -73,14 +73,14 @@ bool check_forward(AgGemm& op, const Problem& p, int64_t rows, const Data& d, bo
   Bytes gathered_ref = mpi_allgather(d.input, rows, in_row);
   Bytes out(std::max<std::size_t>(out_elems, 1) * dtype_size(p.out), kPoison);
   Bytes gathered(std::max<std::size_t>(static_cast<std::size_t>(m) * in_row, 1), kGatherPoison);
-  try {
-    op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
-               with_bias ? d.bias.data() : nullptr, out.data(),
-               with_gathered ? gathered.data() : nullptr);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": forward threw: " << e.what();
+  if (!expect_no_throw(
+          [&] {
+            op.forward(d.input.empty() ? nullptr : d.input.data(), m, d.weight.data(),
+                       with_bias ? d.bias.data() : nullptr, out.data(),
+                       with_gathered ? gathered.data() : nullptr);
+          },
+          what + " forward"))
     return false;
-  }
   if (m == 0) {
     bool untouched =
         out == Bytes(out.size(), kPoison) && gathered == Bytes(gathered.size(), kGatherPoison);
@@ -95,13 +95,7 @@ bool check_forward(AgGemm& op, const Problem& p, int64_t rows, const Data& d, bo
 }
 
 AgGemmOptions options_for(const Problem& p, int64_t max_m, AgGemmMode mode) {
-  AgGemmOptions o;
-  o.max_m = max_m;
-  o.n = p.n;
-  o.k = p.k;
-  o.input_dtype = p.in;
-  o.output_dtype = p.out;
-  o.transpose_weight = p.transpose_weight;
+  AgGemmOptions o = gemm_op_options<AgGemmOptions>(p, max_m);
   o.mode = mode;
   return o;
 }
@@ -210,12 +204,12 @@ TEST_P(AgGemmCalls, TwoHundredCallsWithChangingDataAndWeights) {
                              std::to_string(call) + " m=" + std::to_string(m);
     Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(rows * in_row));
     Bytes gathered_ref = mpi_allgather(mine, rows, in_row);
-    try {
-      op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
-                 with_gathered ? gathered.data() : nullptr);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
-    }
+    expect_no_throw(
+        [&] {
+          op.forward(input.data(), m, weight.data(), with_bias ? bias.data() : nullptr, out.data(),
+                     with_gathered ? gathered.data() : nullptr);
+        },
+        what + " forward");
     if (!HasFailure()) {
       Bytes got(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m * p.n * 4));
       Reference ref = reference(p, m, gathered_ref, weight, with_bias ? &bias : nullptr);
@@ -274,20 +268,17 @@ TEST_F(AgGemmPaths, GemmOnlyAndCommOnly) {
             random_tensor(in, static_cast<std::size_t>(rows * p.k), seed_of(r, call++, 1));
         Bytes ref = mpi_allgather(input, rows, in_row);
         Bytes gathered(ref.size(), kGatherPoison);
-        try {
-          op.forward_comm_only(input.data(), m, gathered.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only threw: " << e.what();
-        }
+        expect_no_throw([&] { op.forward_comm_only(input.data(), m, gathered.data()); },
+                        tag + " forward_comm_only");
         expect_same_bytes(ref, gathered, in_row, tag + " comm-only rep " + std::to_string(rep));
       }
-      try {
-        Bytes input =
-            random_tensor(in, static_cast<std::size_t>(rows * p.k), seed_of(r, call++, 1));
-        op.forward_comm_only(input.data(), m, nullptr);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << tag << ": rank " << r << ": forward_comm_only(null) threw: " << e.what();
-      }
+      expect_no_throw(
+          [&] {
+            Bytes input =
+                random_tensor(in, static_cast<std::size_t>(rows * p.k), seed_of(r, call++, 1));
+            op.forward_comm_only(input.data(), m, nullptr);
+          },
+          tag + " forward_comm_only(null)");
 
       // A normal forward after comm-only is correct; gemm-only right after it (same input,
       // weight, bias) gives the same output within tolerance, twice.
@@ -296,11 +287,11 @@ TEST_F(AgGemmPaths, GemmOnlyAndCommOnly) {
       Reference ref = reference(p, m, mpi_allgather(d.input, rows, in_row), d.weight, &d.bias);
       for (int rep = 0; rep < 2; ++rep) {
         Bytes got(out_bytes, kPoison);
-        try {
-          op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << tag << ": rank " << r << ": forward_gemm_only threw: " << e.what();
-        }
+        expect_no_throw(
+            [&] {
+              op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), got.data());
+            },
+            tag + " forward_gemm_only");
         expect_close(ref, got, out, m, p.n, tag + " gemm-only rep " + std::to_string(rep));
       }
       MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise; the next forward does
@@ -348,11 +339,8 @@ TEST_F(AgGemmBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
       expect_error([&] { op.forward(in, r == W - 1 ? 2 * W : W, w, b, o, gathered.data()); },
                    Errc::kInvalidArgument, {"ag_gemm"}, tag + " ranks pass different m");
     // m == 0 with null pointers is a no-op.
-    try {
-      op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << tag << ": rank " << r << ": m == 0 threw: " << e.what();
-    }
+    expect_no_throw([&] { op.forward(nullptr, 0, nullptr, nullptr, nullptr, nullptr); },
+                    tag + " m == 0");
     // Still usable after all of that, twice.
     for (int call = 1; call <= 2; ++call) {
       Data good = make_data(p, rows, call);
@@ -435,11 +423,8 @@ TEST_F(AgGemmShards, EachRankUsesItsOwnWeight) {
     const int64_t m = rows * W;
     Bytes gathered_ref = mpi_allgather(d.input, rows, static_cast<std::size_t>(p.k) * 4);
     Bytes out(static_cast<std::size_t>(m * p.n) * 4, kPoison);
-    try {
-      op.forward(d.input.data(), m, d.weight.data(), nullptr, out.data());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << tag << ": rank " << r << ": forward threw: " << e.what();
-    }
+    expect_no_throw([&] { op.forward(d.input.data(), m, d.weight.data(), nullptr, out.data()); },
+                    tag + " forward");
     if (r != 0) {
       Reference other = reference(p, m, gathered_ref, base, nullptr);
       int64_t same = 0;

@@ -94,11 +94,7 @@ TEST_P(AgScatterTest, MatchesUnfused) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairs, AgScatterTest, ::testing::ValuesIn(kPairs),
-                         [](const ::testing::TestParamInfo<std::pair<DType, DType>>& i) {
-                           return std::string(dtype_name(i.param.first)) + "_" +
-                                  dtype_name(i.param.second);
-                         });
+INSTANTIATE_TEST_SUITE_P(Pairs, AgScatterTest, ::testing::ValuesIn(kPairs), pair_test_name);
 
 // 200 calls on one op: token counts, routings and data change every call.
 TEST_F(MpiTest, AgScatterTwoHundredCalls) {

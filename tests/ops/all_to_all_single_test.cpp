@@ -179,13 +179,14 @@ bool check_forward(AllToAllSingle& op, const Matrix& S, int call, const std::str
   fill(input, r, call);
   Bytes output(static_cast<std::size_t>(sum(out_splits)) * row_bytes, kOutPoison);
   const Bytes ref = mpi_alltoallv(input, S, row_bytes);
-  try {
-    op.forward(input.empty() && null_when_empty ? nullptr : input.data(), in_splits.data(),
-               output.empty() && null_when_empty ? nullptr : output.data(), out_splits.data());
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
+  if (!expect_no_throw(
+          [&] {
+            op.forward(input.empty() && null_when_empty ? nullptr : input.data(), in_splits.data(),
+                       output.empty() && null_when_empty ? nullptr : output.data(),
+                       out_splits.data());
+          },
+          what + " forward"))
     return false;
-  }
   return expect_rows_equal(ref, output, S, row_bytes, what);
 }
 
@@ -327,11 +328,9 @@ TEST_F(AllToAllSingleCalls, TwoHundredCallsWithChangingDataAndSplits) {
     const Bytes ref = mpi_alltoallv(mine, S, row_bytes);
     const std::string what =
         "call " + std::to_string(call) + " " + pattern_name(p) + " " + describe(S, W);
-    try {
-      op.forward(input.data(), in_splits.data(), output.data(), out_splits.data());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << what << ": rank " << r << ": forward threw: " << e.what();
-    }
+    expect_no_throw(
+        [&] { op.forward(input.data(), in_splits.data(), output.data(), out_splits.data()); },
+        what + " forward");
     if (!HasFailure())
       expect_rows_equal(ref, Bytes(output.begin(), output.begin() + out_bytes), S, row_bytes, what);
     if (any_rank(HasFailure())) break;  // uniform
@@ -459,11 +458,8 @@ TEST_F(AllToAllSingleBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
   // Nothing to move and no buffers: a valid no-op.
   {
     const std::vector<int64_t> zeros(static_cast<std::size_t>(W), 0);
-    try {
-      op.forward(nullptr, zeros.data(), nullptr, zeros.data());
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "rank " << r << ": all-zero splits with NULL buffers threw: " << e.what();
-    }
+    expect_no_throw([&] { op.forward(nullptr, zeros.data(), nullptr, zeros.data()); },
+                    "all-zero splits with NULL buffers");
     good_call("all-zero no-op");
   }
 }

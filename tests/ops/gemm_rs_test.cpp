@@ -33,14 +33,7 @@ std::string describe_w(const Problem& p) {
 }
 
 GemmRsOptions options_for(const Problem& p, int64_t max_m) {
-  GemmRsOptions o;
-  o.max_m = max_m;
-  o.n = p.n;
-  o.k = p.k;
-  o.input_dtype = p.in;
-  o.output_dtype = p.out;
-  o.transpose_weight = p.transpose_weight;
-  return o;
+  return gemm_op_options<GemmRsOptions>(p, max_m);
 }
 
 // This rank's rows [r*rows, (r+1)*rows) of Σ_s input_s · op(weight_s) (+ bias once). Every rank
@@ -110,18 +103,6 @@ Reference rs_reference(const Problem& p, int64_t rows, const Bytes& input, const
 
 // ---- checks ----------------------------------------------------------------------------------
 
-// Runs fn, reporting (not throwing) an exception. Returns true if fn returned normally.
-template <typename F>
-bool no_throw(F&& fn, const std::string& what) {
-  try {
-    fn();
-    return true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": threw: " << e.what();
-    return false;
-  }
-}
-
 // The tensors of one forward on this rank: input [m, k] (own K slice), own weight, and the bias
 // (the same on every rank).
 struct Data {
@@ -150,7 +131,7 @@ Bytes check_forward(GemmRs& op, const Problem& p, int64_t rows, const Data& d, b
   const std::size_t count = static_cast<std::size_t>(rows * p.n), esz = dtype_size(p.out);
   Reference ref = rs_reference(p, rows, d.input, d.weight, with_bias ? &d.bias : nullptr);
   Bytes out = poisoned_output(p.out, count);
-  const bool ok = no_throw(
+  const bool ok = expect_no_throw(
       [&] {
         op.forward(ptr_or_null(d.input), m, d.weight.data(), with_bias ? d.bias.data() : nullptr,
                    out.data());
@@ -270,7 +251,7 @@ TEST_P(GemmRsCalls, TwoHundredCallsWithChangingDataAndWeights) {
     Bytes mine(input.begin(), input.begin() + static_cast<std::ptrdiff_t>(m * p.k * ein));
     Reference ref = rs_reference(p, rows, mine, weight, with_bias ? &bias : nullptr);
     const bool nulls = m == 0 && call % 2 == 0;  // m == 0 with null pointers is a no-op too
-    const bool ok = no_throw(
+    const bool ok = expect_no_throw(
         [&] {
           op.forward(nulls ? nullptr : input.data(), m, nulls ? nullptr : weight.data(),
                      with_bias && !nulls ? bias.data() : nullptr, nulls ? nullptr : out.data());
@@ -402,10 +383,10 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
         Bytes want = check_forward(op, p, rows, d, with_bias, tag + " forward");
         // gemm-only is local: peers may still be reading this rank's partials of the forward.
         MPI_Barrier(MPI_COMM_WORLD);
-        no_throw([&] { op.forward_gemm_only(d.input.data(), m, d.weight.data()); },
-                 tag + " gemm-only");
+        expect_no_throw([&] { op.forward_gemm_only(d.input.data(), m, d.weight.data()); },
+                        tag + " gemm-only");
         Bytes got = poisoned_output(out, count);
-        no_throw([&] { op.forward_comm_only(m, b, got.data()); }, tag + " comm-only");
+        expect_no_throw([&] { op.forward_comm_only(m, b, got.data()); }, tag + " comm-only");
         expect_same_bits(want, got, out, p.n, tag + " gemm-only + comm-only vs forward",
                          "local row");
         expect_untouched(got, count * esz, tag + " comm-only");
@@ -415,10 +396,10 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
         check_forward(op, p, rows, d, with_bias, tag + " forward before gemm-only(d2)");
         MPI_Barrier(MPI_COMM_WORLD);
         for (int rep = 0; rep < 2; ++rep)
-          no_throw([&] { op.forward_gemm_only(d2.input.data(), m, d2.weight.data()); },
-                   tag + " gemm-only(d2) rep " + std::to_string(rep));
+          expect_no_throw([&] { op.forward_gemm_only(d2.input.data(), m, d2.weight.data()); },
+                          tag + " gemm-only(d2) rep " + std::to_string(rep));
         Bytes got2 = poisoned_output(out, count);
-        no_throw(
+        expect_no_throw(
             [&] { op.forward_comm_only(m, with_bias ? d2.bias.data() : nullptr, got2.data()); },
             tag + " comm-only(d2)");
         Reference ref2 = rs_reference(p, rows, d2.input, d2.weight, with_bias ? &d2.bias : nullptr);
@@ -432,8 +413,10 @@ TEST_F(GemmRsPaths, GemmOnlyThenCommOnlyEqualsForward) {
       }
     // m == 0 on both paths is a no-op, with null pointers too.
     MPI_Barrier(MPI_COMM_WORLD);
-    no_throw([&] { op.forward_gemm_only(nullptr, 0, nullptr); }, describe_w(p) + " gemm-only m=0");
-    no_throw([&] { op.forward_comm_only(0, nullptr, nullptr); }, describe_w(p) + " comm-only m=0");
+    expect_no_throw([&] { op.forward_gemm_only(nullptr, 0, nullptr); },
+                    describe_w(p) + " gemm-only m=0");
+    expect_no_throw([&] { op.forward_comm_only(0, nullptr, nullptr); },
+                    describe_w(p) + " comm-only m=0");
     Data d = make_data(p, max_rows * W, call++);
     check_forward(op, p, max_rows, d, true, describe_w(p) + " forward after m=0 paths");
     if (any_rank(HasFailure())) return;  // uniform
@@ -494,13 +477,14 @@ TEST_F(GemmRsPaths, GemmOnlyAfterNoOpOrRejectedCall) {
         expect_error([&] { between.call(op, scratch, scratch_out.data()); }, Errc::kInvalidArgument,
                      {"gemm_rs"}, tag);
       } else {
-        no_throw([&] { between.call(op, scratch, scratch_out.data()); }, tag);
+        expect_no_throw([&] { between.call(op, scratch, scratch_out.data()); }, tag);
       }
       expect_untouched(scratch_out, 0, tag + " (in-between call)");
-      no_throw([&] { op.forward_gemm_only(b.input.data(), m, b.weight.data()); },
-               tag + " gemm-only (data B)");
+      expect_no_throw([&] { op.forward_gemm_only(b.input.data(), m, b.weight.data()); },
+                      tag + " gemm-only (data B)");
       Bytes got = poisoned_output(p.out, count);
-      no_throw([&] { op.forward_comm_only(m, b.bias.data(), got.data()); }, tag + " comm-only");
+      expect_no_throw([&] { op.forward_comm_only(m, b.bias.data(), got.data()); },
+                      tag + " comm-only");
       expect_untouched(got, count * esz, tag + " comm-only");
       Reference ref = rs_reference(p, rows, b.input, b.weight, &b.bias);
       expect_close(ref, got, p.out, rows, p.n, tag + " gemm-only (data B) + comm-only",
@@ -557,7 +541,7 @@ TEST_F(GemmRsBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
     expect_error([&] { op.forward_comm_only((rows + 1) * W, b, o); }, Errc::kInvalidArgument,
                  needle, tag + " comm-only m > max_m");
     // m == 0 with null pointers is a no-op.
-    no_throw([&] { op.forward(nullptr, 0, nullptr, nullptr, nullptr); }, tag + " m == 0");
+    expect_no_throw([&] { op.forward(nullptr, 0, nullptr, nullptr, nullptr); }, tag + " m == 0");
     // Still usable after all of that, twice, at full and partial m.
     for (int call = 1; call <= 2; ++call) {
       const int64_t good_rows = call == 1 ? rows : 1;

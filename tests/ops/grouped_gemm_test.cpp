@@ -67,11 +67,7 @@ TEST_P(GroupedGemmTest, MatchesPerGroupLoops) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairs, GroupedGemmTest, ::testing::ValuesIn(kPairs),
-                         [](const ::testing::TestParamInfo<std::pair<DType, DType>>& i) {
-                           return std::string(dtype_name(i.param.first)) + "_" +
-                                  dtype_name(i.param.second);
-                         });
+INSTANTIATE_TEST_SUITE_P(Pairs, GroupedGemmTest, ::testing::ValuesIn(kPairs), pair_test_name);
 
 // The schedule covers every (row, column) of the output exactly once, uses at most the threads
 // it is given, and cuts columns at multiples of 16.

@@ -18,18 +18,6 @@
 namespace fluxcpp::test {
 namespace {
 
-int64_t experts_for(int mode, int W) {
-  return mode == 0 ? W : mode == 1 ? 4 * W : 64;
-}
-
-bool illegal(int64_t E, int W) {
-  if (E % W == 0) return false;
-  if (world_rank() == 0)
-    std::printf("[  SKIP    ] E=%lld is not divisible by W=%d (E %% ep != 0)\n",
-                static_cast<long long>(E), W);
-  return true;
-}
-
 // R_r and the per-source counts of a routing (through the dispatch reference, rows of one byte).
 DispatchRef counts_of(const Routing& rt, int64_t E, int64_t K) {
   return reference_dispatch(Bytes(static_cast<std::size_t>(rt.T), 0), 1, rt, E, K);

@@ -17,19 +17,6 @@
 namespace fluxcpp::test {
 namespace {
 
-int64_t experts_for(int mode, int W) {
-  return mode == 0 ? W : mode == 1 ? 4 * W : 64;
-}
-
-// Skips (with a message on rank 0) a shape that is illegal at this world size.
-bool illegal(int64_t E, int W) {
-  if (E % W == 0) return false;
-  if (world_rank() == 0)
-    std::printf("[  SKIP    ] E=%lld is not divisible by W=%d (E %% ep != 0)\n",
-                static_cast<long long>(E), W);
-  return true;
-}
-
 // One forward against the reference; `which` selects optional outputs (bit 0 weights, bit 1 src).
 // Returns false on a mismatch (already reported).
 bool check_call(MoeDispatch& op, const Routing& rt, DType dtype, int64_t hidden, int call,

@@ -42,14 +42,7 @@ TEST_F(PackedWeightTest, AgGemmMatchesAllgatherThenGemm) {
     const int W = ctx.world_size(), r = ctx.rank();
     for (const Case& c : kCases) {
       const Problem p{c.in, c.out, 200, 96, c.transposed};
-      AgGemmOptions o;
-      o.max_m = 160 * W;
-      o.n = p.n;
-      o.k = p.k;
-      o.input_dtype = p.in;
-      o.output_dtype = p.out;
-      o.transpose_weight = p.transpose_weight;
-      AgGemm op(ctx, o);
+      AgGemm op(ctx, gemm_op_options<AgGemmOptions>(p, 160 * W));
       const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 1, 2));
       const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 1, 3));
       PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);
@@ -75,14 +68,7 @@ TEST_F(PackedWeightTest, GemmRsMatchesSumOfGemms) {
     const int W = ctx.world_size(), r = ctx.rank();
     for (const Case& c : kCases) {
       const Problem p{c.in, c.out, 130, 72, c.transposed};
-      GemmRsOptions o;
-      o.max_m = 128 * W;
-      o.n = p.n;
-      o.k = p.k;
-      o.input_dtype = p.in;
-      o.output_dtype = p.out;
-      o.transpose_weight = p.transpose_weight;
-      GemmRs op(ctx, o);
+      GemmRs op(ctx, gemm_op_options<GemmRsOptions>(p, 128 * W));
       const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 2, 2));
       const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 2, 3));
       PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);

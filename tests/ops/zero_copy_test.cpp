@@ -277,12 +277,10 @@ bool run_call(Harness& h, const Planned& p, bool zero_copy, bool with_extra, voi
     if (!p.in.empty()) std::memcpy(b, p.in.data(), p.in.size());
     input = b;
   }
-  try {
-    h.forward(input, p.shape, out.data(), with_extra ? extra.data() : nullptr);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": forward threw: " << e.what();
+  if (!expect_no_throw(
+          [&] { h.forward(input, p.shape, out.data(), with_extra ? extra.data() : nullptr); },
+          what + " forward"))
     return false;
-  }
   if (!check) return true;
   bool ok = expect_same_bits(p.want, out, h.out_dtype(), h.out_width(), what + " output") &&
             expect_untouched(out, p.want.size(), what + " output");

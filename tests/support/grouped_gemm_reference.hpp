@@ -144,14 +144,8 @@ inline Bytes rounded(const Reference& ref, DType out) {
 }
 
 inline GroupedGemmOptions grouped_options(const Problem& p, int64_t groups, int64_t max_m) {
-  GroupedGemmOptions o;
+  GroupedGemmOptions o = gemm_op_options<GroupedGemmOptions>(p, max_m);
   o.num_groups = groups;
-  o.max_m = max_m;
-  o.n = p.n;
-  o.k = p.k;
-  o.input_dtype = p.in;
-  o.output_dtype = p.out;
-  o.transpose_weight = p.transpose_weight;
   return o;
 }
 

@@ -8,12 +8,27 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "test_data.hpp"
 
 namespace fluxcpp::test {
+
+// The number of experts of the tests' expert-count modes: W, 4·W, 64.
+inline int64_t experts_for(int mode, int W) {
+  return mode == 0 ? W : mode == 1 ? 4 * W : 64;
+}
+
+// Skips (with a message on rank 0) a shape that is illegal at this world size: E % W != 0.
+inline bool illegal(int64_t E, int W) {
+  if (E % W == 0) return false;
+  if (world_rank() == 0)
+    std::printf("[  SKIP    ] E=%lld is not divisible by W=%d (E %% ep != 0)\n",
+                static_cast<long long>(E), W);
+  return true;
+}
 
 enum class Route {
   kUniform,   // ids uniform over the experts, ~1/10 slots -1, duplicates in some tokens

@@ -661,12 +661,9 @@ static void test_create_errors(fluxcpp_context_t ctx) {
 int main(int argc, char** argv) {
   capi_init(&argc, &argv);
 
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
-  if (s != FLUXCPP_SUCCESS) return capi_finish("a2a_capi");
+  fluxcpp_context_config_t cfg = capi_config();
+  fluxcpp_context_t ctx = capi_context(&cfg);
+  if (ctx == NULL) return capi_finish("a2a_capi");
 
   test_all_to_all_single(ctx, FLUXCPP_FLOAT32);
   test_all_to_all_single(ctx, FLUXCPP_FLOAT64);

@@ -107,11 +107,9 @@ static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_pee
 
 int main(int argc, char** argv) {
   capi_init(&argc, &argv);
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  fluxcpp_context_config_t cfg = capi_config();
+  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_status_t s;
   if (world >= 2) {
     ring(ctx, 1, NULL, 0, "ring, 1 slot");
     int peers[2] = {(rank + 1) % world, (rank + world - 1) % world};

@@ -40,6 +40,22 @@ static inline int capi_finish(const char* name) {
   return totals[1] == 0 ? 0 : 1;
 }
 
+/* The tests' context config: the defaults with a 20 s timeout. */
+static inline fluxcpp_context_config_t capi_config(void) {
+  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  cfg.timeout_s = 20.0;
+  return cfg;
+}
+
+/* fluxcpp_context_create on MPI_COMM_WORLD with cfg, checked; the context (NULL if the create
+ * failed). */
+static inline fluxcpp_context_t capi_context(const fluxcpp_context_config_t* cfg) {
+  fluxcpp_context_t ctx = NULL;
+  const fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, cfg, &ctx);
+  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  return ctx;
+}
+
 /* No libm: the targets may not link it. */
 static inline double absd(double x) {
   return x < 0 ? -x : x;

@@ -19,11 +19,9 @@ int main(int argc, char** argv) {
   CHECK(fluxcpp_version() >= 100, "version %d", fluxcpp_version());
   CHECK(strcmp(fluxcpp_status_string(FLUXCPP_ERROR_TIMEOUT), "timeout") == 0, "status string");
 
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  fluxcpp_context_config_t cfg = capi_config();
+  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_status_t s;
   int r = -1, w = -1, nr = -1, ns = -1;
   s = fluxcpp_context_info(ctx, &r, &w, &nr, &ns);
   CHECK(s == FLUXCPP_SUCCESS && r == rank && w == world && ns == world && nr == rank,

@@ -99,12 +99,10 @@ static void invalid(fluxcpp_context_t ctx, void* data, int64_t count, fluxcpp_dt
 
 int main(int argc, char** argv) {
   capi_init(&argc, &argv);
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
+  fluxcpp_context_config_t cfg = capi_config();
   cfg.compute_threads = 3;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_status_t s;
 
   known_f32_to_bf16(NULL, "ctx=NULL");
   known_f32_to_bf16(ctx, "ctx");

@@ -119,11 +119,9 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t max_rows
 int main(int argc, char** argv) {
   capi_init(&argc, &argv);
 
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  fluxcpp_context_config_t cfg = capi_config();
+  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_status_t s;
 
   run_case(ctx, FLUXCPP_FLOAT32, 7, 13);
   run_case(ctx, FLUXCPP_FLOAT64, 5, 300);

@@ -223,11 +223,8 @@ static void a2a_gemm(fluxcpp_context_t ctx) {
 
 int main(int argc, char** argv) {
   capi_init(&argc, &argv);
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
-  cfg.timeout_s = 20.0;
-  fluxcpp_context_t ctx = NULL;
-  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx);
-  CHECK(s == FLUXCPP_SUCCESS && ctx != NULL, "context_create: %s", fluxcpp_last_error());
+  fluxcpp_context_config_t cfg = capi_config();
+  fluxcpp_context_t ctx = capi_context(&cfg);
   all_gather(ctx);
   ag_gemm(ctx);
   all_to_all_single(ctx);

@@ -39,8 +39,9 @@ void bench_moe_overlap(Env& env) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       e = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(s.E));
     }
-    detail::MoeDispatchImpl dispatch(env.ctx().impl(),
-                                     {s.T, s.hidden, s.K, s.E, 0, DType::kFloat32});
+    const auto op = ops::make_op<detail::MoeDispatchImpl>(
+        env.ctx().impl(), MoeDispatchOptions{s.T, s.hidden, s.K, s.E, 0, DType::kFloat32});
+    detail::MoeDispatchImpl& dispatch = *op;
     const int64_t cap = dispatch.options().max_recv_rows;
     const auto input = random_values(DType::kFloat32, static_cast<std::size_t>(s.T * s.hidden), r);
     const auto weight =

@@ -10,6 +10,7 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/fluxcpp.h"
 #include "fluxcpp/fluxcpp.hpp"
+#include "ops/core/op_base.hpp"
 
 struct fluxcpp_context_s {
   std::shared_ptr<fluxcpp::detail::ContextImpl> impl;
@@ -80,7 +81,7 @@ fluxcpp_status_t create_op(const char* fn, fluxcpp_context_t ctx, const Options&
   if (op != nullptr) *op = nullptr;
   if (ctx == nullptr) return null_arg(fn, "ctx");
   return guarded([&] {
-    auto impl = std::make_unique<typename H::Impl>(
+    auto impl = ops::make_op<typename H::Impl>(
         ctx->impl, options, op == nullptr ? "the op out-pointer is NULL" : local_error);
     *op = new H{{std::move(impl)}};
   });

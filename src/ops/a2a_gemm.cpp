@@ -5,6 +5,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/pimpl.hpp"
@@ -13,34 +14,24 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "a2a_gemm";
-}  // namespace
-
-A2aGemmImpl::A2aGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aGemmOptions& o,
-                         const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::check_gemm_create(c, kOp,
-                           {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight},
-                           local_error);
-    in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
-    out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-    const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
-    a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"m", "", "", ""};
-    spec.releases = true;  // zero-copy input
-    core_.emplace(c, spec, layout_);
-    // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
-    // of a forward.
-    comm::agree(c.comm(), [&] {
-      resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp,
-                      "the gather buffer");
-    });
+void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+  const A2aGemmOptions o = opts_;
+  ops::check_gemm_create(
+      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
+  out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
+  const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
+  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;  // zero-copy input
+  core_.emplace(c, spec, layout_);
+  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+  // of a forward.
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
   });
 }
 
@@ -51,41 +42,36 @@ ops::A2aExchange::Plan A2aGemmImpl::plan(std::size_t blk) {
 
 void A2aGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                           void* output, void* a2a_output) {
-  call(ops::Path::kFused, {static_cast<const char*>(input), m, weight, bias,
-                           static_cast<char*>(output), static_cast<char*>(a2a_output), false});
+  call(ops::Path::kFused, ops::GemmCall::fused(input, m, weight, bias, output, a2a_output));
 }
 
 void A2aGemmImpl::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
-  call(ops::Path::kCommOnly, {static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
-                              static_cast<char*>(a2a_output), false});
+  call(ops::Path::kCommOnly, ops::GemmCall::comm_only(input, m, a2a_output));
 }
 
 void A2aGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
                                     const void* bias, void* output) {
   // Local: no handshake, no waits. Blocks of other ranks are whatever the buffers hold.
-  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), m, weight, bias,
-                              static_cast<char*>(output), nullptr, false});
+  call(ops::Path::kGemmOnly, ops::GemmCall::gemm_only(input, m, weight, bias, output));
 }
 
-void A2aGemmImpl::call(ops::Path path, const Args& args) {
-  Args a = args;
+void A2aGemmImpl::call(ops::Path path, const ops::GemmCall& args) {
+  ops::GemmCall a = args;
   ops::CallDescriptor d;
   d.fields = {a.m, 0, 0, 0};
-  d.error =
-      path == ops::Path::kCommOnly
-          ? ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"input", a.input}})
-          : ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
-                               {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
+  d.error = ops::check_gemm_call(*ctx_, kOp, path, a, opts_.max_m,
+                                 {opts_.max_m, opts_.n, opts_.k, opts_.input_dtype,
+                                  opts_.output_dtype, opts_.transpose_weight});
   const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
   if (path == ops::Path::kGemmOnly)
     a.zero_copy = a.input != nullptr && a.input == a2a_.out_slot();
   else
     a.zero_copy = zero_copy_.check(*core_, a2a_.out_slot(), a.input, m * in_row_,
-                                   {{a.output, m * out_row_}, {a.a2a, m * in_row_}}, d);
+                                   {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
   core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
-void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
+void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = a.m / W;
@@ -117,7 +103,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
       o.c = a.output + (static_cast<std::size_t>(s) * rows + i0) * out_row_;
       ops::tiled_gemm(*core_, weight_, from + off, opts_.k, i1 - i0, 0, opts_.n, o);
     }
-    if (a.a2a != nullptr) std::memcpy(a.a2a + blk * s + off, from + off, len);
+    if (a.moved != nullptr) std::memcpy(a.moved + blk * s + off, from + off, len);
   };
   const ops::PeerOrder& peers = core_->peers();
   const ops::A2aExchange::Plan p = plan(blk);
@@ -176,7 +162,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
       o.c = a.output;
       ops::tiled_gemm(*core_, weight_, local, opts_.k, a.m, 0, opts_.n, o);
     }
-    if (a.a2a != nullptr && comm) std::memcpy(a.a2a, local, blk * W);
+    if (a.moved != nullptr && comm) std::memcpy(a.moved, local, blk * W);
   }
   copies.finish();
 }
@@ -184,7 +170,7 @@ void A2aGemmImpl::run(const ops::Call& call, const Args& a) {
 }  // namespace detail
 
 A2aGemm::A2aGemm(const Context& ctx, const A2aGemmOptions& options)
-    : impl_(std::make_unique<detail::A2aGemmImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::A2aGemmImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(A2aGemm);
 
 void A2aGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,

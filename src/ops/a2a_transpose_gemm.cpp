@@ -14,32 +14,23 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "a2a_transpose_gemm";
-}  // namespace
-
-A2aTransposeGemmImpl::A2aTransposeGemmImpl(std::shared_ptr<ContextImpl> ctx,
-                                           const A2aTransposeGemmOptions& o,
-                                           const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
-                              o.output_dtype, {"n", o.n}, /*own_is_k=*/false, local_error);
-    const int W = c.world_size();
-    const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
-    const std::size_t esz = dtype_size(o.input_dtype);
-    const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
-    a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"bs", "seq", "", ""};
-    core_.emplace(c, spec, layout_);
-    comm::agree(c.comm(), [&] {
-      resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
-                      "the exchanged rows");
-    });
+void A2aTransposeGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+  const A2aTransposeGemmOptions o = opts_;
+  ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
+                            o.output_dtype, {"n", o.n}, /*own_is_k=*/false, local_error);
+  const int W = c.world_size();
+  const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
+  const std::size_t esz = dtype_size(o.input_dtype);
+  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
+  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"bs", "seq", "", ""};
+  core_.emplace(c, spec, layout_);
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
+                    "the exchanged rows");
   });
 }
 
@@ -253,7 +244,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 }  // namespace detail
 
 A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
-    : impl_(std::make_unique<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(A2aTransposeGemm);
 void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output, void* a2a_output) {

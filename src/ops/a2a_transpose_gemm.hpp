@@ -13,21 +13,23 @@
 #include "fluxcpp/ulysses.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp::detail {
 
-class A2aTransposeGemmImpl {
+class A2aTransposeGemmImpl : public ops::OpBase<A2aTransposeGemmOptions> {
  public:
-  A2aTransposeGemmImpl(std::shared_ptr<ContextImpl> ctx, const A2aTransposeGemmOptions& options,
-                       const std::string& local_error = {});
+  static constexpr const char* kOp = "a2a_transpose_gemm";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,
                void* output, void* a2a_output);
   void forward_comm_only(const void* input, int64_t bs, int64_t seq, void* a2a_output);
   void forward_gemm_only(int64_t bs, int64_t seq, const void* weight, const void* bias,
                          void* output);
-  const A2aTransposeGemmOptions& options() const { return opts_; }
 
  private:
   struct Args {
@@ -40,15 +42,11 @@ class A2aTransposeGemmImpl {
   };
   void run(const ops::Call& call, const Args& a);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  A2aTransposeGemmOptions opts_;
   kernels::GemmWeight weight_;
   std::vector<char> a2a_buf_;  // the exchanged rows when the caller does not ask for them
   // a2a-out: the rows this rank packed for each rank t (at t * block), read in place by host
   // peers, sent by MPI to other hosts' ranks.
-  shm::Layout layout_;
   ops::A2aExchange a2a_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

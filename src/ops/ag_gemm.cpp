@@ -6,6 +6,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
@@ -15,103 +16,86 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "ag_gemm";
-}  // namespace
+void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+  const AgGemmOptions o = opts_;
+  MPI_Comm comm = c.comm();
+  ops::check_gemm_create(
+      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error,
+      [&] {
+        const int mode = static_cast<int>(o.mode);
+        FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
+        // The op's own setting (declared with the others, so --help-env lists it).
+        mode_ = o.mode != AgGemmMode::kAuto
+                    ? o.mode
+                    : static_cast<AgGemmMode>(
+                          env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
+      });
+  comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
 
-AgGemmImpl::AgGemmImpl(std::shared_ptr<ContextImpl> ctx, const AgGemmOptions& o,
-                       const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    MPI_Comm comm = c.comm();
-    ops::check_gemm_create(
-        c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error,
-        [&] {
-          const int mode = static_cast<int>(o.mode);
-          FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
-          // The op's own setting (declared with the others, so --help-env lists it).
-          mode_ = o.mode != AgGemmMode::kAuto
-                      ? o.mode
-                      : static_cast<AgGemmMode>(
-                            env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
-        });
-    comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
-
-    in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
-    out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-    const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
-    // The staged slot always exists: it is also the zero-copy input buffer.
-    gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"m", "", "", ""};
-    spec.releases = true;
-    core_.emplace(c, spec, layout_);
-    // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
-    // of a forward.
-    comm::agree(comm, [&] {
-      resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp,
-                      "the gather buffer");
-    });
-    // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
-    std::vector<int> host(c.node_size());
-    for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
-    std::sort(host.begin(), host.end());
-    for (std::size_t a = 0; a < host.size();) {
-      std::size_t b = a + 1;
-      while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
-      host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
-      a = b;
-    }
+  in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
+  out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
+  const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
+  // The staged slot always exists: it is also the zero-copy input buffer.
+  gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
+  // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
+  // of a forward.
+  comm::agree(comm, [&] {
+    resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
   });
+  // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
+  std::vector<int> host(c.node_size());
+  for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
+  std::sort(host.begin(), host.end());
+  for (std::size_t a = 0; a < host.size();) {
+    std::size_t b = a + 1;
+    while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
+    host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
+    a = b;
+  }
 }
 
 void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output, void* gathered_input) {
-  call(ops::Path::kFused, {static_cast<const char*>(input), m, weight, bias,
-                           static_cast<char*>(output), static_cast<char*>(gathered_input), false});
+  call(ops::Path::kFused, ops::GemmCall::fused(input, m, weight, bias, output, gathered_input));
 }
 
 void AgGemmImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
                          const void* bias, void* output, void* gathered_input) {
-  call(ops::Path::kFused,
-       {static_cast<const char*>(input), m, &weight, bias, static_cast<char*>(output),
-        static_cast<char*>(gathered_input), false, &weight});
+  ops::GemmCall a = ops::GemmCall::fused(input, m, &weight, bias, output, gathered_input);
+  a.packed = &weight;
+  call(ops::Path::kFused, a);
 }
 
 void AgGemmImpl::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
-  call(ops::Path::kCommOnly, {static_cast<const char*>(input), m, nullptr, nullptr, nullptr,
-                              static_cast<char*>(gathered_input), false});
+  call(ops::Path::kCommOnly, ops::GemmCall::comm_only(input, m, gathered_input));
 }
 
 void AgGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
                                    const void* bias, void* output) {
   // Local: no handshake, no waits. Rows of other ranks are whatever the buffers hold.
-  call(ops::Path::kGemmOnly, {static_cast<const char*>(input), m, weight, bias,
-                              static_cast<char*>(output), nullptr, false});
+  call(ops::Path::kGemmOnly, ops::GemmCall::gemm_only(input, m, weight, bias, output));
 }
 
-void AgGemmImpl::call(ops::Path path, const Args& args) {
-  Args a = args;
+void AgGemmImpl::call(ops::Path path, const ops::GemmCall& args) {
+  ops::GemmCall a = args;
   ops::CallDescriptor d;
   d.fields = {a.m, 0, 0, 0};
-  d.error =
-      path == ops::Path::kCommOnly
-          ? ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"input", a.input}})
-          : ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
-                               {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
-  if (d.error.empty() && a.packed != nullptr)
-    d.error = ops::check_packed(*ctx_, kOp, *a.packed, opts_.input_dtype, opts_.n, opts_.k,
-                                opts_.transpose_weight);
+  d.error = ops::check_gemm_call(*ctx_, kOp, path, a, opts_.max_m,
+                                 {opts_.max_m, opts_.n, opts_.k, opts_.input_dtype,
+                                  opts_.output_dtype, opts_.transpose_weight});
   const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
   const std::size_t blk = m / ctx_->world_size() * in_row_;
   if (path == ops::Path::kGemmOnly)
     a.zero_copy = a.input != nullptr && a.input == gather_.staged_slot();
   else
     a.zero_copy = zero_copy_.check(*core_, gather_.staged_slot(), a.input, blk,
-                                   {{a.output, m * out_row_}, {a.gathered, m * in_row_}}, d);
+                                   {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
   core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
@@ -147,7 +131,7 @@ void gather_block(const ops::Inbox& in, char* dst, std::size_t blk) {
 }
 }  // namespace
 
-void AgGemmImpl::stage(const ops::Call& /*call*/, const Args& a, std::size_t blk) {
+void AgGemmImpl::stage(const ops::Call& /*call*/, const ops::GemmCall& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
   if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
   const ops::Outbox own = gather_.own();
@@ -166,7 +150,7 @@ void AgGemmImpl::stage(const ops::Call& /*call*/, const Args& a, std::size_t blk
   }
 }
 
-void AgGemmImpl::run(const ops::Call& call, const Args& a) {
+void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), L = c.node_size();
   const int r = c.world_rank();
@@ -189,8 +173,8 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
                      (a.m <= ops::kMinTileRows || remote_bytes < weight_bytes);
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
-  const bool direct = call.path == ops::Path::kCommOnly && a.gathered != nullptr;
-  char* local = direct ? a.gathered : local_.data();
+  const bool direct = call.path == ops::Path::kCommOnly && a.moved != nullptr;
+  char* local = direct ? a.moved : local_.data();
   if (compute && a.packed != nullptr)
     weight_.prepare(*a.packed);
   else if (compute)
@@ -275,7 +259,7 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
   }
 
   // 4. The gathered input, when asked for.
-  char* gout = direct || !comm ? nullptr : a.gathered;
+  char* gout = direct || !comm ? nullptr : a.moved;
   if (gout != nullptr) {
     std::memcpy(gout + blk * r, a.input, blk);
     for (int g : gather_.host_peers())
@@ -288,7 +272,7 @@ void AgGemmImpl::run(const ops::Call& call, const Args& a) {
 }  // namespace detail
 
 AgGemm::AgGemm(const Context& ctx, const AgGemmOptions& options)
-    : impl_(std::make_unique<detail::AgGemmImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::AgGemmImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(AgGemm);
 
 void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,

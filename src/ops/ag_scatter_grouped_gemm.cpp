@@ -14,7 +14,6 @@ namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr const char* kOp = "ag_scatter_grouped_gemm";
 // Another host's block is computed in up to kMaxPieces pieces as it lands, each with about
 // kPieceRows rows per local expert at least: every GEMM call re-blocks its expert's weight, so
 // smaller pieces cost more than the earlier start wins.
@@ -22,29 +21,24 @@ constexpr int64_t kMaxPieces = 4;
 constexpr int64_t kPieceRows = 128;
 }  // namespace
 
-AgScatterGroupedGemmImpl::AgScatterGroupedGemmImpl(std::shared_ptr<ContextImpl> ctx,
-                                                   const MoeTpOptions& o,
-                                                   const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::check_moe_tp_create(c, kOp, o, local_error);
-    const int W = c.world_size();
-    in_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
-    out_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.output_dtype);
-    routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
-    const int64_t L = o.num_experts / o.ep_size;
-    weights_.resize(static_cast<std::size_t>(L));
-    prepared_.assign(static_cast<std::size_t>(L), 0);
-    const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
-    gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"num_tokens", "", "", ""};
-    spec.vector_len = ops::kMoeTpVector;
-    core_.emplace(c, spec, layout_);
-  });
+void AgScatterGroupedGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+  const MoeTpOptions o = opts_;
+  ops::check_moe_tp_create(c, kOp, o, local_error);
+  const int W = c.world_size();
+  in_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
+  out_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.output_dtype);
+  routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+  const int64_t L = o.num_experts / o.ep_size;
+  weights_.resize(static_cast<std::size_t>(L));
+  prepared_.assign(static_cast<std::size_t>(L), 0);
+  const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
+  gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"num_tokens", "", "", ""};
+  spec.vector_len = ops::kMoeTpVector;
+  core_.emplace(c, spec, layout_);
 }
 
 void AgScatterGroupedGemmImpl::forward(const void* input, int64_t T, const int64_t* splits,
@@ -254,7 +248,7 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
 }  // namespace detail
 
 AgScatterGroupedGemm::AgScatterGroupedGemm(const Context& ctx, const MoeTpOptions& options)
-    : impl_(std::make_unique<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(AgScatterGroupedGemm);
 
 void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,

@@ -12,16 +12,19 @@
 #include "fluxcpp/ag_scatter_grouped_gemm.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/gather_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/moe_tp_routing.hpp"
 
 namespace fluxcpp::detail {
 
-class AgScatterGroupedGemmImpl {
+class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
  public:
   // local_error: a problem the C layer found (e.g. a NULL out-pointer).
-  AgScatterGroupedGemmImpl(std::shared_ptr<ContextImpl> ctx, const MoeTpOptions& options,
-                           const std::string& local_error = {});
+  static constexpr const char* kOp = "ag_scatter_grouped_gemm";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,
                const void* weight, const float* scale, void* output, void* gathered_input);
@@ -30,7 +33,6 @@ class AgScatterGroupedGemmImpl {
                          void* output);
   void forward_comm_only(const void* input, int64_t T, const int64_t* splits,
                          const int32_t* scatter_index, void* gathered_input);
-  const MoeTpOptions& options() const { return opts_; }
 
  private:
   struct Args {
@@ -58,8 +60,6 @@ class AgScatterGroupedGemmImpl {
   // and the shape, the same on every call with the same routing).
   bool pipelined(int W) const;
 
-  std::shared_ptr<ContextImpl> ctx_;
-  MoeTpOptions opts_;
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes of a token row, an output row
   ops::MoeTpRouting routing_;
   int64_t hashes_[ops::kMoeTpVector] = {};    // this call's, published in the handshake
@@ -69,9 +69,7 @@ class AgScatterGroupedGemmImpl {
   std::vector<ops::RoutedSlot> all_;          // every source's slots, when computed in one pass
   std::vector<int32_t> order_;
   std::vector<int64_t> first_;
-  shm::Layout layout_;
   ops::GatherExchange gather_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

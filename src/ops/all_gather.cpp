@@ -13,33 +13,25 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "all_gather";
-}  // namespace
-
-AllGatherImpl::AllGatherImpl(std::shared_ptr<ContextImpl> ctx, const AllGatherOptions& o,
-                             const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::agree_options(
-        c, kOp, local_error,
-        {ops::dtype("dtype", o.dtype), ops::dim("k", o.k), ops::count("max_m", o.max_m)}, [&] {
-          FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
-                            kOp, o.max_m, o.k);
-        });
-    row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
-    const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
-    // The staged slot always exists: it is also the zero-copy input buffer.
-    gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
-    single_copy_ = ops::SingleCopy(c, layout_);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.fields = {"m", "", "", ""};
-    spec.releases = true;
-    core_.emplace(c, spec, layout_);
-    single_copy_.probe(*core_);
-  });
+void AllGatherImpl::create(ContextImpl& c, const std::string& local_error) {
+  const AllGatherOptions o = opts_;
+  ops::agree_options(
+      c, kOp, local_error,
+      {ops::dtype("dtype", o.dtype), ops::dim("k", o.k), ops::count("max_m", o.max_m)}, [&] {
+        FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
+                          kOp, o.max_m, o.k);
+      });
+  row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
+  const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
+  // The staged slot always exists: it is also the zero-copy input buffer.
+  gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, layout_);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
+  single_copy_.probe(*core_);
 }
 
 void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
@@ -150,7 +142,7 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 }  // namespace detail
 
 AllGather::AllGather(const Context& ctx, const AllGatherOptions& options)
-    : impl_(std::make_unique<detail::AllGatherImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::AllGatherImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(AllGather);
 
 void AllGather::forward(const void* input, int64_t m, void* output) {

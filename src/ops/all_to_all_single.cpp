@@ -12,34 +12,24 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "all_to_all_single";
-}  // namespace
-
-AllToAllSingleImpl::AllToAllSingleImpl(std::shared_ptr<ContextImpl> ctx,
-                                       const AllToAllSingleOptions& o,
-                                       const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::agree_options(
-        c, kOp, local_error,
-        {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_rows", o.max_rows)},
-        [&] {
-          FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
-                            "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
-        });
-    row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
-    const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
-    a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-    single_copy_ = ops::SingleCopy(c, layout_);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
-    spec.releases = true;
-    core_.emplace(c, spec, layout_);
-    single_copy_.probe(*core_);
-  });
+void AllToAllSingleImpl::create(ContextImpl& c, const std::string& local_error) {
+  const AllToAllSingleOptions o = opts_;
+  ops::agree_options(
+      c, kOp, local_error,
+      {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_rows", o.max_rows)}, [&] {
+        FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
+                          "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
+      });
+  row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
+  const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
+  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, layout_);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
+  spec.releases = true;
+  core_.emplace(c, spec, layout_);
+  single_copy_.probe(*core_);
 }
 
 std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_splits,
@@ -190,7 +180,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 }  // namespace detail
 
 AllToAllSingle::AllToAllSingle(const Context& ctx, const AllToAllSingleOptions& options)
-    : impl_(std::make_unique<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(AllToAllSingle);
 
 void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,

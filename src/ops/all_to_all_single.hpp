@@ -10,22 +10,23 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/all_to_all_single.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/core/single_copy.hpp"
 #include "ops/core/zero_copy.hpp"
 
 namespace fluxcpp::detail {
 
-class AllToAllSingleImpl {
+class AllToAllSingleImpl : public ops::OpBase<AllToAllSingleOptions> {
  public:
-  // local_error: see ContextImpl.
-  AllToAllSingleImpl(std::shared_ptr<ContextImpl> ctx, const AllToAllSingleOptions& options,
-                     const std::string& local_error = {});
+  static constexpr const char* kOp = "all_to_all_single";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, const int64_t* input_splits, void* output,
                const int64_t* output_splits);
   void* input_buffer() { return zero_copy_.acquire(*core_, a2a_.out_slot()); }
-  const AllToAllSingleOptions& options() const { return opts_; }
 
  private:
   std::string validate(const void* input, const int64_t* in_splits, const void* output,
@@ -40,13 +41,9 @@ class AllToAllSingleImpl {
   }
   void run(const char* input, bool zero_copy, char* output);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  AllToAllSingleOptions opts_;
-  std::size_t row_ = 0;  // bytes per row
-  shm::Layout layout_;
+  std::size_t row_ = 0;   // bytes per row
   ops::A2aExchange a2a_;  // a2a-out holds the staged input (also the zero-copy input buffer)
   ops::SingleCopy single_copy_;
-  std::optional<ops::OpCore> core_;
   ops::ZeroCopyInput zero_copy_;
 };
 

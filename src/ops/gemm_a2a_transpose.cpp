@@ -12,31 +12,22 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "gemm_a2a_transpose";
-}  // namespace
-
-GemmA2aTransposeImpl::GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx,
-                                           const GemmA2aTransposeOptions& o,
-                                           const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
-                              o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
-    const int W = c.world_size();
-    const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
-    const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
-    // The GEMM writes into a2a-out even when alone.
-    a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"bs", "seq", "", ""};
-    spec.releases = true;  // gemm-only writes the blocks outside a call
-    spec.local_writes = true;
-    core_.emplace(c, spec, layout_);
-  });
+void GemmA2aTransposeImpl::create(ContextImpl& c, const std::string& local_error) {
+  const GemmA2aTransposeOptions o = opts_;
+  ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
+                            o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
+  const int W = c.world_size();
+  const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
+  const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
+  // The GEMM writes into a2a-out even when alone.
+  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"bs", "seq", "", ""};
+  spec.releases = true;  // gemm-only writes the blocks outside a call
+  spec.local_writes = true;
+  core_.emplace(c, spec, layout_);
 }
 
 void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
@@ -151,7 +142,7 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
 }  // namespace detail
 
 GemmA2aTranspose::GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options)
-    : impl_(std::make_unique<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(GemmA2aTranspose);
 void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output) {

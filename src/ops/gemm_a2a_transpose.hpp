@@ -11,34 +11,32 @@
 #include "fluxcpp/ulysses.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp::detail {
 
-class GemmA2aTransposeImpl {
+class GemmA2aTransposeImpl : public ops::OpBase<GemmA2aTransposeOptions> {
  public:
-  GemmA2aTransposeImpl(std::shared_ptr<ContextImpl> ctx, const GemmA2aTransposeOptions& options,
-                       const std::string& local_error = {});
+  static constexpr const char* kOp = "gemm_a2a_transpose";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,
                void* output);
   void forward_gemm_only(const void* input, int64_t bs, int64_t seq, const void* weight,
                          const void* bias);
   void forward_comm_only(int64_t bs, int64_t seq, void* output);
-  const GemmA2aTransposeOptions& options() const { return opts_; }
 
  private:
   void run(const ops::Call& call, const char* input, int64_t bs, int64_t seq, const void* weight,
            const void* bias, char* output);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  GemmA2aTransposeOptions opts_;
   kernels::GemmWeight weight_;
   // a2a-out: the column block this rank computed for each rank t (at t * block); host peers read
   // it in place, MPI sends it to other hosts' ranks.
-  shm::Layout layout_;
   ops::A2aExchange a2a_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

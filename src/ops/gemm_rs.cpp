@@ -15,37 +15,28 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "gemm_rs";
-}  // namespace
-
-GemmRsImpl::GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& o,
-                       const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    MPI_Comm comm = c.comm();
-    ops::check_gemm_create(c, kOp,
-                           {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight},
-                           local_error);
-    acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    const int W = c.world_size(), N = c.num_nodes();
-    const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
-    // The partials are computed into the segment even when alone.
-    reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"m", "", "", ""};
-    spec.releases = true;  // gemm-only writes the partials outside a call
-    spec.local_writes = true;
-    core_.emplace(c, spec, layout_);
-    comm::agree(comm, [&] {
-      resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
-      if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
-      if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
-        resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
-    });
+void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
+  const GemmRsOptions o = opts_;
+  MPI_Comm comm = c.comm();
+  ops::check_gemm_create(
+      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  const int W = c.world_size(), N = c.num_nodes();
+  const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
+  // The partials are computed into the segment even when alone.
+  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"m", "", "", ""};
+  spec.releases = true;  // gemm-only writes the partials outside a call
+  spec.local_writes = true;
+  core_.emplace(c, spec, layout_);
+  comm::agree(comm, [&] {
+    resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
+    if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
+    if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
+      resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
   });
 }
 
@@ -248,7 +239,7 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 }  // namespace detail
 
 GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
-    : impl_(std::make_unique<detail::GemmRsImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::GemmRsImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(GemmRs);
 
 void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,

@@ -12,23 +12,24 @@
 #include "fluxcpp/gemm_rs.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/core/reduce_exchange.hpp"
 
 namespace fluxcpp::detail {
 
-class GemmRsImpl {
+class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
  public:
-  // local_error: see ContextImpl.
-  GemmRsImpl(std::shared_ptr<ContextImpl> ctx, const GemmRsOptions& options,
-             const std::string& local_error = {});
+  static constexpr const char* kOp = "gemm_rs";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output);
   void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
                void* output);
   void forward_gemm_only(const void* input, int64_t m, const void* weight);
   void forward_comm_only(int64_t m, const void* bias, void* output);
-  const GemmRsOptions& options() const { return opts_; }
 
  private:
   // The partial products, block by block into the segment (publishing each block a peer
@@ -47,8 +48,6 @@ class GemmRsImpl {
   // This rank's partial product of row block t, in the accumulation dtype.
   char* partial(int t, int64_t m) const;
 
-  std::shared_ptr<ContextImpl> ctx_;
-  GemmRsOptions opts_;
   DType acc_ = DType::kFloat32;
   kernels::GemmWeight weight_;
   const kernels::PackedWeight* packed_ = nullptr;  // the weight during a packed forward
@@ -57,9 +56,7 @@ class GemmRsImpl {
   std::vector<char> presum_;  // copy offload: the peers' partials of our block, summed
   // The shares of the reduce exchange are this rank's partial products, [m, n] densely in the
   // accumulation dtype (block t at t * m/W rows).
-  shm::Layout layout_;
   ops::ReduceExchange reduce_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

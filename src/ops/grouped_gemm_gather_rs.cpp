@@ -15,7 +15,6 @@ namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr const char* kOp = "grouped_gemm_gather_rs";
 constexpr int64_t kPieceRows = 128;
 
 // part[i] <- part[i] + w·y[i]: the product rounded to the accumulator type, then added (this file
@@ -34,35 +33,30 @@ void add_weighted(T* part, const T* y, int64_t n, const float* w) {
 }
 }  // namespace
 
-GroupedGemmGatherRsImpl::GroupedGemmGatherRsImpl(std::shared_ptr<ContextImpl> ctx,
-                                                 const MoeTpOptions& o,
-                                                 const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::check_moe_tp_create(c, kOp, o, local_error);
-    const int W = c.world_size();
-    acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    in_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.input_dtype);
-    acc_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(acc_);
-    routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
-    const int64_t L = o.num_experts / o.ep_size;
-    weights_.resize(static_cast<std::size_t>(L));
-    prepared_.assign(static_cast<std::size_t>(L), 0);
-    // Our partials for every rank live in the out slot (computed there even when alone); other
-    // hosts' partials for us land in the in slot.
-    const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
-    a2a_ = ops::A2aExchange(c, layout_, max_share * W, max_share * W, /*needed=*/true);
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.gemm = true;
-    spec.fields = {"num_tokens", "", "", ""};
-    spec.vector_len = ops::kMoeTpVector;
-    spec.releases = true;  // gemm-only writes the partials outside a call
-    spec.local_writes = true;
-    core_.emplace(c, spec, layout_);
-    comm::agree(c.comm(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
-  });
+void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_error) {
+  const MoeTpOptions o = opts_;
+  ops::check_moe_tp_create(c, kOp, o, local_error);
+  const int W = c.world_size();
+  acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  in_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.input_dtype);
+  acc_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(acc_);
+  routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+  const int64_t L = o.num_experts / o.ep_size;
+  weights_.resize(static_cast<std::size_t>(L));
+  prepared_.assign(static_cast<std::size_t>(L), 0);
+  // Our partials for every rank live in the out slot (computed there even when alone); other
+  // hosts' partials for us land in the in slot.
+  const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
+  a2a_ = ops::A2aExchange(c, layout_, max_share * W, max_share * W, /*needed=*/true);
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.gemm = true;
+  spec.fields = {"num_tokens", "", "", ""};
+  spec.vector_len = ops::kMoeTpVector;
+  spec.releases = true;  // gemm-only writes the partials outside a call
+  spec.local_writes = true;
+  core_.emplace(c, spec, layout_);
+  comm::agree(c.comm(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
 }
 
 void GroupedGemmGatherRsImpl::forward(const void* input, int64_t T, const int64_t* splits,
@@ -266,7 +260,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
 }  // namespace detail
 
 GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
-    : impl_(std::make_unique<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(GroupedGemmGatherRs);
 
 void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,

@@ -11,16 +11,19 @@
 #include "fluxcpp/grouped_gemm_gather_rs.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/moe_tp_routing.hpp"
 
 namespace fluxcpp::detail {
 
-class GroupedGemmGatherRsImpl {
+class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
  public:
   // local_error: a problem the C layer found (e.g. a NULL out-pointer).
-  GroupedGemmGatherRsImpl(std::shared_ptr<ContextImpl> ctx, const MoeTpOptions& options,
-                          const std::string& local_error = {});
+  static constexpr const char* kOp = "grouped_gemm_gather_rs";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,
                const void* weight, const float* routing_weights, void* output);
@@ -29,7 +32,6 @@ class GroupedGemmGatherRsImpl {
                          const float* routing_weights);
   void forward_comm_only(int64_t T, const int64_t* splits, const int32_t* scatter_index,
                          const float* routing_weights, void* output);
-  const MoeTpOptions& options() const { return opts_; }
 
  private:
   struct Args {
@@ -56,8 +58,6 @@ class GroupedGemmGatherRsImpl {
   ops::A2aExchange::Plan plan(std::size_t share) const;
   char* share_of(int t) const;  // this rank's partial for rank t, in our out slot
 
-  std::shared_ptr<ContextImpl> ctx_;
-  MoeTpOptions opts_;
   DType acc_ = DType::kFloat32;
   std::size_t in_row_ = 0, acc_row_ = 0;  // bytes of an input row, an accumulator row
   std::size_t share_ = 0;                 // bytes of one share in the current call
@@ -71,9 +71,7 @@ class GroupedGemmGatherRsImpl {
   std::vector<int32_t> order_;
   std::vector<int64_t> first_;
   std::vector<char> acc_buf_;  // the running sum over source ranks, [max_tokens/W, hidden]
-  shm::Layout layout_;
   ops::A2aExchange a2a_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

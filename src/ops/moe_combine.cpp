@@ -14,41 +14,36 @@ namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr const char* kOp = "moe_combine";
 constexpr std::size_t kPublishBytes = std::size_t{256} << 10;
 }  // namespace
 
-MoeCombineImpl::MoeCombineImpl(std::shared_ptr<ContextImpl> ctx, const MoeCombineOptions& o,
-                               const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    const int W = c.world_size();
-    opts_.max_recv_rows = ops::check_moe_create(c, kOp,
-                                                {o.max_tokens, o.hidden, o.topk, o.num_experts,
-                                                 o.max_recv_rows, o.input_dtype, o.output_dtype},
-                                                local_error);
-    L_ = o.num_experts / W;
-    row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
-    const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
-    comm::agree(c.comm(), [&] {
-      resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
-      resize_or_raise(scatter_, slots, kOp, "the scatter index");
-      resize_or_raise(slot_rows_, slots, kOp, "the slot rows");
-      resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
-    });
-    // Out: every received row goes back (≤ max_recv_rows); in: at most T·K rows come home.
-    a2a_ = ops::A2aExchange(c, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
-                            slots * row_, ops::needs_data(c));
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], num_rows, num_tokens
-    core_.emplace(c, spec, layout_);
-    routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
-    bytes_.assign(static_cast<std::size_t>(W) * W, 0);
-    out_off_.assign(static_cast<std::size_t>(W) * W, 0);
-    in_off_.assign(static_cast<std::size_t>(W), 0);
+void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
+  const MoeCombineOptions o = opts_;
+  const int W = c.world_size();
+  opts_.max_recv_rows = ops::check_moe_create(c, kOp,
+                                              {o.max_tokens, o.hidden, o.topk, o.num_experts,
+                                               o.max_recv_rows, o.input_dtype, o.output_dtype},
+                                              local_error);
+  L_ = o.num_experts / W;
+  row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
+  const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
+    resize_or_raise(scatter_, slots, kOp, "the scatter index");
+    resize_or_raise(slot_rows_, slots, kOp, "the slot rows");
+    resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
+  // Out: every received row goes back (≤ max_recv_rows); in: at most T·K rows come home.
+  a2a_ = ops::A2aExchange(c, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
+                          slots * row_, ops::needs_data(c));
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], num_rows, num_tokens
+  core_.emplace(c, spec, layout_);
+  routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
+  bytes_.assign(static_cast<std::size_t>(W) * W, 0);
+  out_off_.assign(static_cast<std::size_t>(W) * W, 0);
+  in_off_.assign(static_cast<std::size_t>(W), 0);
 }
 
 std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* output) const {
@@ -180,7 +175,7 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 }  // namespace detail
 
 MoeCombine::MoeCombine(const Context& ctx, const MoeCombineOptions& options)
-    : impl_(std::make_unique<detail::MoeCombineImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::MoeCombineImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(MoeCombine);
 
 void MoeCombine::forward(const MoeCombineInput& input, void* output) {

@@ -10,19 +10,20 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/moe_combine.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/moe_routing.hpp"
 
 namespace fluxcpp::detail {
 
-class MoeCombineImpl {
+class MoeCombineImpl : public ops::OpBase<MoeCombineOptions> {
  public:
-  // local_error: see ContextImpl.
-  MoeCombineImpl(std::shared_ptr<ContextImpl> ctx, const MoeCombineOptions& options,
-                 const std::string& local_error = {});
+  static constexpr const char* kOp = "moe_combine";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const MoeCombineInput& in, void* output);
-  const MoeCombineOptions& options() const { return opts_; }
 
  private:
   std::string validate(const MoeCombineInput& in, const void* output) const;
@@ -32,13 +33,9 @@ class MoeCombineImpl {
   // Owner side: this rank's received rows of source s, back in s's expert-major order.
   void stage(int s, const char* input);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  MoeCombineOptions opts_;
-  int64_t L_ = 1;        // experts per rank
-  std::size_t row_ = 0;  // bytes per input row
-  shm::Layout layout_;
+  int64_t L_ = 1;         // experts per rank
+  std::size_t row_ = 0;   // bytes per input row
   ops::A2aExchange a2a_;  // a2a-out: this rank's rows for each source
-  std::optional<ops::OpCore> core_;
   ops::MoeRouting routing_;
   std::vector<int64_t> counts_, prefix_;
   std::vector<int32_t> scatter_;

@@ -13,7 +13,6 @@ namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr const char* kOp = "moe_dispatch";
 // Flags a rank publishes with its counts.
 constexpr uint64_t kHasWeights = 1, kWantsWeights = 2, kWantsSrc = 4, kNoRecv = 8;
 // What travels with a row when its receiver asks for weights or sources: token, k, weight.
@@ -36,36 +35,32 @@ void copy_landed(const ops::Inbox& box, std::size_t from, std::size_t to, char* 
 }
 }  // namespace
 
-MoeDispatchImpl::MoeDispatchImpl(std::shared_ptr<ContextImpl> ctx, const MoeDispatchOptions& o,
-                                 const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    const int W = c.world_size();
-    opts_.max_recv_rows = ops::check_moe_create(
-        c, kOp, {o.max_tokens, o.hidden, o.topk, o.num_experts, o.max_recv_rows, o.dtype, o.dtype},
-        local_error);
-    L_ = o.num_experts / W;
-    row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.dtype);
-    const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
-    const std::size_t out_bytes = slots * (row_ + kMeta);
-    const std::size_t in_bytes = static_cast<std::size_t>(opts_.max_recv_rows) * (row_ + kMeta);
-    comm::agree(c.comm(), [&] {
-      resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
-      resize_or_raise(gather_, slots, kOp, "the gather index");
-      resize_or_raise(topk_index_, slots, kOp, "the topk index");
-      resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
-    });
-    a2a_ = ops::A2aExchange(c, layout_, out_bytes, in_bytes, ops::needs_data(c));
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], flags, num_tokens
-    core_.emplace(c, spec, layout_);
-    routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
-    bytes_.assign(static_cast<std::size_t>(W) * W, 0);
-    out_off_.assign(static_cast<std::size_t>(W) * W, 0);
-    in_off_.assign(static_cast<std::size_t>(W), 0);
+void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
+  const MoeDispatchOptions o = opts_;
+  const int W = c.world_size();
+  opts_.max_recv_rows = ops::check_moe_create(
+      c, kOp, {o.max_tokens, o.hidden, o.topk, o.num_experts, o.max_recv_rows, o.dtype, o.dtype},
+      local_error);
+  L_ = o.num_experts / W;
+  row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.dtype);
+  const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
+  const std::size_t out_bytes = slots * (row_ + kMeta);
+  const std::size_t in_bytes = static_cast<std::size_t>(opts_.max_recv_rows) * (row_ + kMeta);
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
+    resize_or_raise(gather_, slots, kOp, "the gather index");
+    resize_or_raise(topk_index_, slots, kOp, "the topk index");
+    resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
+  a2a_ = ops::A2aExchange(c, layout_, out_bytes, in_bytes, ops::needs_data(c));
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], flags, num_tokens
+  core_.emplace(c, spec, layout_);
+  routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
+  bytes_.assign(static_cast<std::size_t>(W) * W, 0);
+  out_off_.assign(static_cast<std::size_t>(W) * W, 0);
+  in_off_.assign(static_cast<std::size_t>(W), 0);
 }
 
 std::string MoeDispatchImpl::validate(const MoeDispatchInput& in,
@@ -302,7 +297,7 @@ void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatc
 }  // namespace detail
 
 MoeDispatch::MoeDispatch(const Context& ctx, const MoeDispatchOptions& options)
-    : impl_(std::make_unique<detail::MoeDispatchImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::MoeDispatchImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(MoeDispatch);
 
 int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {

@@ -11,21 +11,22 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/moe_dispatch.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/moe_routing.hpp"
 
 namespace fluxcpp::detail {
 
-class MoeDispatchImpl {
+class MoeDispatchImpl : public ops::OpBase<MoeDispatchOptions> {
  public:
-  // local_error: see ContextImpl.
-  MoeDispatchImpl(std::shared_ptr<ContextImpl> ctx, const MoeDispatchOptions& options,
-                  const std::string& local_error = {});
+  static constexpr const char* kOp = "moe_dispatch";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   // local_error: a problem the C layer found (e.g. a NULL num_recv_rows), failing every rank.
   int64_t forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,
                   const std::string& local_error = {});
-  const MoeDispatchOptions& options() const { return opts_; }
 
   // The same call, receiving expert by expert: on_expert(l) runs as soon as every row of local
   // expert l is in recv (its own rows first), while later experts' rows may still be arriving.
@@ -51,13 +52,9 @@ class MoeDispatchImpl {
   void unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out);
   void own_rows(const MoeDispatchInput& in, const MoeDispatchOutput& out);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  MoeDispatchOptions opts_;
-  int64_t L_ = 1;        // experts per rank
-  std::size_t row_ = 0;  // bytes per row
-  shm::Layout layout_;
+  int64_t L_ = 1;         // experts per rank
+  std::size_t row_ = 0;   // bytes per row
   ops::A2aExchange a2a_;  // a2a-out: this rank's packed blocks, one per destination
-  std::optional<ops::OpCore> core_;
   ops::MoeRouting routing_;
   // This rank's own table of the current call.
   std::vector<int64_t> counts_, prefix_;

@@ -12,34 +12,25 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr const char* kOp = "reduce_scatter";
-}  // namespace
-
-ReduceScatterImpl::ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx,
-                                     const ReduceScatterOptions& o, const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
-  ops::create_op(*ctx_, kOp, [&] {
-    ContextImpl& c = *ctx_;
-    ops::agree_options(
-        c, kOp, local_error,
-        {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_m", o.max_m)}, [&] {
-          FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
-                            kOp, o.max_m, o.n);
-        });
-    acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
-    reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
-                                  ops::needs_data(c));
-    ops::OpCore::Spec spec;
-    spec.op = kOp;
-    spec.fields = {"m", "", "", ""};
-    core_.emplace(c, spec, layout_);
-    if (c.num_nodes() > 1)
-      comm::agree(c.comm(), [&] {
-        resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum");
+void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
+  const ReduceScatterOptions o = opts_;
+  ops::agree_options(
+      c, kOp, local_error,
+      {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_m", o.max_m)}, [&] {
+        FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
+                          kOp, o.max_m, o.n);
       });
-  });
+  acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
+  reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
+                                ops::needs_data(c));
+  ops::OpCore::Spec spec;
+  spec.op = kOp;
+  spec.fields = {"m", "", "", ""};
+  core_.emplace(c, spec, layout_);
+  if (c.num_nodes() > 1)
+    comm::agree(c.comm(),
+                [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
 }
 
 void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {
@@ -72,7 +63,7 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 }  // namespace detail
 
 ReduceScatter::ReduceScatter(const Context& ctx, const ReduceScatterOptions& options)
-    : impl_(std::make_unique<detail::ReduceScatterImpl>(ctx.impl(), options)) {}
+    : impl_(ops::make_op<detail::ReduceScatterImpl>(ctx.impl(), options)) {}
 FLUXCPP_PIMPL_MOVES(ReduceScatter);
 
 void ReduceScatter::forward(const void* input, int64_t m, void* output) {

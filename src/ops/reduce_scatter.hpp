@@ -9,30 +9,27 @@
 
 #include "comm/context_impl.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/core/reduce_exchange.hpp"
 
 namespace fluxcpp::detail {
 
-class ReduceScatterImpl {
+class ReduceScatterImpl : public ops::OpBase<ReduceScatterOptions> {
  public:
-  // local_error: see ContextImpl.
-  ReduceScatterImpl(std::shared_ptr<ContextImpl> ctx, const ReduceScatterOptions& options,
-                    const std::string& local_error = {});
+  static constexpr const char* kOp = "reduce_scatter";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
 
   void forward(const void* input, int64_t m, void* output);
-  const ReduceScatterOptions& options() const { return opts_; }
 
  private:
   void run(const char* input, int64_t m, char* output);
 
-  std::shared_ptr<ContextImpl> ctx_;
-  ReduceScatterOptions opts_;
   DType acc_ = DType::kFloat32;  // accumulation dtype
   std::vector<char> host_sum_;   // this host's partial sum of our block (multi-host)
-  shm::Layout layout_;
   ops::ReduceExchange reduce_;
-  std::optional<ops::OpCore> core_;
 };
 
 }  // namespace fluxcpp::detail

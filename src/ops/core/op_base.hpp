@@ -1,0 +1,59 @@
+// The shape every collective op's implementation shares, written once: the context, the options,
+// the segment layout and the op core, and the collective create. An op derives from OpBase with
+// its options type, names itself (`static constexpr const char* kOp`) and writes one member,
+// `void create(detail::ContextImpl& c, const std::string& local_error)`: its options list
+// (ops::agree_options), its exchanges and its OpCore::Spec. make_op runs that create inside
+// create_op (create.hpp: the check-in, the deadline, the failure rules).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "comm/context_impl.hpp"
+#include "ops/core/create.hpp"
+#include "ops/core/op_core.hpp"
+#include "shm/layout.hpp"
+
+namespace fluxcpp::ops {
+
+template <class Options>
+class OpBase {
+ public:
+  OpBase(std::shared_ptr<detail::ContextImpl> ctx, const Options& options)
+      : ctx_(std::move(ctx)), opts_(options) {}
+  OpBase(const OpBase&) = delete;
+  OpBase& operator=(const OpBase&) = delete;
+
+  const Options& options() const { return opts_; }
+
+ protected:
+  // The op core over the layout the create declared.
+  void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, spec, layout_); }
+
+  std::shared_ptr<detail::ContextImpl> ctx_;
+  Options opts_;
+  // The op's named regions (its exchanges and its core declare theirs) and the core, destroyed
+  // after everything the op derives (the exchanges are views into the core's segment).
+  shm::Layout layout_;
+  std::optional<OpCore> core_;
+};
+
+// Constructs op Impl on ctx and runs its collective create. local_error: a rank-local problem the
+// API layer found, reported on every rank (see ContextImpl).
+// (An op whose constructor is itself the collective create is constructed as such.)
+template <class Impl, class Options>
+std::unique_ptr<Impl> make_op(std::shared_ptr<detail::ContextImpl> ctx, const Options& options,
+                              const std::string& local_error = {}) {
+  if constexpr (std::is_constructible_v<Impl, std::shared_ptr<detail::ContextImpl>, const Options&,
+                                        const std::string&>) {
+    return std::make_unique<Impl>(std::move(ctx), options, local_error);
+  } else {
+    auto op = std::make_unique<Impl>(ctx, options);
+    create_op(*ctx, Impl::kOp, [&] { op->create(*ctx, local_error); });
+    return op;
+  }
+}
+
+}  // namespace fluxcpp::ops

@@ -40,37 +40,6 @@ ops::A2aExchange::Plan A2aGemmImpl::plan(std::size_t blk) {
           [blk](int s) { return blk * s; }};
 }
 
-void A2aGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
-                          void* output, void* a2a_output) {
-  call(ops::Path::kFused, ops::GemmCall::fused(input, m, weight, bias, output, a2a_output));
-}
-
-void A2aGemmImpl::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
-  call(ops::Path::kCommOnly, ops::GemmCall::comm_only(input, m, a2a_output));
-}
-
-void A2aGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
-                                    const void* bias, void* output) {
-  // Local: no handshake, no waits. Blocks of other ranks are whatever the buffers hold.
-  call(ops::Path::kGemmOnly, ops::GemmCall::gemm_only(input, m, weight, bias, output));
-}
-
-void A2aGemmImpl::call(ops::Path path, const ops::GemmCall& args) {
-  ops::GemmCall a = args;
-  ops::CallDescriptor d;
-  d.fields = {a.m, 0, 0, 0};
-  d.error = ops::check_gemm_call(*ctx_, kOp, path, a, opts_.max_m,
-                                 {opts_.max_m, opts_.n, opts_.k, opts_.input_dtype,
-                                  opts_.output_dtype, opts_.transpose_weight});
-  const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
-  if (path == ops::Path::kGemmOnly)
-    a.zero_copy = a.input != nullptr && a.input == a2a_.out_slot();
-  else
-    a.zero_copy = zero_copy_.check(*core_, a2a_.out_slot(), a.input, m * in_row_,
-                                   {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
-  core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
-}
-
 void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();

@@ -60,45 +60,6 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   }
 }
 
-void AgGemmImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
-                         void* output, void* gathered_input) {
-  call(ops::Path::kFused, ops::GemmCall::fused(input, m, weight, bias, output, gathered_input));
-}
-
-void AgGemmImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
-                         const void* bias, void* output, void* gathered_input) {
-  ops::GemmCall a = ops::GemmCall::fused(input, m, &weight, bias, output, gathered_input);
-  a.packed = &weight;
-  call(ops::Path::kFused, a);
-}
-
-void AgGemmImpl::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
-  call(ops::Path::kCommOnly, ops::GemmCall::comm_only(input, m, gathered_input));
-}
-
-void AgGemmImpl::forward_gemm_only(const void* input, int64_t m, const void* weight,
-                                   const void* bias, void* output) {
-  // Local: no handshake, no waits. Rows of other ranks are whatever the buffers hold.
-  call(ops::Path::kGemmOnly, ops::GemmCall::gemm_only(input, m, weight, bias, output));
-}
-
-void AgGemmImpl::call(ops::Path path, const ops::GemmCall& args) {
-  ops::GemmCall a = args;
-  ops::CallDescriptor d;
-  d.fields = {a.m, 0, 0, 0};
-  d.error = ops::check_gemm_call(*ctx_, kOp, path, a, opts_.max_m,
-                                 {opts_.max_m, opts_.n, opts_.k, opts_.input_dtype,
-                                  opts_.output_dtype, opts_.transpose_weight});
-  const std::size_t m = d.error.empty() ? static_cast<std::size_t>(a.m) : 0;
-  const std::size_t blk = m / ctx_->world_size() * in_row_;
-  if (path == ops::Path::kGemmOnly)
-    a.zero_copy = a.input != nullptr && a.input == gather_.staged_slot();
-  else
-    a.zero_copy = zero_copy_.check(*core_, gather_.staged_slot(), a.input, blk,
-                                   {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
-  core_->run(path, d, a.m == 0, [&](const ops::Call& call) { run(call, a); });
-}
-
 void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out, bool tiles) {
   kernels::GemmOut o;
   o.c = out;

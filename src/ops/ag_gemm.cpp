@@ -81,17 +81,6 @@ bool AgGemmImpl::gathers(int64_t rows) const {
   return opts_.n >= rows;
 }
 
-namespace {
-// Copies a peer's block from its inbox as it lands, chunk by chunk.
-void gather_block(const ops::Inbox& in, char* dst, std::size_t blk) {
-  for (std::size_t done = 0; done < blk;) {
-    const std::size_t have = in.wait(done + 1);
-    std::memcpy(dst + done, in.data() + done, have - done);
-    done = have;
-  }
-}
-}  // namespace
-
 void AgGemmImpl::stage(const ops::Call& /*call*/, const ops::GemmCall& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
   if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
@@ -104,11 +93,7 @@ void AgGemmImpl::stage(const ops::Call& /*call*/, const ops::GemmCall& a, std::s
   // Chunk by chunk, each published at once: host peers and the transport start on the first.
   const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
                                              : static_cast<std::size_t>(c.config().chunk_bytes);
-  for (std::size_t off = 0; off < blk; off += step) {
-    std::memcpy(own.data() + off, a.input + off, std::min(step, blk - off));
-    own.publish(off + step);
-    core_->poll();
-  }
+  own.write(a.input, blk, step, [&] { core_->poll(); });
 }
 
 void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
@@ -145,6 +130,24 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   // re-reads the weight, so one per transport chunk (a few rows) would cost more than it hides.
   const int64_t batch = compute ? ops::fixed_tile_rows(opts_.n, opts_.k) : 1;
 
+  // Peer g's rows as they land, at least `batch` rows a step: through the GEMM when computing,
+  // into `local` on the comm-only path. Gemm-only reads what the buffers hold.
+  auto consume = [&](int g) {
+    if (gemm_only) return gemm(gather_.data_of(g), rows, a.bias, out_block(g));
+    const ops::Inbox in = gather_.from(g);
+    for (int64_t done = 0; done < rows;) {
+      const std::size_t have =
+          in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
+      const int64_t avail = static_cast<int64_t>(have / in_row_);
+      if (compute)
+        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
+      if (call.path == ops::Path::kCommOnly)
+        std::memcpy(local + blk * g + done * in_row_, in.data() + done * in_row_,
+                    static_cast<std::size_t>(avail - done) * in_row_);
+      done = avail;
+    }
+  };
+
   // 1. Publish our rows. With copy offload a comm stream stages them while this thread computes
   // (the transport's sends wait for each chunk's signal either way).
   ops::Offload copies(c);
@@ -161,7 +164,7 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
     // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
     if (comm) {
       std::memcpy(local + blk * r, a.input, blk);
-      for (int g : gather_.host_peers()) gather_block(gather_.from(g), local + blk * g, blk);
+      for (int g : gather_.host_peers()) gather_.from(g).drain(local + blk * g, 0, blk);
     }
     if (compute && !whole)
       for (const auto& [first, count] : host_runs_)
@@ -170,20 +173,7 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
     // 2z. Own rows first (they need nothing from anyone), then host peers in ring order, read
     // straight from their segments; each GEMM covers every row landed so far.
     gemm(a.input, rows, a.bias, out_block(r));
-    for (int g : gather_.host_peers()) {
-      if (gemm_only) {
-        gemm(gather_.data_of(g), rows, a.bias, out_block(g));
-        continue;
-      }
-      const ops::Inbox in = gather_.from(g);
-      for (int64_t done = 0; done < rows;) {
-        const std::size_t have =
-            in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
-        const int64_t avail = static_cast<int64_t>(have / in_row_);
-        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
-        done = avail;
-      }
-    }
+    for (int g : gather_.host_peers()) consume(g);
   }
 
   // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
@@ -191,25 +181,10 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   for (int g : gather_.remote()) {
     if (whole && !comm) break;
     if (whole) {  // gathered with the rest, for the one GEMM below
-      gather_block(gather_.from(g), local + blk * g, blk);
+      gather_.from(g).drain(local + blk * g, 0, blk);
       continue;
     }
-    if (gemm_only) {
-      gemm(gather_.data_of(g), rows, a.bias, out_block(g));
-      continue;
-    }
-    const ops::Inbox in = gather_.from(g);
-    for (int64_t done = 0; done < rows;) {
-      const std::size_t have =
-          in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
-      const int64_t avail = static_cast<int64_t>(have / in_row_);
-      if (compute)
-        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
-      if (call.path == ops::Path::kCommOnly)
-        std::memcpy(local + blk * g + done * in_row_, in.data() + done * in_row_,
-                    static_cast<std::size_t>(avail - done) * in_row_);
-      done = avail;
-    }
+    consume(g);
   }
 
   if (whole && compute) {

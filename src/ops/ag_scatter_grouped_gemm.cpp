@@ -148,11 +148,7 @@ void AgScatterGroupedGemmImpl::stage(const Args& a, std::size_t blk) {
   const ops::Outbox own = gather_.own();
   const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
                                              : static_cast<std::size_t>(c.config().chunk_bytes);
-  for (std::size_t off = 0; off < blk; off += step) {
-    std::memcpy(own.data() + off, a.input + off, std::min(step, blk - off));
-    own.publish(off + step);
-    core_->poll();
-  }
+  own.write(a.input, blk, step, [&] { core_->poll(); });
 }
 
 void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {

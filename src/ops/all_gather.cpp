@@ -58,12 +58,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
   if (N > 1 && !zero_copy) {
     // MPI sends from our segment: stage the block, chunk by chunk so the sends start early.
     const ops::Outbox own = gather_.own();
-    const std::size_t step = core_->transport()->chunk_bytes();
-    for (std::size_t off = 0; off < shard; off += step) {
-      std::memcpy(own.data() + off, input + off, std::min(step, shard - off));
-      own.publish(off + step);
-      core_->poll();
-    }
+    own.write(input, shard, core_->transport()->chunk_bytes(), [&] { core_->poll(); });
   }
   if (zero_copy) gather_.own().publish_all();
   const bool cma = L > 1 && single_copy_.usable() &&
@@ -75,15 +70,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
     gather_shm(input, zero_copy || N > 1, shard, output);
   }
   // Blocks from other hosts, as they land in the segments of this host's ranks.
-  for (int g : gather_.remote()) {
-    const ops::Inbox in = gather_.from(g);
-    char* to = output + shard * g;
-    for (std::size_t done = 0; done < shard;) {
-      const std::size_t have = in.wait(done + 1);
-      std::memcpy(to + done, in.data() + done, have - done);
-      done = have;
-    }
-  }
+  for (int g : gather_.remote()) gather_.from(g).drain(output + shard * g, 0, shard);
 }
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each

@@ -25,14 +25,6 @@ static_assert(kMeta == 12, "Meta is packed as three 4-byte words");
 // Packed rows are published (and the transport may ship them) every this many bytes.
 constexpr std::size_t kPublishBytes = std::size_t{256} << 10;
 
-// Copies bytes [from, to) of `box` to dst as they arrive.
-void copy_landed(const ops::Inbox& box, std::size_t from, std::size_t to, char* dst) {
-  for (std::size_t done = from; done < to;) {
-    const std::size_t have = std::min(box.wait(done + 1), to);
-    std::memcpy(dst + (done - from), box.data() + done, have - done);
-    done = have;
-  }
-}
 }  // namespace
 
 void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
@@ -268,9 +260,8 @@ void MoeDispatchImpl::unpack_rows(int s, int64_t l, const ops::Inbox& box,
   const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
   if (cnt == 0) return;
   const auto b = static_cast<std::size_t>(routing_.block_row(s, l));
-  copy_landed(
-      box, b * row_, (b + cnt) * row_,
-      static_cast<char*>(out.recv) + static_cast<std::size_t>(routing_.dest_row(s, l)) * row_);
+  box.drain(static_cast<char*>(out.recv) + static_cast<std::size_t>(routing_.dest_row(s, l)) * row_,
+            b * row_, (b + cnt) * row_);
 }
 
 void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "ops/core/op_core.hpp"
@@ -32,6 +33,16 @@ class Outbox {
     if (signal_ != nullptr) shm::signal_max(*signal_, base_ + std::min(n, bytes_));
   }
   void publish_all() const { publish(bytes_); }
+  // Writes src's first n bytes in steps of `step`, each published at once so that host peers and
+  // the transport start on the first, calling between() after each (the op polls its transport).
+  template <class Between>
+  void write(const char* src, std::size_t n, std::size_t step, Between&& between) const {
+    for (std::size_t off = 0; off < n; off += step) {
+      std::memcpy(data_ + off, src + off, std::min(step, n - off));
+      publish(off + step);
+      between();
+    }
+  }
 
  private:
   char* data_ = nullptr;
@@ -73,6 +84,14 @@ class Inbox {
     return available();
   }
   std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
+  // Copies bytes [from, to) to dst as they arrive.
+  void drain(char* dst, std::size_t from, std::size_t to) const {
+    for (std::size_t done = from; done < to;) {
+      const std::size_t have = std::min(wait(done + 1), to);
+      std::memcpy(dst + (done - from), data_ + done, have - done);
+      done = have;
+    }
+  }
 
  private:
   OpCore* core_ = nullptr;

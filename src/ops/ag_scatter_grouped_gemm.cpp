@@ -29,8 +29,7 @@ void AgScatterGroupedGemmImpl::create(ContextImpl& c, const std::string& local_e
   out_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.output_dtype);
   routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
   const int64_t L = o.num_experts / o.ep_size;
-  weights_.resize(static_cast<std::size_t>(L));
-  prepared_.assign(static_cast<std::size_t>(L), 0);
+  weights_ = ops::ExpertWeights(L, o.input_dtype, o.ffn_shard, o.hidden, o.transpose_weight);
   const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
   gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
   ops::OpCore::Spec spec;
@@ -88,17 +87,6 @@ bool AgScatterGroupedGemmImpl::pipelined(int W) const {
   return routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
 }
 
-kernels::GemmWeight& AgScatterGroupedGemmImpl::weight_of(int64_t l, const Args& a) {
-  if (!prepared_[l]) {
-    const std::size_t slab =
-        static_cast<std::size_t>(opts_.ffn_shard * opts_.hidden) * dtype_size(opts_.input_dtype);
-    weights_[l].prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + slab * l,
-                        opts_.ffn_shard, opts_.hidden, opts_.transpose_weight);
-    prepared_[l] = 1;
-  }
-  return weights_[l];
-}
-
 void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin,
                                        std::size_t end, const RowSource& src, const Args& a) {
   if (begin >= end) return;
@@ -130,11 +118,11 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
     // rank's sends to other hosts included); otherwise one call per expert: each GEMM call
     // re-blocks the expert's weight.
     if (core_->transfers_pending())
-      ops::tiled_gemm(*core_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
+      ops::tiled_gemm(*core_, weights_.of(l), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
                       o);
     else
-      ops::parallel_gemm(*ctx_, weight_of(l, a), a_rows_.data(), opts_.hidden, n, 0,
-                         opts_.ffn_shard, o);
+      ops::parallel_gemm(*ctx_, weights_.of(l), a_rows_.data(), opts_.hidden, n, 0, opts_.ffn_shard,
+                         o);
     if (!consecutive)
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(a.output + static_cast<std::size_t>(slots[idx[i]].row) * out_row_,
@@ -157,7 +145,7 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
   const int64_t per = a.T / c.world_size();
   const std::size_t blk = static_cast<std::size_t>(per) * in_row_;
   const bool comm = call.comm(), computes = call.compute();
-  std::fill(prepared_.begin(), prepared_.end(), 0);
+  weights_.begin(a.weight);
 
   if (comm) {
     gather_.begin(*core_, blk);

@@ -11,6 +11,7 @@
 #include "comm/context_impl.hpp"
 #include "fluxcpp/ag_scatter_grouped_gemm.hpp"
 #include "kernels/gemm.hpp"
+#include "ops/core/expert_weights.hpp"
 #include "ops/core/gather_exchange.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
@@ -54,7 +55,6 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
   // The rows of slots [begin, end) of `slots`: gathered expert by expert, one GEMM per expert.
   void compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin, std::size_t end,
                const RowSource& src, const Args& a);
-  kernels::GemmWeight& weight_of(int64_t l, const Args& a);
   // Whether this call computes source by source (own tokens first, then each block as it lands):
   // when a local expert gets about kPieceRows rows or more per source (a function of the routing
   // and the shape, the same on every call with the same routing).
@@ -62,11 +62,10 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
 
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes of a token row, an output row
   ops::MoeTpRouting routing_;
-  int64_t hashes_[ops::kMoeTpVector] = {};    // this call's, published in the handshake
-  std::vector<kernels::GemmWeight> weights_;  // [L], prepared once per call when used
-  std::vector<char> prepared_;                // [L]
-  std::vector<char> a_rows_, c_rows_;         // gathered A rows, GEMM rows to scatter
-  std::vector<ops::RoutedSlot> all_;          // every source's slots, when computed in one pass
+  int64_t hashes_[ops::kMoeTpVector] = {};  // this call's, published in the handshake
+  ops::ExpertWeights weights_;              // [L], prepared once per call when used
+  std::vector<char> a_rows_, c_rows_;       // gathered A rows, GEMM rows to scatter
+  std::vector<ops::RoutedSlot> all_;        // every source's slots, when computed in one pass
   std::vector<int32_t> order_;
   std::vector<int64_t> first_;
   ops::GatherExchange gather_;

@@ -42,8 +42,7 @@ void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_er
   acc_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(acc_);
   routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
   const int64_t L = o.num_experts / o.ep_size;
-  weights_.resize(static_cast<std::size_t>(L));
-  prepared_.assign(static_cast<std::size_t>(L), 0);
+  weights_ = ops::ExpertWeights(L, o.input_dtype, o.hidden, o.ffn_shard, o.transpose_weight);
   // Our partials for every rank live in the out slot (computed there even when alone); other
   // hosts' partials for us land in the in slot.
   const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
@@ -129,18 +128,6 @@ void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* row
     kernels::gemm_tile(w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o);
 }
 
-kernels::GemmWeight& GroupedGemmGatherRsImpl::weight_of(int64_t l, const Args& a) {
-  if (!prepared_[l]) {
-    const std::size_t slab =
-        static_cast<std::size_t>(opts_.ffn_shard * opts_.hidden) * dtype_size(opts_.input_dtype);
-    // [hidden, ffn_shard] per expert: n = hidden, k = ffn_shard.
-    weights_[l].prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + slab * l,
-                        opts_.hidden, opts_.ffn_shard, opts_.transpose_weight);
-    prepared_[l] = 1;
-  }
-  return weights_[l];
-}
-
 void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
   const auto& slots = routing_.slots_from(t);
   const int64_t per = routing_.tokens_per_rank(), t0 = t * per, H = opts_.hidden;
@@ -179,7 +166,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
     o.c = y_rows_.data() + static_cast<std::size_t>(first_[l]) * acc_row_;
     o.ldc = H;
     o.dtype = acc_;
-    gemm(weight_of(l, a), arows, n, o);
+    gemm(weights_.of(l), arows, n, o);
   }
   // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
   for (std::size_t i = 0; i < n_slots; ++i) {
@@ -206,7 +193,7 @@ void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
     o.c = y_rows_.data() + static_cast<std::size_t>(i0) * acc_row_;
     o.ldc = opts_.hidden;
     o.dtype = acc_;
-    gemm(weight_of(l, a), a.input + static_cast<std::size_t>(i0) * in_row_, n, o);
+    gemm(weights_.of(l), a.input + static_cast<std::size_t>(i0) * in_row_, n, o);
   }
 }
 
@@ -238,7 +225,7 @@ void GroupedGemmGatherRsImpl::reduce(const Args& a) {
 void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
-  std::fill(prepared_.begin(), prepared_.end(), 0);
+  weights_.begin(a.weight);
   if (call.comm()) a2a_.begin(*core_, plan(share_));
   // GEMMs per destination (each part published as soon as it is done) when a local expert gets
   // about kPieceRows rows or more per destination; below that the split costs the BLAS more

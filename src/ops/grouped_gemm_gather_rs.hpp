@@ -11,6 +11,7 @@
 #include "fluxcpp/grouped_gemm_gather_rs.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
+#include "ops/core/expert_weights.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 #include "ops/moe_tp_routing.hpp"
@@ -52,7 +53,6 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   void all_rows(const Args& a);
   // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
   void reduce(const Args& a);
-  kernels::GemmWeight& weight_of(int64_t l, const Args& a);
   // Y rows [0, n) = rows · W^T in the accumulator type (see the .cpp for the split).
   void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
   ops::A2aExchange::Plan plan(std::size_t share) const;
@@ -63,11 +63,10 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   std::size_t share_ = 0;                 // bytes of one share in the current call
   bool per_destination_ = true;           // this call's GEMMs run destination by destination
   ops::MoeTpRouting routing_;
-  int64_t hashes_[ops::kMoeTpVector] = {};    // this call's, published in the handshake
-  std::vector<kernels::GemmWeight> weights_;  // [L], prepared once per call when used
-  std::vector<char> prepared_;                // [L]
-  std::vector<char> a_rows_, y_rows_;         // gathered input rows, their GEMM rows (acc type)
-  std::vector<int64_t> y_of_;                 // slot index -> row in y_rows_
+  int64_t hashes_[ops::kMoeTpVector] = {};  // this call's, published in the handshake
+  ops::ExpertWeights weights_;              // [L], prepared once per call when used
+  std::vector<char> a_rows_, y_rows_;       // gathered input rows, their GEMM rows (acc type)
+  std::vector<int64_t> y_of_;               // slot index -> row in y_rows_
   std::vector<int32_t> order_;
   std::vector<int64_t> first_;
   std::vector<char> acc_buf_;  // the running sum over source ranks, [max_tokens/W, hidden]

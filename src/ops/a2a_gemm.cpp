@@ -22,12 +22,8 @@ void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
   a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;  // zero-copy input
-  core_.emplace(c, spec, layout_);
+  // Releasing: the caller writes the zero-copy input buffer outside a call.
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing());
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(c.comm(), [&] {

@@ -23,11 +23,7 @@ void A2aTransposeGemmImpl::create(ContextImpl& c, const std::string& local_error
   const std::size_t esz = dtype_size(o.input_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
   a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"bs", "seq", "", ""};
-  core_.emplace(c, spec, layout_);
+  make_core(ops::OpCore::Spec::of(kOp, {"bs", "seq"}).runs_gemm());
   comm::agree(c.comm(), [&] {
     resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
                     "the exchanged rows");

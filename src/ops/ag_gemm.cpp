@@ -37,12 +37,7 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing());
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] {

@@ -32,12 +32,7 @@ void AgScatterGroupedGemmImpl::create(ContextImpl& c, const std::string& local_e
   weights_ = ops::ExpertWeights(L, o.input_dtype, o.ffn_shard, o.hidden, o.transpose_weight);
   const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
   gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"num_tokens", "", "", ""};
-  spec.vector_len = ops::kMoeTpVector;
-  core_.emplace(c, spec, layout_);
+  make_core(ops::OpCore::Spec::of(kOp, {"num_tokens"}).runs_gemm().with_vector(ops::kMoeTpVector));
 }
 
 void AgScatterGroupedGemmImpl::forward(const void* input, int64_t T, const int64_t* splits,
@@ -63,7 +58,7 @@ void AgScatterGroupedGemmImpl::forward_comm_only(const void* input, int64_t T,
                               nullptr, nullptr, static_cast<char*>(gathered_input)});
 }
 
-void AgScatterGroupedGemmImpl::call(ops::Path path, const Args& a) {
+void AgScatterGroupedGemmImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   ops::CallDescriptor d;
   const bool compute = path != ops::Path::kCommOnly;
   d.error = ops::check_forward(*ctx_, kOp, a.T, opts_.max_tokens, {{"input", a.input}});
@@ -88,7 +83,8 @@ bool AgScatterGroupedGemmImpl::pipelined(int W) const {
 }
 
 void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin,
-                                       std::size_t end, const RowSource& src, const Args& a) {
+                                       std::size_t end, const RowSource& src,
+                                       const ops::MoeTpCall& a) {
   if (begin >= end) return;
   ops::bucket_by_expert(slots, begin, end, routing_, order_, first_);
   const int64_t L = routing_.num_local_experts();
@@ -113,7 +109,7 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
     o.c = consecutive ? a.output + static_cast<std::size_t>(row0) * out_row_ : c_rows_.data();
     o.ldc = opts_.ffn_shard;
     o.dtype = opts_.output_dtype;
-    o.scale = a.scale != nullptr ? static_cast<double>(a.scale[l]) : 1.0;
+    o.scale = a.factors != nullptr ? static_cast<double>(a.factors[l]) : 1.0;
     // Tiles with transport progress in between only while transfers are in flight (this
     // rank's sends to other hosts included); otherwise one call per expert: each GEMM call
     // re-blocks the expert's weight.
@@ -130,7 +126,7 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
   }
 }
 
-void AgScatterGroupedGemmImpl::stage(const Args& a, std::size_t blk) {
+void AgScatterGroupedGemmImpl::stage(const ops::MoeTpCall& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
   if (!ops::needs_data(c)) return;  // nobody reads our tokens
   const ops::Outbox own = gather_.own();
@@ -139,7 +135,7 @@ void AgScatterGroupedGemmImpl::stage(const Args& a, std::size_t blk) {
   own.write(a.input, blk, step, [&] { core_->poll(); });
 }
 
-void AgScatterGroupedGemmImpl::run(const ops::Call& call, const Args& a) {
+void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
   ContextImpl& c = *ctx_;
   const int r = c.world_rank();
   const int64_t per = a.T / c.world_size();

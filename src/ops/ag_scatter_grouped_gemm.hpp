@@ -36,25 +36,15 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
                          const int32_t* scatter_index, void* gathered_input);
 
  private:
-  struct Args {
-    const char* input;
-    int64_t T;
-    const int64_t* splits;
-    const int32_t* scatter;
-    const void* weight;
-    const float* scale;
-    char* output;
-    char* gathered;
-  };
-  void call(ops::Path path, const Args& a);
-  void run(const ops::Call& call, const Args& a);
+  void call(ops::Path path, const ops::MoeTpCall& a);
+  void run(const ops::Call& call, const ops::MoeTpCall& a);
   // Publishes our tokens chunk by chunk: host peers read them in our segment, MPI sends them.
-  void stage(const Args& a, std::size_t blk);
+  void stage(const ops::MoeTpCall& a, std::size_t blk);
   // Where global token t's row is read.
   using RowSource = std::function<const char*(int32_t t)>;
   // The rows of slots [begin, end) of `slots`: gathered expert by expert, one GEMM per expert.
   void compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin, std::size_t end,
-               const RowSource& src, const Args& a);
+               const RowSource& src, const ops::MoeTpCall& a);
   // Whether this call computes source by source (own tokens first, then each block as it lands):
   // when a local expert gets about kPieceRows rows or more per source (a function of the routing
   // and the shape, the same on every call with the same routing).

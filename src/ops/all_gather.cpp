@@ -26,11 +26,7 @@ void AllGatherImpl::create(ContextImpl& c, const std::string& local_error) {
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, layout_);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).releasing());
   single_copy_.probe(*core_);
 }
 

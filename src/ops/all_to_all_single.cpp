@@ -24,11 +24,8 @@ void AllToAllSingleImpl::create(ContextImpl& c, const std::string& local_error) 
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
   a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, layout_);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.vector_len = 2 * c.world_size();  // input_splits, then output_splits
-  spec.releases = true;
-  core_.emplace(c, spec, layout_);
+  // The handshake vector: input_splits, then output_splits.
+  make_core(ops::OpCore::Spec::of(kOp).with_vector(2 * c.world_size()).releasing());
   single_copy_.probe(*core_);
 }
 

@@ -21,13 +21,8 @@ void GemmA2aTransposeImpl::create(ContextImpl& c, const std::string& local_error
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
   // The GEMM writes into a2a-out even when alone.
   a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"bs", "seq", "", ""};
-  spec.releases = true;  // gemm-only writes the blocks outside a call
-  spec.local_writes = true;
-  core_.emplace(c, spec, layout_);
+  // Releasing, writing locally: gemm-only writes the blocks outside a call.
+  make_core(ops::OpCore::Spec::of(kOp, {"bs", "seq"}).runs_gemm().releasing().writing_locally());
 }
 
 void GemmA2aTransposeImpl::forward(const void* input, int64_t bs, int64_t seq, const void* weight,

@@ -25,13 +25,8 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
   reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"m", "", "", ""};
-  spec.releases = true;  // gemm-only writes the partials outside a call
-  spec.local_writes = true;
-  core_.emplace(c, spec, layout_);
+  // Releasing, writing locally: gemm-only writes the partials outside a call.
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing().writing_locally());
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
     if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");

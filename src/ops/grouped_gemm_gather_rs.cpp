@@ -47,14 +47,12 @@ void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_er
   // hosts' partials for us land in the in slot.
   const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
   a2a_ = ops::A2aExchange(c, layout_, max_share * W, max_share * W, /*needed=*/true);
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.gemm = true;
-  spec.fields = {"num_tokens", "", "", ""};
-  spec.vector_len = ops::kMoeTpVector;
-  spec.releases = true;  // gemm-only writes the partials outside a call
-  spec.local_writes = true;
-  core_.emplace(c, spec, layout_);
+  // Releasing, writing locally: gemm-only writes the partials outside a call.
+  make_core(ops::OpCore::Spec::of(kOp, {"num_tokens"})
+                .runs_gemm()
+                .with_vector(ops::kMoeTpVector)
+                .releasing()
+                .writing_locally());
   comm::agree(c.comm(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
 }
 
@@ -91,11 +89,11 @@ char* GroupedGemmGatherRsImpl::share_of(int t) const {
   return a2a_.out_slot() + share_ * static_cast<std::size_t>(t);
 }
 
-void GroupedGemmGatherRsImpl::call(ops::Path path, const Args& a) {
+void GroupedGemmGatherRsImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   ops::CallDescriptor d;
   const int r = ctx_->world_rank();
   d.error = ops::check_forward(*ctx_, kOp, a.T, opts_.max_tokens, {});
-  if (d.error.empty()) d.error = routing_.load(a.T, a.splits, a.scatter, a.weights);
+  if (d.error.empty()) d.error = routing_.load(a.T, a.splits, a.scatter, a.factors);
   if (d.error.empty() && path != ops::Path::kCommOnly && routing_.rows() > 0) {
     if (a.input == nullptr)
       d.error = fmt::format("{}: input is NULL with {} rows on this rank (rank {})", kOp,
@@ -128,7 +126,7 @@ void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* row
     kernels::gemm_tile(w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o);
 }
 
-void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
+void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
   const auto& slots = routing_.slots_from(t);
   const int64_t per = routing_.tokens_per_rank(), t0 = t * per, H = opts_.hidden;
   char* share = share_of(t);
@@ -171,7 +169,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
   // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
   for (std::size_t i = 0; i < n_slots; ++i) {
     const ops::RoutedSlot& s = slots[i];
-    const float* w = a.weights != nullptr ? a.weights + s.t * opts_.topk + s.k : nullptr;
+    const float* w = a.factors != nullptr ? a.factors + s.t * opts_.topk + s.k : nullptr;
     char* part = share + static_cast<std::size_t>(s.t - t0) * acc_row_;
     const char* y = y_rows_.data() + static_cast<std::size_t>(y_of_[i]) * acc_row_;
     if (acc_ == DType::kFloat64)
@@ -181,7 +179,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const Args& a) {
   }
 }
 
-void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
+void GroupedGemmGatherRsImpl::all_rows(const ops::MoeTpCall& a) {
   // One GEMM per expert over its consecutive input rows, Y row i for input row i.
   const std::size_t rows = static_cast<std::size_t>(routing_.rows());
   if (y_rows_.size() < rows * acc_row_) y_rows_.resize(rows * acc_row_);
@@ -197,7 +195,7 @@ void GroupedGemmGatherRsImpl::all_rows(const Args& a) {
   }
 }
 
-void GroupedGemmGatherRsImpl::reduce(const Args& a) {
+void GroupedGemmGatherRsImpl::reduce(const ops::MoeTpCall& a) {
   // acc = +0; acc <- acc + part_s for s = 0..W-1, rounded once. A part is never -0 (it starts at
   // +0), so starting from part_0 gives the same bits as starting from +0.
   ContextImpl& c = *ctx_;
@@ -222,7 +220,7 @@ void GroupedGemmGatherRsImpl::reduce(const Args& a) {
   }
 }
 
-void GroupedGemmGatherRsImpl::run(const ops::Call& call, const Args& a) {
+void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   weights_.begin(a.weight);

@@ -35,24 +35,15 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
                          const float* routing_weights, void* output);
 
  private:
-  struct Args {
-    const char* input;
-    int64_t T;
-    const int64_t* splits;
-    const int32_t* scatter;
-    const void* weight;
-    const float* weights;
-    char* output;
-  };
-  void call(ops::Path path, const Args& a);
-  void run(const ops::Call& call, const Args& a);
+  void call(ops::Path path, const ops::MoeTpCall& a);
+  void run(const ops::Call& call, const ops::MoeTpCall& a);
   // This rank's partial of rank t's tokens into share t: the GEMM rows of those tokens' slots,
   // expert by expert, then per token the k-ordered weighted sum.
-  void partial(int t, const Args& a);
+  void partial(int t, const ops::MoeTpCall& a);
   // Y for all of this rank's rows, one GEMM per expert (when not per destination).
-  void all_rows(const Args& a);
+  void all_rows(const ops::MoeTpCall& a);
   // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
-  void reduce(const Args& a);
+  void reduce(const ops::MoeTpCall& a);
   // Y rows [0, n) = rows · W^T in the accumulator type (see the .cpp for the split).
   void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
   ops::A2aExchange::Plan plan(std::size_t share) const;

@@ -36,10 +36,8 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
   // Out: every received row goes back (≤ max_recv_rows); in: at most T·K rows come home.
   a2a_ = ops::A2aExchange(c, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
                           slots * row_, ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], num_rows, num_tokens
-  core_.emplace(c, spec, layout_);
+  // The handshake vector: counts [E], num_rows, num_tokens.
+  make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
   bytes_.assign(static_cast<std::size_t>(W) * W, 0);
   out_off_.assign(static_cast<std::size_t>(W) * W, 0);

@@ -45,10 +45,8 @@ void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
     resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
   a2a_ = ops::A2aExchange(c, layout_, out_bytes, in_bytes, ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.vector_len = static_cast<int>(o.num_experts) + 2;  // counts [E], flags, num_tokens
-  core_.emplace(c, spec, layout_);
+  // The handshake vector: counts [E], flags, num_tokens.
+  make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
   bytes_.assign(static_cast<std::size_t>(W) * W, 0);
   out_off_.assign(static_cast<std::size_t>(W) * W, 0);

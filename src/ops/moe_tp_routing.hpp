@@ -21,6 +21,21 @@ void check_moe_tp_create(detail::ContextImpl& c, const char* op, const MoeTpOpti
 
 // One slot routed to a row of this rank: token t (global), k, and its row j - b in this rank's
 // rows.
+// A call of a MoE tensor-parallel op (ag_scatter_grouped_gemm, grouped_gemm_gather_rs), on any
+// of its paths.
+struct MoeTpCall {
+  const char* input;
+  int64_t T;  // tokens (all ranks')
+  const int64_t* splits;
+  const int32_t* scatter;
+  const void* weight;
+  // ag_scatter_grouped_gemm: the per-expert scale [L]; grouped_gemm_gather_rs: the routing
+  // weights [T, topk].
+  const float* factors;
+  char* output;
+  char* gathered = nullptr;  // ag_scatter_grouped_gemm: the gathered input, or NULL
+};
+
 struct RoutedSlot {
   int32_t t;
   int32_t k;

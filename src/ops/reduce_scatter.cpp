@@ -24,10 +24,7 @@ void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
   const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
   reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
                                 ops::needs_data(c));
-  ops::OpCore::Spec spec;
-  spec.op = kOp;
-  spec.fields = {"m", "", "", ""};
-  core_.emplace(c, spec, layout_);
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}));
   if (c.num_nodes() > 1)
     comm::agree(c.comm(),
                 [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });

@@ -29,7 +29,7 @@ class OpBase {
   const Options& options() const { return opts_; }
 
  protected:
-  // The op core over the layout the create declared.
+  // The op core over the layout the create declared (collective).
   void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, spec, layout_); }
 
   std::shared_ptr<detail::ContextImpl> ctx_;

@@ -55,6 +55,21 @@ class OpCore {
     // The op runs GEMMs: each call holds OpenBLAS at one thread (our workers are the
     // parallelism) and restores the caller's setting when the last call leaves.
     bool gemm = false;
+
+    // Spec::of("gemm_rs", {"m"}).runs_gemm().releasing().writing_locally()
+    static Spec of(const char* op, std::initializer_list<const char*> fields = {}) {
+      Spec s;
+      s.op = op;
+      std::size_t i = 0;
+      for (const char* f : fields)
+        if (i < s.fields.size()) s.fields[i++] = f;
+      for (; i < s.fields.size(); ++i) s.fields[i] = "";
+      return s;
+    }
+    Spec& runs_gemm() { return gemm = true, *this; }
+    Spec& releasing() { return releases = true, *this; }
+    Spec& writing_locally() { return local_writes = true, *this; }
+    Spec& with_vector(int n) { return vector_len = n, *this; }
   };
 
   // Collective. `layout` holds the op's regions (declared before); the core adds its own,

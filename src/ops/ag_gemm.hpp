@@ -27,6 +27,15 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);
 
+  using GemmOpBase::forward;
+  // weight given packed (fluxcpp/packed_weight.hpp) instead of as it lies.
+  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
+               void* output, void* gathered_input) {
+    ops::GemmCall a = ops::GemmCall::fused(input, m, &weight, bias, output, gathered_input);
+    a.packed = &weight;
+    call(ops::Path::kFused, a);
+  }
+
   // GemmOpBase's hooks.
   char* input_slot() { return gather_.staged_slot(); }
   std::size_t input_bytes(std::size_t m) const {

@@ -27,13 +27,6 @@ class GemmOpBase : public OpBase<Options> {
                void* moved) {
     call(Path::kFused, GemmCall::fused(input, m, weight, bias, output, moved));
   }
-  // weight given packed (fluxcpp/packed_weight.hpp) instead of as it lies.
-  void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
-               void* output, void* moved) {
-    GemmCall a = GemmCall::fused(input, m, &weight, bias, output, moved);
-    a.packed = &weight;
-    call(Path::kFused, a);
-  }
   // Local: no handshake, no waits. Other ranks' rows are whatever the buffers hold.
   void forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {

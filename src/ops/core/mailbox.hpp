@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +38,7 @@ class Outbox {
   // the transport start on the first, calling between() after each (the op polls its transport).
   template <class Between>
   void write(const char* src, std::size_t n, std::size_t step, Between&& between) const {
+    assert(step > 0 && n <= bytes_);
     for (std::size_t off = 0; off < n; off += step) {
       std::memcpy(data_ + off, src + off, std::min(step, n - off));
       publish(off + step);
@@ -86,6 +88,7 @@ class Inbox {
   std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
   // Copies bytes [from, to) to dst as they arrive.
   void drain(char* dst, std::size_t from, std::size_t to) const {
+    assert(to <= bytes_);  // wait() never reports more than bytes()
     for (std::size_t done = from; done < to;) {
       const std::size_t have = std::min(wait(done + 1), to);
       std::memcpy(dst + (done - from), data_ + done, have - done);

@@ -167,7 +167,8 @@ class ZeroCopyInput:
 
     def input_buffer(self):
         """This rank's slot of the op's symmetric buffer as a tensor ([max rows on this rank,
-        k] in the input dtype), after every peer finished reading it for the previous forward.
+        k] in the input dtype; AllReduce: [max_count]), after every peer finished reading it for
+        the previous forward.
         Write this call's input into it (or a leading slice) and pass that as `input`: forward
         then skips copying it. Call again before each write. Valid until close()."""
         import torch

@@ -94,8 +94,10 @@ _OBJECTS = {
     "context": dict(create=[None, P, P],  # MPI_Comm: its ctypes type is set by _base.Context
                     info=[P, P, P, P, P]),
     "packed_weight": dict(create=[P, c_int, P, c_i64, c_i64, c_int, P], update=[P, P]),
-    # all_gather, ag_gemm, reduce_scatter, gemm_rs
+    # all_gather, ag_gemm, reduce_scatter, gemm_rs, all_reduce
     "all_gather": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P],
+                       input_buffer=[P, P]),
+    "all_reduce": dict(create=[P, c_i64, c_int, P], forward=[P, P, c_i64, P],
                        input_buffer=[P, P]),
     "ag_gemm": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
                     forward=[P, P, c_i64, P, P, P, P], forward_packed=[P, P, c_i64, P, P, P, P],

@@ -1,4 +1,7 @@
-"""AllGather, ReduceScatter, AgGemm (AGKernel) and GemmRs (GemmRS): the tensor-parallel pair."""
+"""AllGather, ReduceScatter, AllReduce, AgGemm (AGKernel) and GemmRs (GemmRS): the
+tensor-parallel pair and its collectives."""
+import torch
+
 from . import _lib
 from .packed import PackedWeight
 from ._base import Op, ZeroCopyInput
@@ -112,6 +115,51 @@ class ReduceScatter(_Collective):
             self._poison()
             raise
         return checked(self._fwd(h, ip, m, op), out)
+
+
+class AllReduce(_Collective, ZeroCopyInput):
+    """fluxcpp_all_reduce: input of any shape (contiguous; count = input.numel() <= max_count)
+    -> out of the same shape = the sum over ranks of input, in a fixed order (bitwise identical
+    on every rank and from call to call). out=input reduces in place."""
+    _c = "all_reduce"
+
+    def __init__(self, ctx, max_count, dtype=torch.float32):
+        self._setup(ctx, (("max_count", max_count, 1),), (("dtype", dtype),))
+
+    def _buffer_shape(self):
+        return (self.max_count,)
+
+    def _out(self, out, shape):
+        """out's pointer: a tensor of input's dtype and shape. Any number of dimensions is a
+        valid shape here, so an out whose dimensions differ from input's is a ValueError."""
+        try:
+            return tensor(self._fw, "out", out, self.dtype, shape)
+        except TypeError:
+            if isinstance(out, torch.Tensor) and out.is_cpu and out.dtype is self.dtype:
+                raise ValueError(f"{self._fw}: out has shape {list(out.shape)}, expected "
+                                 f"input's shape {list(shape)}") from None
+            raise
+
+    def forward(self, input, *, out=None):
+        h = self._handle or self._h()
+        try:
+            shape = getattr(input, "shape", ())
+            ip = tensor(self._fw, "input", input, self.dtype, shape)
+            count = input.numel()
+            if count > self.max_count:
+                raise ValueError(f"{self._fw}: count={count} (input's numel, shape "
+                                 f"{list(shape)}) exceeds max_count={self.max_count}")
+            if out is None:
+                out = torch.empty(shape, dtype=self.dtype)
+                op = out.data_ptr()
+            elif out is input:
+                op = ip
+            else:
+                op = self._out(out, shape)
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        return checked(self._fwd(h, ip, count, op), out)
 
 
 class AgGemm(_GemmOp, ZeroCopyInput):

@@ -109,6 +109,26 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatt
 /* NULL is a no-op. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_scatter_destroy(fluxcpp_reduce_scatter_t op);
 
+/* ---- all_reduce -------------------------------------------------------------------------- */
+typedef struct fluxcpp_all_reduce_s* fluxcpp_all_reduce_t;
+/* Collective. max_count >= 1 elements. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_reduce_create(fluxcpp_context_t ctx, int64_t max_count,
+                                                       fluxcpp_dtype_t dtype,
+                                                       fluxcpp_all_reduce_t* op);
+/* Collective, blocking. input and output are `count` contiguous elements (any count <= max_count,
+ * the same on every rank; 0 is a no-op); output = the sum over ranks of input. input == output
+ * reduces in place; any other overlap is FLUXCPP_ERROR_INVALID_ARGUMENT. The sum is taken in a
+ * fixed order that depends only on W and the ranks' placement on hosts (docs/ops/all_reduce.md),
+ * bf16 accumulated in f32 and rounded once, f64 in f64: bitwise identical on every rank and from
+ * call to call, whichever algorithm the size selects. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_reduce_forward(fluxcpp_all_reduce_t op, const void* input,
+                                                        int64_t count, void* output);
+/* Zero-copy input: as fluxcpp_all_gather_input_buffer (room for max_count elements). */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_reduce_input_buffer(fluxcpp_all_reduce_t op,
+                                                             void** buffer);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_all_reduce_destroy(fluxcpp_all_reduce_t op);
+
 /* ---- gemm_rs (FLUX GemmRS: GEMM + reduce-scatter, row-parallel linear) ----------------------- */
 typedef struct fluxcpp_gemm_rs_s* fluxcpp_gemm_rs_t;
 /* Collective. (input, output) dtypes: (f32,f32), (f64,f64), (bf16,bf16), (bf16,f32). */

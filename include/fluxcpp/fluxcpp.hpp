@@ -5,6 +5,7 @@
 #include "fluxcpp/ag_gemm.hpp"
 #include "fluxcpp/ag_scatter_grouped_gemm.hpp"
 #include "fluxcpp/all_gather.hpp"
+#include "fluxcpp/all_reduce.hpp"
 #include "fluxcpp/all_to_all_single.hpp"
 #include "fluxcpp/async_send_recv.hpp"
 #include "fluxcpp/context.hpp"

@@ -1,13 +1,15 @@
-// The C ABI of the plain collectives (all_gather, reduce_scatter, all_to_all_single): thin wrappers
-// over the ops (src/capi/capi_common.hpp).
+// The C ABI of the plain collectives (all_gather, all_reduce, reduce_scatter, all_to_all_single):
+// thin wrappers over the ops (src/capi/capi_common.hpp).
 #include "capi/capi_common.hpp"
 #include "ops/all_gather.hpp"
+#include "ops/all_reduce.hpp"
 #include "ops/all_to_all_single.hpp"
 #include "ops/reduce_scatter.hpp"
 
 using namespace fluxcpp::capi;
 
 FLUXCPP_CAPI_HANDLE(all_gather, fluxcpp::detail::AllGatherImpl)
+FLUXCPP_CAPI_HANDLE(all_reduce, fluxcpp::detail::AllReduceImpl)
 FLUXCPP_CAPI_HANDLE(reduce_scatter, fluxcpp::detail::ReduceScatterImpl)
 FLUXCPP_CAPI_HANDLE(all_to_all_single, fluxcpp::detail::AllToAllSingleImpl)
 
@@ -36,6 +38,20 @@ fluxcpp_status_t fluxcpp_reduce_scatter_create(fluxcpp_context_t ctx, int64_t ma
 fluxcpp_status_t fluxcpp_reduce_scatter_forward(fluxcpp_reduce_scatter_t op, const void* input,
                                                 int64_t m, void* output) {
   return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, output); });
+}
+
+fluxcpp_status_t fluxcpp_all_reduce_create(fluxcpp_context_t ctx, int64_t max_count,
+                                           fluxcpp_dtype_t dtype, fluxcpp_all_reduce_t* op) {
+  return create_op(__func__, ctx, fluxcpp::AllReduceOptions{max_count, to_dtype(dtype)}, op);
+}
+
+fluxcpp_status_t fluxcpp_all_reduce_forward(fluxcpp_all_reduce_t op, const void* input,
+                                            int64_t count, void* output) {
+  return call_op(__func__, op, [&](auto& impl) { impl.forward(input, count, output); });
+}
+
+fluxcpp_status_t fluxcpp_all_reduce_input_buffer(fluxcpp_all_reduce_t op, void** buffer) {
+  return input_buffer(__func__, op, buffer);
 }
 
 fluxcpp_status_t fluxcpp_all_to_all_single_create(fluxcpp_context_t ctx, int64_t max_rows,

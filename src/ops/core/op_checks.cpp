@@ -8,17 +8,32 @@
 
 namespace fluxcpp::ops {
 
+std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
+                        int64_t value, int64_t max,
+                        std::initializer_list<std::pair<const char*, const void*>> required) {
+  const int r = c.world_rank();
+  if (value < 0 || value > max)
+    return fmt::format("{}: {}={} must be in [0, max_{}={}] (rank {})", op, name, value, name, max,
+                       r);
+  if (value > 0)
+    for (const auto& [arg, ptr] : required)
+      if (ptr == nullptr)
+        return fmt::format("{}: {} is NULL with {}={} (rank {})", op, arg, name, value, r);
+  return {};
+}
+
 std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
                           std::initializer_list<std::pair<const char*, const void*>> required) {
-  const int W = c.world_size(), r = c.world_rank();
-  if (m < 0 || m > max_m)
-    return fmt::format("{}: m={} must be in [0, max_m={}] (rank {})", op, m, max_m, r);
-  if (m % W != 0)
-    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", op, m, W, r);
-  if (m > 0)
-    for (const auto& [name, ptr] : required)
-      if (ptr == nullptr) return fmt::format("{}: {} is NULL with m={} (rank {})", op, name, m, r);
-  return {};
+  const int W = c.world_size();
+  if (m >= 0 && m <= max_m && m % W != 0)
+    return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", op, m, W,
+                       c.world_rank());
+  return check_count(c, op, "m", m, max_m, required);
+}
+
+bool overlaps(const void* a, const void* b, std::size_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
 }
 
 std::string check_packed(const detail::ContextImpl& c, const char* op,

@@ -20,6 +20,15 @@ namespace fluxcpp::ops {
 std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
                           std::initializer_list<std::pair<const char*, const void*>> required);
 
+// As check_forward for a size with no divisibility rule: `name`=value in [0, max] (the message
+// names max as "max_<name>"), required pointers non-null when value > 0.
+std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
+                        int64_t value, int64_t max,
+                        std::initializer_list<std::pair<const char*, const void*>> required);
+
+// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+bool overlaps(const void* a, const void* b, std::size_t bytes);
+
 // A packed weight passed to a GEMM op must match its options: "" or the message (local, as
 // check_forward's).
 std::string check_packed(const detail::ContextImpl& c, const char* op,

@@ -1,0 +1,59 @@
+#include "ops/all_reduce.hpp"
+
+#include <fmt/format.h>
+
+#include "error_util.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/options.hpp"
+#include "ops/core/pimpl.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+void AllReduceImpl::create(ContextImpl& c, const std::string& local_error) {
+  const AllReduceOptions o = opts_;
+  ops::agree_options(c, kOp, local_error,
+                     {ops::dtype("dtype", o.dtype), ops::dim("max_count", o.max_count)}, [&] {
+                       FLUXCPP_CHECK_ARG(o.max_count <= (int64_t{1} << 40) / 8,
+                                         "{}: max_count={} is too large", kOp, o.max_count);
+                     });
+  reduce_ = ops::AllReduceExchange(c, layout_, o.max_count, o.dtype, o.dtype);
+  make_core(ops::OpCore::Spec::of(kOp, {"count"}).releasing());
+}
+
+void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
+  ops::CallDescriptor d;
+  d.fields = {count, 0, 0, 0};
+  d.error = ops::check_count(*ctx_, kOp, "count", count, opts_.max_count,
+                             {{"input", input}, {"output", output}});
+  const std::size_t bytes = d.error.empty() ? count * dtype_size(opts_.dtype) : 0;
+  if (d.error.empty() && input != output && ops::overlaps(input, output, bytes))
+    d.error = fmt::format("{}: input and output overlap without being equal (rank {})", kOp,
+                          ctx_->world_rank());
+  const bool zero_copy =
+      zero_copy_.check(*core_, reduce_.input_slot(), input, bytes, {{output, bytes}}, d);
+  core_->run(ops::Path::kFused, d, count == 0, [&](const ops::Call&) {
+    reduce_.run(*core_, static_cast<const char*>(input), zero_copy, count,
+                static_cast<char*>(output));
+  });
+}
+
+}  // namespace detail
+
+AllReduce::AllReduce(const Context& ctx, const AllReduceOptions& options)
+    : impl_(ops::make_op<detail::AllReduceImpl>(ctx.impl(), options)) {}
+FLUXCPP_PIMPL_MOVES(AllReduce);
+
+void AllReduce::forward(const void* input, int64_t count, void* output) {
+  ops::checked(impl_, "all_reduce").forward(input, count, output);
+}
+
+void* AllReduce::input_buffer() {
+  return ops::checked(impl_, "all_reduce").input_buffer();
+}
+
+const AllReduceOptions& AllReduce::options() const {
+  return ops::checked(impl_, "all_reduce").options();
+}
+
+}  // namespace fluxcpp

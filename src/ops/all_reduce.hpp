@@ -1,0 +1,30 @@
+// AllReduce (private part). See include/fluxcpp/all_reduce.hpp for the contract and
+// docs/ops/all_reduce.md for the algorithm.
+#pragma once
+
+#include <string>
+
+#include "comm/context_impl.hpp"
+#include "fluxcpp/all_reduce.hpp"
+#include "ops/core/all_reduce_exchange.hpp"
+#include "ops/core/op_base.hpp"
+#include "ops/core/zero_copy.hpp"
+
+namespace fluxcpp::detail {
+
+class AllReduceImpl : public ops::OpBase<AllReduceOptions> {
+ public:
+  static constexpr const char* kOp = "all_reduce";
+  using OpBase::OpBase;
+  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  void create(ContextImpl& c, const std::string& local_error);
+
+  void forward(const void* input, int64_t count, void* output);
+  void* input_buffer() { return zero_copy_.acquire(*core_, reduce_.input_slot()); }
+
+ private:
+  ops::AllReduceExchange reduce_;
+  ops::ZeroCopyInput zero_copy_;
+};
+
+}  // namespace fluxcpp::detail

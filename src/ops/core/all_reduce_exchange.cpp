@@ -1,0 +1,178 @@
+#include "ops/core/all_reduce_exchange.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/reduce.hpp"
+
+namespace fluxcpp::ops {
+
+namespace {
+// Elements of a chunk: an equal share, rounded up to whole cache lines of every dtype.
+int64_t chunk_of(int64_t count, int L) {
+  constexpr int64_t kAlign = 64;
+  return ((count + L - 1) / L + kAlign - 1) / kAlign * kAlign;
+}
+}  // namespace
+
+AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout, int64_t max_count,
+                                     DType in, DType out)
+    : c_(&c),
+      in_(in),
+      out_(out),
+      acc_(in == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32),
+      in_size_(dtype_size(in)),
+      out_size_(dtype_size(out)),
+      acc_size_(dtype_size(acc_)),
+      max_count_(max_count) {
+  const int L = c.node_size(), N = c.num_nodes();
+  const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
+  // The input slot always exists: it is also the zero-copy input buffer.
+  inputs_ = layout.slots("ar-input", 1, static_cast<std::size_t>(max_count) * in_size_);
+  input_ready_ = layout.signals("ar-input-ready", L);
+  results_ = layout.slots("ar-result", L > 1 ? 1 : 0, max_chunk * out_size_);
+  result_ready_ = layout.signals("ar-result-ready", 1);
+  if (N > 1) partials_ = GatherExchange(c, layout, max_chunk * acc_size_, /*needed=*/true);
+}
+
+char* AllReduceExchange::input_slot() const {
+  return inputs_.at(c_->node_rank());
+}
+
+Outbox AllReduceExchange::input_chunk(int q) const {
+  const int me = c_->node_rank();
+  return Outbox(inputs_.at(me) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
+                &input_ready_.at(me, q), input_base_);
+}
+
+Inbox AllReduceExchange::input_of(int p, int q) const {
+  return Inbox(core_, c_->world_rank_of(c_->node_id(), p),
+               inputs_.at(p) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
+               &input_ready_.at(p, q), input_base_, &input_ready_, q, p);
+}
+
+Outbox AllReduceExchange::result() const {
+  const int me = c_->node_rank();
+  return Outbox(results_.at(me), chunk_len(me) * out_size_, &result_ready_.at(me), result_base_);
+}
+
+Inbox AllReduceExchange::result_of(int p) const {
+  return Inbox(core_, c_->world_rank_of(c_->node_id(), p), results_.at(p), chunk_len(p) * out_size_,
+               &result_ready_.at(p), result_base_, &result_ready_, 0, p);
+}
+
+void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_t count,
+                            char* output) {
+  const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank();
+  core_ = &core;
+  count_ = count;
+  chunk_ = chunk_of(count, L);
+  step_ = std::max<int64_t>(1024, c_->config().chunk_bytes / static_cast<long>(in_size_));
+  input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
+  result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
+  if (N > 1) partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_);
+  const bool single =
+      N == 1 && L > 1 && static_cast<std::size_t>(count) * in_size_ <= kOneShotMaxBytes;
+  if (L > 1) stage(input, staged, single);
+  // In place, our own input is read from the slot (staged in full on the one-shot path).
+  if (single) return one_shot(input == output ? input_slot() : input, output);
+  const int64_t b = chunk_begin(me);
+  sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_);
+  if (L == 1) return;
+  // Our chunk into the output, then the host peers' chunks as they are published.
+  std::memcpy(output + b * out_size_, results_.at(me),
+              static_cast<std::size_t>(chunk_len(me)) * out_size_);
+  for (int i = 1; i < L; ++i) {
+    const int p = (me + i) % L;
+    result_of(p).drain(output + chunk_begin(p) * out_size_, 0, chunk_len(p) * out_size_);
+  }
+}
+
+// This rank's input into its slot, the chunk its next host peer sums first (ring order, so every
+// reducer finds its chunk early); its own chunk only when every peer reads the whole input.
+void AllReduceExchange::stage(const char* input, bool staged, bool all) {
+  const int L = c_->node_size(), me = c_->node_rank();
+  const std::size_t step = static_cast<std::size_t>(c_->config().chunk_bytes);
+  for (int i = 1; i <= L; ++i) {
+    const int q = (me + i) % L;
+    const Outbox out = input_chunk(q);
+    if (staged) {
+      out.publish_all();
+    } else if (q != me || all) {
+      out.write(input + chunk_begin(q) * in_size_, out.bytes(), step, [&] { core_->poll(); });
+      if (out.bytes() == 0) out.publish_all();
+    }
+  }
+}
+
+void AllReduceExchange::one_shot(const char* own, char* output) {
+  const int L = c_->node_size(), me = c_->node_rank();
+  std::vector<const void*> srcs(L);
+  for (int p = 0; p < L; ++p) {
+    if (p == me) {
+      srcs[p] = own;
+      continue;
+    }
+    for (int q = 0; q < L; ++q) input_of(p, q).wait_all();
+    srcs[p] = inputs_.at(p);
+  }
+  kernels::reduce_sum(in_, srcs.data(), L, out_, output, count_);
+}
+
+void AllReduceExchange::sum_chunk(const char* input, char* dst) {
+  const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
+  const int64_t b = chunk_begin(me), len = chunk_len(me);
+  const Outbox res = L > 1 ? result() : Outbox();
+  std::vector<const void*> srcs(L), hosts(N);
+  std::vector<Inbox> peers(L);
+  for (int p = 0; p < L; ++p)
+    if (p != me) peers[p] = input_of(p, me);
+  // Within the host, piece by piece as the peers publish: the result, or this host's sum (in the
+  // accumulation type) that leaves for the other hosts while the next piece is summed.
+  const Outbox partial = N > 1 ? partials_.own() : Outbox();
+  for (int64_t e0 = 0; e0 < len; e0 += step_) {
+    const int64_t e1 = std::min(len, e0 + step_);
+    for (int p = 0; p < L; ++p) {
+      if (p == me) {
+        srcs[p] = input + (b + e0) * in_size_;
+        continue;
+      }
+      peers[p].wait(static_cast<std::size_t>(e1) * in_size_);
+      srcs[p] = peers[p].data() + e0 * in_size_;
+    }
+    if (N == 1) {
+      kernels::reduce_sum(in_, srcs.data(), L, out_, dst + e0 * out_size_, e1 - e0);
+      res.publish(static_cast<std::size_t>(e1) * out_size_);
+    } else {
+      kernels::reduce_sum(in_, srcs.data(), L, acc_, partial.data() + e0 * acc_size_, e1 - e0);
+      partial.publish(static_cast<std::size_t>(e1) * acc_size_);
+      core_->poll();
+    }
+  }
+  if (N == 1) {
+    res.publish_all();
+    return;
+  }
+  partial.publish_all();  // the padding after a short chunk too: every block has the same size
+  // The hosts' sums in host order, piece by piece as they land.
+  std::vector<Inbox> remote(N);
+  for (int n = 0; n < N; ++n)
+    if (n != nid) remote[n] = partials_.from(c_->world_rank_of(n, me));
+  for (int64_t e0 = 0; e0 < len; e0 += step_) {
+    const int64_t e1 = std::min(len, e0 + step_);
+    for (int n = 0; n < N; ++n) {
+      if (n == nid) {
+        hosts[n] = partial.data() + e0 * acc_size_;
+        continue;
+      }
+      remote[n].wait(static_cast<std::size_t>(e1) * acc_size_);
+      hosts[n] = remote[n].data() + e0 * acc_size_;
+    }
+    kernels::reduce_sum(acc_, hosts.data(), N, out_, dst + e0 * out_size_, e1 - e0);
+    if (L > 1) res.publish(static_cast<std::size_t>(e1) * out_size_);
+  }
+  if (L > 1) res.publish_all();
+}
+
+}  // namespace fluxcpp::ops

@@ -196,6 +196,29 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_rs_forward_packed(fluxcpp_gemm_rs_t op
                                                             fluxcpp_packed_weight_t weight,
                                                             const void* bias, void* output);
 
+/* ---- gemm_ar (GEMM + all-reduce: row-parallel linear with replicated activations) ---------- */
+typedef struct fluxcpp_gemm_ar_s* fluxcpp_gemm_ar_t;
+/* Collective. (input, output) dtypes as gemm_rs. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_ar_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n,
+                                                    int64_t k, fluxcpp_dtype_t input_dtype,
+                                                    fluxcpp_dtype_t output_dtype,
+                                                    int transpose_weight, fluxcpp_gemm_ar_t* op);
+/* Collective, blocking. input [m, k] (this rank's K slice); weight [n, k] ([k, n] when
+ * transposed); bias [n] in the output dtype or NULL (same on every rank, added once);
+ * output [m, n] = Σ_s input_s · weight_sᵀ + bias on every rank. Any m <= max_m (no divisibility).
+ * Partial products stay in f32 (f64 for f64) until the sum, taken in all_reduce's fixed order and
+ * rounded once: bitwise identical on every rank and from call to call. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_ar_forward(fluxcpp_gemm_ar_t op, const void* input,
+                                                     int64_t m, const void* weight,
+                                                     const void* bias, void* output);
+/* As fluxcpp_gemm_ar_forward with a packed weight (as fluxcpp_gemm_rs_forward_packed). */
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_ar_forward_packed(fluxcpp_gemm_ar_t op, const void* input,
+                                                            int64_t m,
+                                                            fluxcpp_packed_weight_t weight,
+                                                            const void* bias, void* output);
+/* NULL is a no-op. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_gemm_ar_destroy(fluxcpp_gemm_ar_t op);
+
 /* ---- all_to_all_single (variable splits, like MPI_Alltoallv on rows) --------------------- */
 typedef struct fluxcpp_all_to_all_single_s* fluxcpp_all_to_all_single_t;
 /* Collective. */

@@ -10,6 +10,7 @@
 #include "fluxcpp/async_send_recv.hpp"
 #include "fluxcpp/context.hpp"
 #include "fluxcpp/error.hpp"
+#include "fluxcpp/gemm_ar.hpp"
 #include "fluxcpp/gemm_rs.hpp"
 #include "fluxcpp/grouped_gemm.hpp"
 #include "fluxcpp/grouped_gemm_gather_rs.hpp"

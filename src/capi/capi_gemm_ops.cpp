@@ -1,5 +1,5 @@
-// The C ABI of the fused GEMM ops (ag_gemm, gemm_rs, a2a_gemm, Ulysses) and packed weights: thin
-// wrappers over the ops (src/capi/capi_common.hpp).
+// The C ABI of the fused GEMM ops (ag_gemm, gemm_rs, gemm_ar, a2a_gemm, Ulysses) and packed
+// weights: thin wrappers over the ops (src/capi/capi_common.hpp).
 #include "capi/capi_common.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 #include "ops/a2a_gemm.hpp"
@@ -7,12 +7,14 @@
 #include "ops/ag_gemm.hpp"
 #include "ops/core/parallel_gemm.hpp"
 #include "ops/gemm_a2a_transpose.hpp"
+#include "ops/gemm_ar.hpp"
 #include "ops/gemm_rs.hpp"
 
 using namespace fluxcpp::capi;
 
 FLUXCPP_CAPI_HANDLE(ag_gemm, fluxcpp::detail::AgGemmImpl)
 FLUXCPP_CAPI_HANDLE(gemm_rs, fluxcpp::detail::GemmRsImpl)
+FLUXCPP_CAPI_HANDLE(gemm_ar, fluxcpp::detail::GemmArImpl)
 FLUXCPP_CAPI_HANDLE(a2a_gemm, fluxcpp::detail::A2aGemmImpl)
 FLUXCPP_CAPI_HANDLE(gemm_a2a_transpose, fluxcpp::detail::GemmA2aTransposeImpl)
 FLUXCPP_CAPI_HANDLE(a2a_transpose_gemm, fluxcpp::detail::A2aTransposeGemmImpl)
@@ -65,6 +67,25 @@ fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, in
 fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
                                          const void* weight, const void* bias, void* output) {
   return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, weight, bias, output); });
+}
+
+fluxcpp_status_t fluxcpp_gemm_ar_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
+                                        int transpose_weight, fluxcpp_gemm_ar_t* op) {
+  auto o = gemm_options<fluxcpp::GemmArOptions>(max_m, n, k, input_dtype, output_dtype,
+                                                transpose_weight);
+  return create_op(__func__, ctx, o, op);
+}
+
+fluxcpp_status_t fluxcpp_gemm_ar_forward(fluxcpp_gemm_ar_t op, const void* input, int64_t m,
+                                         const void* weight, const void* bias, void* output) {
+  return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, weight, bias, output); });
+}
+
+fluxcpp_status_t fluxcpp_gemm_ar_forward_packed(fluxcpp_gemm_ar_t op, const void* input, int64_t m,
+                                                fluxcpp_packed_weight_t weight, const void* bias,
+                                                void* output) {
+  return forward_packed(__func__, op, input, m, weight, bias, output);
 }
 
 fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,

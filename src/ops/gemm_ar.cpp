@@ -1,0 +1,97 @@
+#include "ops/gemm_ar.hpp"
+
+#include <algorithm>
+
+#include "comm/mpi_util.hpp"
+#include "error_util.hpp"
+#include "kernels/cast.hpp"
+#include "ops/core/op_checks.hpp"
+#include "ops/core/parallel_gemm.hpp"
+#include "ops/core/pimpl.hpp"
+
+namespace fluxcpp {
+namespace detail {
+
+void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
+  const GemmArOptions o = opts_;
+  ops::check_gemm_create(
+      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  reduce_ =
+      ops::AllReduceExchange(c, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_, o.output_dtype);
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm());
+  comm::agree(c.comm(), [&] {
+    resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
+  });
+}
+
+void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                         void* output) {
+  ops::CallDescriptor d;
+  d.fields = {m, 0, 0, 0};
+  d.error = ops::check_count(*ctx_, kOp, "m", m, opts_.max_m,
+                             {{"input", input}, {"weight", weight}, {"output", output}});
+  if (d.error.empty() && packed_ != nullptr)
+    d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
+                                opts_.transpose_weight);
+  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
+    if (packed_ != nullptr)
+      weight_.prepare(*packed_);
+    else
+      weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+    run(static_cast<const char*>(input), m, bias, static_cast<char*>(output));
+  });
+}
+
+void GemmArImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
+                         const void* bias, void* output) {
+  struct Reset {
+    const kernels::PackedWeight*& p;
+    ~Reset() { p = nullptr; }
+  } reset{packed_};
+  packed_ = &weight;
+  forward(input, m, static_cast<const void*>(&weight), bias, output);
+}
+
+// This rank's partial product in one GEMM (the weight is read once: at decode sizes the GEMM is
+// a pass over the weight) straight into the exchange's input slot, with the bias joining world
+// rank 0's partial in the accumulation dtype; then the all-reduce, rounding once to the output.
+void GemmArImpl::run(const char* input, int64_t m, const void* bias, char* output) {
+  kernels::GemmOut o;
+  o.c = reduce_.input_slot();
+  o.ldc = opts_.n;
+  o.dtype = acc_;
+  if (bias != nullptr && ctx_->world_rank() == 0) {
+    o.bias = bias;
+    if (opts_.output_dtype != acc_) {
+      kernels::bf16_to_f32(static_cast<const uint16_t*>(bias),
+                           reinterpret_cast<float*>(bias_acc_.data()), opts_.n);
+      o.bias = bias_acc_.data();
+    }
+  }
+  ops::parallel_gemm(*ctx_, weight_, input, opts_.k, m, 0, opts_.n, o);
+  reduce_.run(*core_, o.c == nullptr ? nullptr : static_cast<const char*>(o.c), /*staged=*/true,
+              m * opts_.n, output);
+}
+
+}  // namespace detail
+
+GemmAr::GemmAr(const Context& ctx, const GemmArOptions& options)
+    : impl_(ops::make_op<detail::GemmArImpl>(ctx.impl(), options)) {}
+FLUXCPP_PIMPL_MOVES(GemmAr);
+
+void GemmAr::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_ar").forward(input, m, weight, bias, output);
+}
+
+void GemmAr::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_ar").forward(input, m, weight.impl(), bias, output);
+}
+
+const GemmArOptions& GemmAr::options() const {
+  return ops::checked(impl_, "gemm_ar").options();
+}
+
+}  // namespace fluxcpp

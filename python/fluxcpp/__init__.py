@@ -5,7 +5,8 @@ at import. Start with a Context (an mpi4py communicator, or None for MPI_COMM_WO
 ops with their create-time shapes, and call forward(tensors)."""
 from ._lib import LIBRARY_PATH, Error, Status, Unavailable, has, version
 from ._base import Context
-from .dense import AGKernel, AgGemm, AllGather, AllReduce, GemmRS, GemmRs, ReduceScatter
+from .dense import (AGKernel, AgGemm, AllGather, AllReduce, GemmAllReduce, GemmAr, GemmRS, GemmRs,
+                    ReduceScatter)
 from .packed import PackedWeight
 from .a2a import (A2aGemm, A2aTransposeGemm, AllToAllSingle, AllToAllTransposeGemm,
                   GemmA2aTranspose, GemmAllToAllTranspose)
@@ -19,7 +20,7 @@ from .autograd import ColumnParallelLinear, RowParallelLinear
 __all__ = [
     "Context", "Error", "Status", "Unavailable", "version", "has", "LIBRARY_PATH",
     "AllGather", "ReduceScatter", "AllReduce", "AgGemm", "AGKernel", "GemmRs", "GemmRS",
-    "PackedWeight",
+    "GemmAr", "GemmAllReduce", "PackedWeight",
     "AllToAllSingle", "A2aGemm", "GemmA2aTranspose", "GemmAllToAllTranspose",
     "A2aTransposeGemm", "AllToAllTransposeGemm",
     "GroupedGemm", "GemmGroupedV3", "moe_layout", "MoeLayout",

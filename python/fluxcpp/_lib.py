@@ -94,7 +94,7 @@ _OBJECTS = {
     "context": dict(create=[None, P, P],  # MPI_Comm: its ctypes type is set by _base.Context
                     info=[P, P, P, P, P]),
     "packed_weight": dict(create=[P, c_int, P, c_i64, c_i64, c_int, P], update=[P, P]),
-    # all_gather, ag_gemm, reduce_scatter, gemm_rs, all_reduce
+    # all_gather, ag_gemm, reduce_scatter, gemm_rs, all_reduce, gemm_ar
     "all_gather": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P],
                        input_buffer=[P, P]),
     "all_reduce": dict(create=[P, c_i64, c_int, P], forward=[P, P, c_i64, P],
@@ -104,6 +104,8 @@ _OBJECTS = {
                     input_buffer=[P, P]),
     "reduce_scatter": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P]),
     "gemm_rs": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
+                    forward=[P, P, c_i64, P, P, P], forward_packed=[P, P, c_i64, P, P, P]),
+    "gemm_ar": dict(create=[P, c_i64, c_i64, c_i64, c_int, c_int, c_int, P],
                     forward=[P, P, c_i64, P, P, P], forward_packed=[P, P, c_i64, P, P, P]),
     # all-to-all family and Ulysses
     "all_to_all_single": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, P, P, P],

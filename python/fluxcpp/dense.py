@@ -1,5 +1,5 @@
-"""AllGather, ReduceScatter, AllReduce, AgGemm (AGKernel) and GemmRs (GemmRS): the
-tensor-parallel pair and its collectives."""
+"""AllGather, ReduceScatter, AllReduce, AgGemm (AGKernel), GemmRs (GemmRS) and GemmAr
+(GemmAllReduce): the tensor-parallel pair, its all-reduce variant and their collectives."""
 import torch
 
 from . import _lib
@@ -213,5 +213,32 @@ class GemmRs(_GemmOp):
         return checked(fwd(h, ip, m, wp, bp, op), out)
 
 
+class GemmAr(_GemmOp):
+    """fluxcpp_gemm_ar, the row-parallel linear with replicated activations: input [m, k] (this
+    rank's K slice; any m <= max_m, the same on every rank); weight [n, k] (or a
+    fluxcpp.PackedWeight of it); out [m, n] on every rank = the sum over ranks of input @
+    weight.T, + bias once (bias the same on every rank). Bitwise identical on every rank."""
+    _c = "gemm_ar"
+
+    def _poison(self):  # no output besides out
+        self._fwd(self._handle, None, -1, None, None, None)
+
+    def forward(self, input, weight, bias=None, *, out=None):
+        h = self._handle or self._h()
+        fw = self._fw
+        try:
+            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
+            m = input.shape[0]
+            self._check_m(m)
+            wp, fwd = self._weight(weight)
+            bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
+            out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
+        except (TypeError, ValueError):
+            self._poison()
+            raise
+        return checked(fwd(h, ip, m, wp, bp, op), out)
+
+
 AGKernel = AgGemm
 GemmRS = GemmRs
+GemmAllReduce = GemmAr

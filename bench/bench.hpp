@@ -81,11 +81,12 @@ double value_at(DType t, const unsigned char* p, std::size_t i);
 
 // A collective against its MPI counterpart at one size (block `bytes` per rank, rows of `row`
 // elements named `row_name` in the JSON): header, then one row and JSON line per size.
-// bytes_is_total: `bytes` is the rank's whole input (all-to-all), not one of W blocks.
+// bytes_is_total: `bytes` is the rank's whole input (all-to-all, all-reduce), not one of W blocks.
+// dtype: the op's element type, as the JSON line names it.
 void collective_header(Env& env, const std::string& title);
 void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
                     std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
-                    bool bytes_is_total = false);
+                    bool bytes_is_total = false, DType dtype = DType::kFloat32);
 
 // Whether `op` can run with m total rows on the world (m divisible by it); prints a note on rank 0
 // when it cannot.
@@ -127,6 +128,7 @@ void bench_gemm(Env& env);
 void bench_ag_gemm(Env& env);
 void bench_reduce_scatter(Env& env);
 void bench_gemm_rs(Env& env);
+void bench_all_reduce(Env& env);
 void bench_all_to_all_single(Env& env);
 void bench_a2a_gemm(Env& env);
 void bench_ulysses(Env& env);

@@ -26,6 +26,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"ag_gemm", bench_ag_gemm},
       {"reduce_scatter", bench_reduce_scatter},
       {"gemm_rs", bench_gemm_rs},
+      {"all_reduce", bench_all_reduce},
       {"all_to_all_single", bench_all_to_all_single},
       {"a2a_gemm", bench_a2a_gemm},
       {"ulysses", bench_ulysses},
@@ -128,7 +129,7 @@ void usage() {
       "              gemm_rs   M total rows (every rank holds all M rows of its K slice), N\n"
       "                        columns, K the per-rank depth; each rank gets M/ranks rows\n"
       "              a2a_gemm  M rows per rank (M/ranks to each peer), N columns, K row length\n"
-      "  --dtype f32|bf16  input dtype of those entries (default: both)\n"
+      "  --dtype f32|bf16  input dtype of those entries and of all_reduce (default: both)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");

@@ -78,7 +78,7 @@ void collective_header(Env& env, const std::string& title) {
 
 void collective_row(Env& env, const char* op, const char* row_name, int64_t m, int64_t row,
                     std::size_t bytes, const Stats& ours, const Stats& mpi, long wrong,
-                    bool bytes_is_total) {
+                    bool bytes_is_total, DType dtype) {
   // Bandwidth as nccl-tests' algbw: all W blocks per rank (or, for an all-to-all, the rank's
   // whole input) over the time.
   const double total = static_cast<double>(bytes) * (bytes_is_total ? 1 : env.world());
@@ -89,7 +89,7 @@ void collective_row(Env& env, const char* op, const char* row_name, int64_t m, i
            fmt::format("{:.2f}", bw), fmt::format("{:.2f}", bw_mpi),
            fmt::format("{:.2f}x", speedup), std::to_string(wrong)});
   env.json({{"op", jstr(op)},
-            {"dtype", jstr("f32")},
+            {"dtype", jstr(dtype_name(dtype))},
             {"world", jnum(env.world())},
             {"hosts", jnum(env.ctx().num_nodes())},
             {"m", jnum(static_cast<double>(m))},

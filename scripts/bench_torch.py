@@ -10,6 +10,7 @@ GEMM ops also show torch.mm alone on the rank's GEMM (the engine's context: flux
 as torch.mm does on CPU).
 The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
 reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
+all_reduce -> a copy of the input + dist.all_reduce on it (fluxcpp's is out of place);
 gemm_rs -> torch.mm + dist.all_reduce + rows; all_to_all_single -> dist.all_to_all_single."""
 import argparse
 import json
@@ -53,8 +54,8 @@ def timed(fn):
 
 def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
     """nbytes: the bytes moved as fluxcpp_bench counts them for its algbw (all W blocks of an
-    all-gather or reduce-scatter, a rank's whole input of an all-to-all); bytes_per_rank: its
-    x axis (one block; a rank's input for the all-to-all)."""
+    all-gather or reduce-scatter, a rank's whole input of an all-to-all or all-reduce);
+    bytes_per_rank: its x axis (one block; a rank's input for the all-to-all and all-reduce)."""
     if rank != 0:
         return
     row = {"op": op, "shape": shape, "world": W, "bytes": nbytes, "fluxcpp_ms": t_flux,
@@ -97,6 +98,19 @@ with fluxcpp.Context() as ctx:
             return y[rank * m // W:(rank + 1) * m // W]
         t_t = timed(torch_rs)
         report("reduce_scatter", f"m={m} n={k}", m * k * 4, t_f, t_t, m * k * 4 // W)
+
+        # all_reduce: the same m*k f32 elements on every rank; its algbw counts a rank's buffer.
+        xa = torch.randn(m * k)
+        with fluxcpp.AllReduce(ctx, m * k, dtype=f32) as op:
+            o = torch.empty(m * k)
+            t_f = timed(lambda: op.forward(xa, out=o))
+        y = torch.empty(m * k)
+
+        def torch_ar():
+            y.copy_(xa)
+            dist.all_reduce(y)
+        t_t = timed(torch_ar)
+        report("all_reduce", f"count={m * k}", m * k * 4, t_f, t_t, m * k * 4)
 
         splits = [m // W] * W
         with fluxcpp.AllToAllSingle(ctx, m, k, f32) as op:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "error_util.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
@@ -18,7 +20,8 @@ void AllReduceImpl::create(ContextImpl& c, const std::string& local_error) {
                                          "{}: max_count={} is too large", kOp, o.max_count);
                      });
   reduce_ = ops::AllReduceExchange(c, layout_, o.max_count, o.dtype, o.dtype);
-  make_core(ops::OpCore::Spec::of(kOp, {"count"}).releasing());
+  make_core(
+      ops::OpCore::Spec::of(kOp, {"count"}).releasing().with_payload(reduce_.payload_bytes()));
 }
 
 void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
@@ -32,6 +35,8 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
                           ctx_->world_rank());
   const bool zero_copy =
       zero_copy_.check(*core_, reduce_.input_slot(), input, bytes, {{output, bytes}}, d);
+  if (d.error.empty() && reduce_.one_shot(count))  // the input rides on the handshake
+    d.payload = [&](char* slot) { std::memcpy(slot, input, bytes); };
   core_->run(ops::Path::kFused, d, count == 0, [&](const ops::Call&) {
     reduce_.run(*core_, static_cast<const char*>(input), zero_copy, count,
                 static_cast<char*>(output));

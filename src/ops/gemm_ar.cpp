@@ -19,7 +19,7 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   reduce_ =
       ops::AllReduceExchange(c, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_, o.output_dtype);
-  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm());
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().with_payload(reduce_.payload_bytes()));
   comm::agree(c.comm(), [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
   });
@@ -34,12 +34,20 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
   if (d.error.empty() && packed_ != nullptr)
     d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
                                 opts_.transpose_weight);
-  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
+  const bool latency = d.error.empty() && reduce_.one_shot(m * opts_.n);
+  if (d.error.empty() && m > 0) {
     if (packed_ != nullptr)
       weight_.prepare(*packed_);
     else
       weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
-    run(static_cast<const char*>(input), m, bias, static_cast<char*>(output));
+  }
+  // The latency path: the partial is computed straight into the handshake's payload.
+  if (latency)
+    d.payload = [&](char* slot) { gemm(static_cast<const char*>(input), m, bias, slot); };
+  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
+    if (!latency) gemm(static_cast<const char*>(input), m, bias, reduce_.input_slot());
+    reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, m * opts_.n,
+                static_cast<char*>(output));
   });
 }
 
@@ -54,11 +62,11 @@ void GemmArImpl::forward(const void* input, int64_t m, const kernels::PackedWeig
 }
 
 // This rank's partial product in one GEMM (the weight is read once: at decode sizes the GEMM is
-// a pass over the weight) straight into the exchange's input slot, with the bias joining world
-// rank 0's partial in the accumulation dtype; then the all-reduce, rounding once to the output.
-void GemmArImpl::run(const char* input, int64_t m, const void* bias, char* output) {
+// a pass over the weight), in the accumulation dtype, with the bias joining world rank 0's
+// partial; the all-reduce then rounds once to the output.
+void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* partial) {
   kernels::GemmOut o;
-  o.c = reduce_.input_slot();
+  o.c = partial;
   o.ldc = opts_.n;
   o.dtype = acc_;
   if (bias != nullptr && ctx_->world_rank() == 0) {
@@ -70,8 +78,6 @@ void GemmArImpl::run(const char* input, int64_t m, const void* bias, char* outpu
     }
   }
   ops::parallel_gemm(*ctx_, weight_, input, opts_.k, m, 0, opts_.n, o);
-  reduce_.run(*core_, o.c == nullptr ? nullptr : static_cast<const char*>(o.c), /*staged=*/true,
-              m * opts_.n, output);
 }
 
 }  // namespace detail

@@ -26,7 +26,8 @@ class GemmArImpl : public ops::OpBase<GemmArOptions> {
                void* output);
 
  private:
-  void run(const char* input, int64_t m, const void* bias, char* output);
+  // This rank's partial product [m, n] into `partial` (accumulation dtype).
+  void gemm(const char* input, int64_t m, const void* bias, char* partial);
 
   DType acc_ = DType::kFloat32;
   kernels::GemmWeight weight_;

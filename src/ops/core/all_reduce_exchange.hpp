@@ -6,8 +6,9 @@
 // local-rank order, and puts the result in its "ar-result" slot, from which the host peers copy
 // it. Across hosts the host's sum of chunk q (in the accumulation type) travels between rail
 // peers (a GatherExchange) while it is computed, and local rank q adds the hosts' sums in host
-// order, rounding once. Small inputs on one host take one signal round instead (every rank sums
-// every peer's whole input, in the same order): the same bits either way.
+// order, rounding once. Small inputs on one host take the latency path instead: each rank's
+// input rides on the call's handshake (a payload published with the call descriptor, one signal
+// round in all), and every rank sums every host rank's payload in the same order: the same bits.
 //
 // Element i's result: round(Σ_n (Σ_q x[n][q][i] in acc) in acc), hosts n and local ranks q in
 // index order; acc is f64 for f64 and f32 otherwise.
@@ -23,9 +24,6 @@ namespace fluxcpp::ops {
 
 class AllReduceExchange {
  public:
-  // Inputs of at most this many bytes on one host take the one-shot path.
-  static constexpr std::size_t kOneShotMaxBytes = 64 << 10;
-
   AllReduceExchange() = default;
   // Declares the regions before the core allocates: inputs of up to max_count elements of
   // `in`, results in `out`.
@@ -35,9 +33,19 @@ class AllReduceExchange {
   // This rank's input slot (the zero-copy input buffer): room for max_count elements.
   char* input_slot() const;
 
+  // The latency path: the handshake payload the op's core must have room for (OpCore::Spec::
+  // with_payload), and whether a call of `count` elements takes it. Then the op's descriptor
+  // carries the input as its payload (CallDescriptor::payload; the op's GEMM may write it there
+  // directly) and run() sums the host ranks' payloads.
+  std::size_t payload_bytes() const { return one_shot_max_; }
+  bool one_shot(int64_t count) const {
+    return static_cast<std::size_t>(count) * in_size_ <= one_shot_max_;
+  }
+
   // The whole call: output (count elements of `out`) = the sum over ranks of their inputs.
   // `staged`: this rank's input is already in input_slot() (zero-copy, or written there by the
-  // op's GEMM). input == output is allowed (the input is staged before any output is written).
+  // op's GEMM). On the latency path (one_shot(count)) the input is the payload and `input` is not
+  // read. input == output is allowed (the input is staged before any output is written).
   void run(OpCore& core, const char* input, bool staged, int64_t count, char* output);
 
  private:
@@ -47,15 +55,15 @@ class AllReduceExchange {
   Inbox input_of(int p, int q) const;  // chunk q of host rank p's input
   Outbox result() const;
   Inbox result_of(int p) const;
-  void stage(const char* input, bool staged, bool all);
-  void one_shot(const char* own, char* output);
+  void stage(const char* input, bool staged);
+  void sum_payloads(char* output);
   // This rank's chunk, summed over the host (and over the hosts) into dst.
   void sum_chunk(const char* input, char* dst);
 
   detail::ContextImpl* c_ = nullptr;
   OpCore* core_ = nullptr;
   DType in_ = DType::kFloat32, out_ = DType::kFloat32, acc_ = DType::kFloat32;
-  std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0;
+  std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0, one_shot_max_ = 0;
   int64_t max_count_ = 0, count_ = 0, chunk_ = 0, step_ = 0;
   shm::SlotArray inputs_, results_;
   shm::SignalArray input_ready_;   // [L] by chunk

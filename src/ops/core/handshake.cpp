@@ -42,12 +42,14 @@ void Handshake::Verdict::merge(const Verdict& o) {
 }
 
 Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
-                     std::array<const char*, kCallFields> names, int vector_len)
+                     std::array<const char*, kCallFields> names, int vector_len,
+                     std::size_t payload_bytes)
     : ctx_(&c), op_(op), serial_(serial), names_(names), vlen_(vector_len) {
   header_ = layout.signals("call-header", 2);
   info_ = layout.slots("call-info", 2, sizeof(Info));
   vectors_ = layout.slots("call-vectors", vlen_ > 0 ? 2 : 0,
                           sizeof(int64_t) * static_cast<std::size_t>(vlen_) * c.num_nodes());
+  payloads_ = layout.slots("call-payload", payload_bytes > 0 ? 2 : 0, payload_bytes);
   if (c.num_nodes() > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
 }
 
@@ -57,6 +59,10 @@ Handshake::Info& Handshake::info(int host_rank, int parity) const {
 
 uint64_t Handshake::word(int host_rank) const {
   return info(host_rank, static_cast<int>(call_ & 1)).word;
+}
+
+const char* Handshake::payload(int host_rank) const {
+  return payloads_.at(host_rank, static_cast<int>(call_ & 1));
 }
 
 const int64_t* Handshake::vector(int world_rank) const {
@@ -176,6 +182,18 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
       std::memcpy(area, d.vector, sizeof(int64_t) * vlen_);
     else
       std::fill(area, area + vlen_, int64_t{0});
+  }
+
+  // The payload: a peer reads this parity's slot only up to its call - 1 ... call - 2, which it
+  // finished before publishing call - 1 (seen by our previous exchange).
+  if (d.payload && v.origin < 0) {
+    try {
+      d.payload(payloads_.at(me, parity));
+    } catch (const Error& e) {
+      v = {e.code(), c.world_rank(), false, e.what()};
+    } catch (const std::exception& e) {
+      v = {Errc::kInternal, c.world_rank(), false, e.what()};
+    }
   }
 
   // Publish ours: the descriptor first, then the call number (release).

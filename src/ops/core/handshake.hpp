@@ -37,6 +37,10 @@ struct CallDescriptor {
   Errc error_code = Errc::kInvalidArgument;  // kInvalidArgument, or kInvalidUsage for misuse
   uint64_t word = 0;                         // published as is (e.g. an input address)
   const int64_t* vector = nullptr;           // vector_len values, or null for zeros
+  // Writes this rank's payload (at most the op's payload_bytes) into its slot for the call, which
+  // the handshake then publishes with the descriptor: data that rides on the handshake's signal
+  // round (the latency path of small calls). Called only when this rank's arguments are valid.
+  std::function<void(char* slot)> payload;
   // Run on every rank after a successful handshake, on data every rank shares (the agreed
   // vectors): returns "" or the kInvalidArgument message (the same on every rank, by
   // construction; it leaves the op usable).
@@ -49,8 +53,10 @@ class Handshake {
   // Declares the handshake's regions in `layout` (before the segment is allocated) and, across
   // hosts, duplicates the rail communicator (collective). `names` label the fields in messages.
   // `serial` identifies the op among the context's ops (the same on every rank).
+  // `payload_bytes`: room for a payload per rank and call parity (0: none).
   Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
-            std::array<const char*, kCallFields> names, int vector_len);
+            std::array<const char*, kCallFields> names, int vector_len,
+            std::size_t payload_bytes = 0);
 
   // Collective over the context. Throws the same Error on every rank when a rank's descriptor
   // carries an error (its code), fields differ (kInvalidArgument) or call identities differ
@@ -63,6 +69,8 @@ class Handshake {
   // world rank's vector (vector_len values).
   uint64_t word(int host_rank) const;
   const int64_t* vector(int world_rank) const;
+  // A host rank's payload of the current call (written by CallDescriptor::payload).
+  const char* payload(int host_rank) const;
 
  private:
   struct Verdict {
@@ -87,6 +95,7 @@ class Handshake {
   shm::SignalArray header_;  // [2] by call parity: the call number, once Info is written
   shm::SlotArray info_;      // [2] by call parity
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
+  shm::SlotArray payloads_;  // [2] by parity
   comm::UniqueComm rail_;
 };
 

@@ -63,7 +63,8 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
             "hosts)",
             op, c.world_size(), c.num_nodes());
   });
-  hs_ = Handshake(c, op, c.creating_serial(), layout, spec.fields, spec.vector_len);
+  hs_ = Handshake(c, op, c.creating_serial(), layout, spec.fields, spec.vector_len,
+                  spec.payload_bytes);
   released_ = layout.signals("released", c.node_size());
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
   buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());

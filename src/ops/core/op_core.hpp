@@ -46,6 +46,8 @@ class OpCore {
     const char* op = "";
     std::array<const char*, kCallFields> fields{};
     int vector_len = 0;  // per-rank counts agreed in the handshake (0: none)
+    // Room for a payload riding on the handshake (CallDescriptor::payload; 0: none).
+    std::size_t payload_bytes = 0;
     // Host peers read this rank's segment during a call and something writes it outside a call
     // (a gemm-only path, the caller through a zero-copy input buffer): every call then ends by
     // releasing the host peers' segments, and such writers wait for the release first.
@@ -70,6 +72,7 @@ class OpCore {
     Spec& releasing() { return releases = true, *this; }
     Spec& writing_locally() { return local_writes = true, *this; }
     Spec& with_vector(int n) { return vector_len = n, *this; }
+    Spec& with_payload(std::size_t bytes) { return payload_bytes = bytes, *this; }
   };
 
   // Collective. `layout` holds the op's regions (declared before); the core adds its own,

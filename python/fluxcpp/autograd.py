@@ -1,16 +1,29 @@
 """Tensor-parallel linear layers with autograd, built from the op pair (Megatron's column- and
-row-parallel linear, FLUX's AGKernel / GemmRS).
+row-parallel linear, FLUX's AGKernel / GemmRS / GemmAllReduce).
 
+sequence_parallel=True (the default): activations split by rows between the layers.
 ColumnParallelLinear: forward y = AllGather(x) @ w.T (AgGemm, keeping the gathered input);
 backward dx = ReduceScatter(dy @ w) (GemmRs with transpose_weight: dy [m, n] is the K slice,
 w [n, k] the [K, N] weight), dw = dy.T @ AllGather(x), db = sum of dy over rows.
 RowParallelLinear: forward y = ReduceScatter(x @ w.T) (GemmRs); backward dY = AllGather(dy)
 and dx = dY @ w (AgGemm with transpose_weight and gathered_input), dw = dY.T @ x.
-Every rank runs forward and backward in the same order (both passes are collective)."""
+
+sequence_parallel=False: activations replicated (every rank holds all rows; Megatron's f / g).
+ColumnParallelLinear: forward y = x @ w.T, local (torch, or an AgGemm over the one-rank
+`local_ctx`); backward dx = AllReduce(dy @ w), dw = dy.T @ x. RowParallelLinear: forward
+y = sum over ranks of x @ w.T, + bias once, on every rank (GemmAr); backward dx = dy @ w and
+dw = dy.T @ x, local (dy is replicated).
+
+Every rank runs forward and backward in the same order (both passes are collective). Under
+torch.no_grad() / torch.inference_mode() forward calls the op directly (no autograd.Function),
+writes into `out=` when given, and with packed=True computes on a fluxcpp.PackedWeight of the
+weight, packed on first use and repacked when the weight changes in place."""
 import torch
 
+from ._base import Context
 from ._checks import size
-from .dense import AgGemm, GemmRs
+from .dense import AgGemm, AllReduce, GemmAr, GemmRs
+from .packed import PackedWeight
 
 
 def _save(ctx, layer, b, *tensors):
@@ -21,6 +34,10 @@ def _save(ctx, layer, b, *tensors):
 
 def _bias_grad(ctx, dy):
     return dy.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+
+
+def _weight_grad(ctx, dy, x, w):
+    return (dy.t() @ x).to(w.dtype) if ctx.needs_input_grad[1] else None
 
 
 class _ColumnFn(torch.autograd.Function):
@@ -37,8 +54,7 @@ class _ColumnFn(torch.autograd.Function):
         gathered, w = ctx.saved_tensors
         dy = dy.contiguous()
         dx = ctx.layer._bwd_op(dy, w) if ctx.needs_input_grad[0] else None
-        dw = (dy.t() @ gathered).to(w.dtype) if ctx.needs_input_grad[1] else None
-        return dx, dw, _bias_grad(ctx, dy), None
+        return dx, _weight_grad(ctx, dy, gathered, w), _bias_grad(ctx, dy), None
 
 
 class _RowFn(torch.autograd.Function):
@@ -55,59 +71,210 @@ class _RowFn(torch.autograd.Function):
         layer = ctx.layer
         dY = torch.empty((dy.shape[0] * layer._W, dy.shape[1]), dtype=dy.dtype)
         dx = layer._bwd_op(dy, w, gathered_input=dY)
-        dw = (dY.t() @ x).to(w.dtype) if ctx.needs_input_grad[1] else None
         # bias is added once to the reduced rows: its gradient is this rank's rows' sum,
         # summed over ranks by the caller's data-parallel reduction as for any replicated bias
-        return (dx if ctx.needs_input_grad[0] else None), dw, _bias_grad(ctx, dy), None
+        return (dx if ctx.needs_input_grad[0] else None), _weight_grad(ctx, dY, x, w), \
+            _bias_grad(ctx, dy), None
+
+
+class _ColumnReplicatedFn(torch.autograd.Function):
+    """y = x @ w.T + b on this rank's columns; dx = AllReduce(dy @ w) (every rank's columns)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, layer):
+        y = layer._local(x, w, b, None)
+        _save(ctx, layer, b, x, w)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        # Collective: every rank asks for dx alike (the same graph on every rank).
+        dx = ctx.layer._grad_op(torch.mm(dy, w)) if ctx.needs_input_grad[0] else None
+        return dx, _weight_grad(ctx, dy, x, w), _bias_grad(ctx, dy), None
+
+
+class _RowReplicatedFn(torch.autograd.Function):
+    """y = sum over ranks of x @ w.T, + b, on every rank (GemmAr); dy is replicated, so
+    dx = dy @ w, dw = dy.T @ x and db = sum of dy (the whole bias gradient, on every rank)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, layer):
+        y = layer._fwd_op(x, w, b)
+        _save(ctx, layer, b, x, w)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.mm(dy, w) if ctx.needs_input_grad[0] else None
+        return dx, _weight_grad(ctx, dy, x, w), _bias_grad(ctx, dy), None
 
 
 class _Parallel(torch.nn.Module):
-    """weight [n, k]: forward op _ops[0](max_m, n, k), backward op _ops[1](max_m, k, n) with
-    transpose_weight; _fn the autograd.Function running them."""
-    _ops, _fn = (), None
+    """weight [n, k]. sequence_parallel: forward op _fwd_op = _seq_ops[0](max_m, n, k),
+    backward op _bwd_op = _seq_ops[1](max_m, k, n) with transpose_weight, run by _seq_fn.
+    Replicated: _rep_fn; the subclass sets up its ops in _replicated_ops."""
+    _seq_ops, _seq_fn, _rep_fn = (), None, None
 
-    def __init__(self, ctx, k, n, max_m, bias, dtype):
+    def __init__(self, ctx, k, n, max_m, bias, dtype, sequence_parallel, packed):
         """k, n: (argument name, value) of the input and the output features."""
         super().__init__()
-        where = type(self).__name__
+        where = self._where = type(self).__name__
         (k_name, k), (n_name, n) = k, n
         k, n = size(where, k_name, k, 1), size(where, n_name, n, 1)
-        max_m = size(where, "max_m", max_m)
-        fwd_cls, bwd_cls = self._ops
-        self._fwd_op = fwd_cls(ctx, max_m, n, k, dtype)
-        self._bwd_op = bwd_cls(ctx, max_m, k, n, dtype, transpose_weight=True)
-        self._W = ctx.world_size
+        self.max_m = size(where, "max_m", max_m)
+        if not isinstance(ctx, Context):
+            raise TypeError(f"{where}: ctx must be a fluxcpp.Context, got {type(ctx).__name__}")
+        self.sequence_parallel, self.packed = bool(sequence_parallel), bool(packed)
+        if self.packed and dtype not in (torch.float32, torch.bfloat16):
+            raise TypeError(f"{where}: packed=True needs dtype torch.float32 or torch.bfloat16 "
+                            f"(a PackedWeight), got {dtype}")
+        self._ctx, self._W, self._k, self._n, self._dtype = ctx, ctx.world_size, k, n, dtype
+        self._fwd_op = self._bwd_op = self._ar_op = self._pw = None
+        self._pw_key = None
         self.weight = torch.nn.Parameter(torch.empty((n, k), dtype=dtype))
         torch.nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
         self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype)) if bias else None
+        if self.sequence_parallel:
+            fwd_cls, bwd_cls = self._seq_ops
+            self._fwd_op = fwd_cls(ctx, self.max_m, n, k, dtype)
+            self._bwd_op = bwd_cls(ctx, self.max_m, k, n, dtype, transpose_weight=True)
+            self._op_ctx = ctx
+        else:
+            self._replicated_ops()
 
-    def forward(self, x):
-        return self._fn.apply(x.contiguous(), self.weight, self.bias, self)
+    def _replicated_ops(self):
+        raise NotImplementedError
+
+    def _rows(self, x):
+        """Replicated mode: x's rows, at most max_m."""
+        m = x.shape[0]
+        if m > self.max_m:
+            raise ValueError(f"{self._where}.forward: m={m} (from input's shape) exceeds "
+                             f"max_m={self.max_m}")
+        return m
+
+    def _grad_op(self, partial):
+        """The replicated column-parallel backward's all-reduce of dx, in place."""
+        if self._ar_op is None:  # created by the first forward under autograd (collective)
+            raise RuntimeError(f"{self._where}: backward without an autograd forward")
+        return self._ar_op(partial, out=partial)
+
+    def forward(self, x, *, out=None):
+        """x -> y (shapes in the class docstring). out= (the output's shape and dtype, contiguous)
+        only under torch.no_grad() / torch.inference_mode(): the op writes into it."""
+        x = x.contiguous()
+        if not torch.is_grad_enabled():
+            return self._infer(x, self.packed_weight() if self.packed else self.weight, out)
+        if out is not None:
+            raise ValueError(f"{self._where}.forward: out= is for inference only (under "
+                             "torch.no_grad() or torch.inference_mode())")
+        if self.sequence_parallel:
+            return self._seq_fn.apply(x, self.weight, self.bias, self)
+        self._rows(x)
+        if self._rep_fn is _ColumnReplicatedFn and self._ar_op is None:
+            self._ar_op = AllReduce(self._ctx, self.max_m * self._k, self._dtype)
+        return self._rep_fn.apply(x, self.weight, self.bias, self)
+
+    def _infer(self, x, w, out):
+        return self._fwd_op(x, w, self.bias, out=out)
+
+    def packed_weight(self):
+        """The fluxcpp.PackedWeight of the weight (packed=True): packed on first use, repacked
+        when the weight changed in place since (its version counter or storage moved: optimizer
+        steps, load_state_dict, copy_ under no_grad; a write through .data does not count —
+        call repack() then; so does any change of a weight created under inference_mode, which
+        has no version counter)."""
+        w = self.weight
+        key = (None if w.is_inference() else w._version, w.data_ptr())
+        if self._pw is None:
+            self._pw = PackedWeight(self._op_ctx, w.detach())
+        elif key != self._pw_key:
+            self._pw.update(w.detach())
+        self._pw_key = key
+        return self._pw
+
+    def repack(self):
+        """Repacks the weight now (after writes the version counter does not see)."""
+        self._pw_key = None
 
     def close(self):
-        """Collective: destroys the two ops."""
-        self._fwd_op.close()
-        self._bwd_op.close()
+        """Collective: destroys the layer's ops (and its packed weight, which is local)."""
+        for op in (self._fwd_op, self._bwd_op, self._ar_op, self._pw):
+            if op is not None:
+                op.close()
+        self._fwd_op = self._bwd_op = self._ar_op = self._pw = None
 
 
 class ColumnParallelLinear(_Parallel):
-    """x [m/W, in_features] (this rank's rows) -> y [m, out_features_shard] (all rows, this
-    rank's output columns). weight [out_features_shard, in_features]."""
-    _ops, _fn = (AgGemm, GemmRs), _ColumnFn
+    """weight [out_features_shard, in_features] (this rank's output columns).
+
+    sequence_parallel=True: x [m/W, in_features] (this rank's rows) -> y [m, out_features_shard]
+    (all rows, this rank's output columns).
+    sequence_parallel=False: x [m, in_features] (all rows, the same on every rank) -> y [m,
+    out_features_shard]: a local GEMM, on torch, or on an AgGemm over `local_ctx` (a
+    fluxcpp.Context of one rank, e.g. over MPI.COMM_SELF: oneDNN, and with packed=True a
+    PackedWeight); its backward all-reduces dx (an AllReduce created by the first forward under
+    autograd). m <= max_m in both modes."""
+    _seq_ops, _seq_fn, _rep_fn = (AgGemm, GemmRs), _ColumnFn, _ColumnReplicatedFn
 
     def __init__(self, ctx, in_features, out_features_shard, max_m, bias=False,
-                 dtype=torch.float32):
+                 dtype=torch.float32, *, sequence_parallel=True, packed=False, local_ctx=None):
+        if local_ctx is not None and (not isinstance(local_ctx, Context)
+                                      or local_ctx.world_size != 1):
+            raise ValueError(f"ColumnParallelLinear: local_ctx must be a fluxcpp.Context of one "
+                             f"rank (e.g. over MPI.COMM_SELF), got {local_ctx!r}")
+        if local_ctx is not None and sequence_parallel:
+            raise ValueError("ColumnParallelLinear: local_ctx is for sequence_parallel=False")
+        if packed and not sequence_parallel and local_ctx is None:
+            raise ValueError("ColumnParallelLinear: packed=True with sequence_parallel=False "
+                             "needs local_ctx (the local GEMM that takes a PackedWeight)")
+        self._local_ctx = local_ctx
         super().__init__(ctx, ("in_features", in_features),
-                         ("out_features_shard", out_features_shard), max_m, bias, dtype)
+                         ("out_features_shard", out_features_shard), max_m, bias, dtype,
+                         sequence_parallel, packed)
+
+    def _replicated_ops(self):
+        if self._local_ctx is not None:
+            self._fwd_op = AgGemm(self._local_ctx, self.max_m, self._n, self._k, self._dtype)
+        self._op_ctx = self._local_ctx
+
+    def _local(self, x, w, b, out):
+        """x @ w.T + b on this rank (w a tensor or, with local_ctx, a PackedWeight)."""
+        self._rows(x)
+        if self._fwd_op is not None:
+            return self._fwd_op(x, w, b, out=out)
+        if out is None:
+            return torch.nn.functional.linear(x, w, b)
+        if b is None:
+            return torch.mm(x, w.t(), out=out)
+        return torch.addmm(b, x, w.t(), out=out)
+
+    def _infer(self, x, w, out):
+        if self.sequence_parallel:
+            return self._fwd_op(x, w, self.bias, out=out)
+        return self._local(x, w, self.bias, out)
 
 
 class RowParallelLinear(_Parallel):
-    """x [m, in_features_shard] (all rows, this rank's input columns) -> y [m/W, out_features]
-    (this rank's rows of the sum over ranks). weight [out_features, in_features_shard]; bias
-    (the same on every rank) is added once."""
-    _ops, _fn = (GemmRs, AgGemm), _RowFn
+    """weight [out_features, in_features_shard] (this rank's input columns); bias (the same on
+    every rank) is added once.
+
+    sequence_parallel=True: x [m, in_features_shard] (all rows, this rank's input columns) ->
+    y [m/W, out_features] (this rank's rows of the sum over ranks), GemmRs.
+    sequence_parallel=False: x [m, in_features_shard] -> y [m, out_features] on every rank (the
+    sum over ranks, bitwise identical everywhere), GemmAr; any m <= max_m."""
+    _seq_ops, _seq_fn, _rep_fn = (GemmRs, AgGemm), _RowFn, _RowReplicatedFn
 
     def __init__(self, ctx, in_features_shard, out_features, max_m, bias=False,
-                 dtype=torch.float32):
+                 dtype=torch.float32, *, sequence_parallel=True, packed=False):
         super().__init__(ctx, ("in_features_shard", in_features_shard),
-                         ("out_features", out_features), max_m, bias, dtype)
+                         ("out_features", out_features), max_m, bias, dtype, sequence_parallel,
+                         packed)
+
+    def _replicated_ops(self):
+        self._fwd_op = GemmAr(self._ctx, self.max_m, self._n, self._k, self._dtype)
+        self._op_ctx = self._ctx

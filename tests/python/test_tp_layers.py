@@ -1,0 +1,153 @@
+"""ColumnParallelLinear and RowParallelLinear with replicated activations (sequence_parallel=False):
+forward and gradients against torch autograd on the full layer; the inference path (no_grad,
+inference_mode, out=, packed weights, local_ctx) of both modes against the autograd forward."""
+import torch
+from mpi4py import MPI
+
+import fluxcpp
+from support import COMM, RANK, W, check, close, equal, finish, raises
+
+torch.manual_seed(0)
+m, k, n = 5, 16, 8  # rows (any m in this mode); per-rank shard widths
+tol = 1e-5
+f32, bf16 = torch.float32, torch.bfloat16
+
+
+def same_everywhere(t, what):
+    blobs = COMM.allgather(t.contiguous().view(torch.uint8).numpy().tobytes())
+    check(all(b == blobs[0] for b in blobs), f"{what}: not bitwise identical on every rank")
+
+
+def column_replicated(ctx, bias, local_ctx):
+    X = torch.randn(m, k, dtype=torch.float64)
+    Wf = torch.randn(n * W, k, dtype=torch.float64)
+    Bf = torch.randn(n * W, dtype=torch.float64)
+    G = torch.randn(m, n * W, dtype=torch.float64)
+    Xr, Wr, Br = (t.clone().requires_grad_() for t in (X, Wf, Bf))
+    ((Xr @ Wr.t() + (Br if bias else 0)) * G).sum().backward()
+    cols = slice(RANK * n, (RANK + 1) * n)
+    what = f"column replicated bias={bias} local_ctx={local_ctx is not None}"
+    layer = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m=m, bias=bias, sequence_parallel=False,
+                                         local_ctx=local_ctx)
+    with torch.no_grad():
+        layer.weight.copy_(Wf[cols])
+        if bias:
+            layer.bias.copy_(Bf[cols])
+    x = X.float().requires_grad_()
+    y = layer(x)
+    close(y, (X @ Wf.t() + (Bf if bias else 0))[:, cols], f"{what} forward", tol)
+    (y * G[:, cols].float()).sum().backward()
+    close(x.grad, Xr.grad, f"{what} dx", tol)
+    close(layer.weight.grad, Wr.grad[cols], f"{what} dw", tol)
+    if bias:
+        close(layer.bias.grad, Br.grad[cols], f"{what} db", tol)
+    with torch.inference_mode():
+        close(layer(X.float()), y.detach(), f"{what} inference", tol)
+    layer.close()
+
+
+def row_replicated(ctx, bias):
+    X = torch.randn(m, k * W, dtype=torch.float64)
+    Wf = torch.randn(n, k * W, dtype=torch.float64)
+    Bf = torch.randn(n, dtype=torch.float64)
+    G = torch.randn(m, n, dtype=torch.float64)
+    Xr, Wr, Br = (t.clone().requires_grad_() for t in (X, Wf, Bf))
+    ((Xr @ Wr.t() + (Br if bias else 0)) * G).sum().backward()
+    kc = slice(RANK * k, (RANK + 1) * k)
+    what = f"row replicated bias={bias}"
+    layer = fluxcpp.RowParallelLinear(ctx, k, n, max_m=m, bias=bias, sequence_parallel=False)
+    with torch.no_grad():
+        layer.weight.copy_(Wf[:, kc])
+        if bias:
+            layer.bias.copy_(Bf)
+    x = X[:, kc].float().requires_grad_()
+    y = layer(x)
+    close(y, X @ Wf.t() + (Bf if bias else 0), f"{what} forward", tol)
+    same_everywhere(y.detach(), f"{what} forward")
+    (y * G.float()).sum().backward()
+    close(x.grad, Xr.grad[:, kc], f"{what} dx", tol)
+    close(layer.weight.grad, Wr.grad[:, kc], f"{what} dw", tol)
+    if bias:  # the whole bias gradient on every rank (dy is replicated)
+        close(layer.bias.grad, Br.grad, f"{what} db", tol)
+    layer.close()
+
+
+def inference(ctx, local_ctx):
+    """The direct path against the autograd forward: no_grad, inference_mode, out=, packed (and
+    repacking after an in-place change of the weight), for each layer and mode."""
+    for seq in (True, False):
+        mm = 4 * W
+        cases = [
+            ("column", lambda **kw: fluxcpp.ColumnParallelLinear(ctx, k, n, mm, True, **kw),
+             (mm // W if seq else mm, k), (mm, n)),
+            ("row", lambda **kw: fluxcpp.RowParallelLinear(ctx, k, n, mm, True, **kw),
+             (mm, k), (mm // W if seq else mm, n)),
+        ]
+        for name, make, xshape, yshape in cases:
+            extra = {} if seq or name == "row" else {"local_ctx": local_ctx}
+            what = f"{name} sequence_parallel={seq}"
+            ref_layer = make(sequence_parallel=seq)
+            layer = make(sequence_parallel=seq, packed=True, **extra)
+            with torch.no_grad():
+                layer.weight.copy_(ref_layer.weight)
+                layer.bias.copy_(torch.randn(layer.bias.shape))
+                ref_layer.bias.copy_(layer.bias)
+            x = torch.randn(xshape)
+            want = ref_layer(x).detach()  # the autograd path
+            with torch.no_grad():
+                equal(ref_layer(x), want, f"{what} no_grad vs autograd")
+                close(layer(x), want, f"{what} packed", tol)
+            with torch.inference_mode():
+                out = torch.empty(yshape)
+                got = ref_layer(x, out=out)
+                check(got is out, f"{what}: out= not returned")
+                equal(out, want, f"{what} inference_mode out=")
+                close(layer(x, out=torch.empty(yshape)), want, f"{what} packed out=", tol)
+            with torch.no_grad():  # an in-place change of the weight: repacked
+                layer.weight.mul_(-1)
+                ref_layer.weight.mul_(-1)
+                close(layer(x), ref_layer(x), f"{what} packed after weight.mul_(-1)", tol)
+            raises(ValueError, lambda: layer(x, out=torch.empty(yshape)),
+                   f"{what}: out= under autograd", contains=("out=", "inference"))
+            layer.close()
+            ref_layer.close()
+
+
+def bf16_and_misuse(ctx, local_ctx):
+    X = torch.randn(m, k * W)
+    Wf = torch.randn(n, k * W)
+    kc = slice(RANK * k, (RANK + 1) * k)
+    layer = fluxcpp.RowParallelLinear(ctx, k, n, max_m=m, dtype=bf16, sequence_parallel=False,
+                                      packed=True)
+    with torch.no_grad():
+        layer.weight.copy_(Wf[:, kc])
+        y = layer(X[:, kc].to(bf16))
+    want = X.to(bf16).double() @ Wf.to(bf16).double().t()
+    close(y, want, "row replicated bf16 packed", 8e-3)
+    same_everywhere(y, "row replicated bf16")
+    layer.close()
+    col = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m=m, sequence_parallel=False)
+    with torch.no_grad():
+        raises(ValueError, lambda: col(torch.randn(m + 1, k)), "column m > max_m",
+               contains=("max_m",))
+    col.close()
+    raises(ValueError, lambda: fluxcpp.ColumnParallelLinear(ctx, k, n, m, sequence_parallel=False,
+                                                            packed=True),
+           "packed replicated column without local_ctx", contains=("local_ctx",))
+    raises(ValueError, lambda: fluxcpp.ColumnParallelLinear(ctx, k, n, m, sequence_parallel=False,
+                                                            local_ctx=ctx),
+           "local_ctx of W > 1 ranks", contains=("local_ctx",))
+    raises(TypeError, lambda: fluxcpp.RowParallelLinear(ctx, k, n, m, dtype=torch.float64,
+                                                        packed=True),
+           "packed f64", contains=("packed",))
+
+
+with fluxcpp.Context() as ctx, fluxcpp.Context(MPI.COMM_SELF) as local_ctx:
+    for bias in (False, True):
+        for lc in (None, local_ctx):
+            column_replicated(ctx, bias, lc)
+        row_replicated(ctx, bias)
+    inference(ctx, local_ctx)
+    bf16_and_misuse(ctx, local_ctx)
+
+finish("python.tp_layers")

@@ -34,8 +34,8 @@ struct Settings {
   bool quick = false;         // fewer shapes and samples
   bool full = false;          // also the heaviest shapes
   bool link = false;          // the shapes meant for hosts joined by a shaped link (bench_link.sh)
-  // --shape M,N,K (repeatable): gemm, ag_gemm, gemm_rs and a2a_gemm run these instead of their
-  // own lists. --dtype: the input dtypes of those entries.
+  // --shape M,N,K (repeatable): gemm, ag_gemm, gemm_rs, gemm_ar and a2a_gemm run these instead
+  // of their own lists. --dtype: the input dtypes of those entries.
   std::vector<GemmShape> shapes;
   std::vector<DType> dtypes = {DType::kFloat32, DType::kBFloat16};
 };
@@ -102,12 +102,14 @@ struct FusedCase {
   int64_t m, n, k;
   DType in, out;
   bool zero_copy = false;  // the op read its input from its zero-copy input buffer
-  bool packed = false;     // the fused column ran on a PackedWeight (the others on the weight)
+  bool packed = false;     // the fused column ran on a PackedWeight (the others on the weight,
+                           // but in gemm_ar, whose unfused and GEMM columns use it too)
 };
 // A fused GEMM op against its parts. `t` holds, in this order: fused, unfused (the MPI collective
-// plus the GEMM and any layout copies), gemm-only and comm-only (the op's own paths), GEMM (one
-// BLAS call over the rank's whole GEMM) and `move` (MPI moving the bytes the op moves, e.g.
-// MPI_Allgather, MPI_Alltoall). Derived, as the link probe defines them: speedup = unfused /
+// plus the GEMM and any layout copies), gemm-only and comm-only (the op's own paths; NaN, shown
+// as "–" and null in the JSON, for an op without them), GEMM (one BLAS call over the rank's
+// whole GEMM) and `move` (MPI moving the bytes the op moves, e.g. MPI_Allgather, MPI_Alltoall;
+// gemm_ar: MPI_Allreduce). Derived, as the link probe defines them: speedup = unfused /
 // fused; hidden = (GEMM + move - fused) / min(GEMM, move), "–" when move < 5 % of GEMM;
 // limit = fused / max(GEMM, move). `move` names that column.
 void fused_header(Env& env, const std::string& title, const char* move);
@@ -129,6 +131,7 @@ void bench_ag_gemm(Env& env);
 void bench_reduce_scatter(Env& env);
 void bench_gemm_rs(Env& env);
 void bench_all_reduce(Env& env);
+void bench_gemm_ar(Env& env);
 void bench_all_to_all_single(Env& env);
 void bench_a2a_gemm(Env& env);
 void bench_ulysses(Env& env);

@@ -27,6 +27,7 @@ const std::vector<std::pair<std::string, Entry>>& entries() {
       {"reduce_scatter", bench_reduce_scatter},
       {"gemm_rs", bench_gemm_rs},
       {"all_reduce", bench_all_reduce},
+      {"gemm_ar", bench_gemm_ar},
       {"all_to_all_single", bench_all_to_all_single},
       {"a2a_gemm", bench_a2a_gemm},
       {"ulysses", bench_ulysses},
@@ -112,7 +113,7 @@ void usage() {
       "                                   [--link] [--shape M,N,K ...] [--dtype f32|bf16]\n"
       "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
       "  --op      entries to run (default: all; bare NAMEs work too; with --shape: gemm,\n"
-      "            ag_gemm, gemm_rs, a2a_gemm):");
+      "            ag_gemm, gemm_rs, gemm_ar, a2a_gemm):");
   for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
   std::printf(
       "\n  --json    also write one JSON line per row to FILE\n"
@@ -128,6 +129,8 @@ void usage() {
       "                        (the rank's weight is [N,K]), K\n"
       "              gemm_rs   M total rows (every rank holds all M rows of its K slice), N\n"
       "                        columns, K the per-rank depth; each rank gets M/ranks rows\n"
+      "              gemm_ar   M rows (the same on every rank, any M), N columns, K the\n"
+      "                        per-rank depth; every rank gets all M rows\n"
       "              a2a_gemm  M rows per rank (M/ranks to each peer), N columns, K row length\n"
       "  --dtype f32|bf16  input dtype of those entries and of all_reduce (default: both)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
@@ -220,7 +223,7 @@ int main(int argc, char** argv) {
   }
   if (!bare.empty()) ops = ops == "all" ? bare : ops + "," + bare;
   // --shape without a choice of entries: the entries that take it.
-  if (ops == "all" && !settings.shapes.empty()) ops = "gemm,ag_gemm,gemm_rs,a2a_gemm";
+  if (ops == "all" && !settings.shapes.empty()) ops = "gemm,ag_gemm,gemm_rs,gemm_ar,a2a_gemm";
   std::vector<std::string> wanted;
   for (std::size_t p = 0; p <= ops.size();) {
     std::size_t q = ops.find(',', p);

@@ -11,6 +11,7 @@
 namespace fluxcpp::bench {
 
 std::string fmt_ms(double ms) {
+  if (!std::isfinite(ms)) return "–";  // a path the op does not have (e.g. gemm_ar's gemm-only)
   char b[32];
   if (ms < 1.0)
     std::snprintf(b, sizeof b, "%.2fus", ms * 1e3);

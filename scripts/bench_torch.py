@@ -2,7 +2,8 @@
 """fluxcpp through its Python module vs PyTorch's own path (torch.distributed gloo + torch.mm) at
 the same shapes, on the ranks of one mpirun: the collectives in f32, the GEMM ops in f32 and bf16
 (torch.mm in bf16 is what a PyTorch user has; gloo in torch 1.13 has no bf16 reduction, so the
-torch path of gemm_rs reduces its bf16 product in f32, and all-gathers bf16 as bytes).
+torch paths of gemm_rs and gemm_ar reduce their bf16 product in f32, and ag_gemm all-gathers bf16
+as bytes).
 
 Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
 Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
@@ -11,7 +12,8 @@ as torch.mm does on CPU).
 The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
 reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
 all_reduce -> a copy of the input + dist.all_reduce on it (fluxcpp's is out of place);
-gemm_rs -> torch.mm + dist.all_reduce + rows; all_to_all_single -> dist.all_to_all_single."""
+gemm_rs -> torch.mm + dist.all_reduce + rows; gemm_ar -> torch.mm + dist.all_reduce (bf16: on
+the product widened to f32, then rounded back); all_to_all_single -> dist.all_to_all_single."""
 import argparse
 import json
 import shutil
@@ -158,5 +160,19 @@ with fluxcpp.Context() as ctx:
             t_t = timed(torch_grs)
             t_mm = timed(lambda: torch.mm(xk, w.t()))
             report("gemm_rs", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
+
+            # gemm_ar: all m rows on every rank (k: this rank's slice), out [m, n] in dt.
+            with fluxcpp.GemmAr(ctx, m, n, k, input_dtype=dt, output_dtype=dt) as op:
+                o = torch.empty(m, n, dtype=dt)
+                t_f = timed(lambda: op.forward(xk, w, out=o))
+
+            def torch_gar():
+                y = torch.mm(xk, w.t())
+                if dt != f32:
+                    y = y.float()
+                dist.all_reduce(y)
+                return y.to(dt)
+            t_t = timed(torch_gar)
+            report("gemm_ar", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
 
 dist.destroy_process_group()

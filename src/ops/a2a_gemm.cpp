@@ -16,8 +16,7 @@ namespace detail {
 
 void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const A2aGemmOptions o = opts_;
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
@@ -136,7 +135,8 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
 
 A2aGemm::A2aGemm(const Context& ctx, const A2aGemmOptions& options)
     : impl_(ops::make_op<detail::A2aGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(A2aGemm);
+FLUXCPP_PUBLIC_OP(A2aGemm, A2aGemmOptions, "a2a_gemm");
+FLUXCPP_PUBLIC_INPUT_BUFFER(A2aGemm, "a2a_gemm")
 
 void A2aGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
                       void* output, void* a2a_output) {
@@ -148,12 +148,6 @@ void A2aGemm::forward_gemm_only(const void* input, int64_t m, const void* weight
 }
 void A2aGemm::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
   ops::checked(impl_, "a2a_gemm").forward_comm_only(input, m, a2a_output);
-}
-void* A2aGemm::input_buffer() {
-  return ops::checked(impl_, "a2a_gemm").input_buffer();
-}
-const A2aGemmOptions& A2aGemm::options() const {
-  return ops::checked(impl_, "a2a_gemm").options();
 }
 
 }  // namespace fluxcpp

@@ -241,7 +241,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 
 A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
     : impl_(ops::make_op<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(A2aTransposeGemm);
+FLUXCPP_PUBLIC_OP(A2aTransposeGemm, A2aTransposeGemmOptions, "a2a_transpose_gemm");
 void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output, void* a2a_output) {
   ops::checked(impl_, "a2a_transpose_gemm")
@@ -254,9 +254,6 @@ void A2aTransposeGemm::forward_comm_only(const void* input, int64_t bs, int64_t 
 void A2aTransposeGemm::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
                                          const void* bias, void* output) {
   ops::checked(impl_, "a2a_transpose_gemm").forward_gemm_only(bs, seq, weight, bias, output);
-}
-const A2aTransposeGemmOptions& A2aTransposeGemm::options() const {
-  return ops::checked(impl_, "a2a_transpose_gemm").options();
 }
 
 }  // namespace fluxcpp

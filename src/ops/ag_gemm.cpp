@@ -19,17 +19,15 @@ namespace detail {
 void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const AgGemmOptions o = opts_;
   MPI_Comm comm = c.comm();
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error,
-      [&] {
-        const int mode = static_cast<int>(o.mode);
-        FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
-        // The op's own setting (declared with the others, so --help-env lists it).
-        mode_ = o.mode != AgGemmMode::kAuto
-                    ? o.mode
-                    : static_cast<AgGemmMode>(
-                          env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
-      });
+  ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error, [&] {
+    const int mode = static_cast<int>(o.mode);
+    FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
+    // The op's own setting (declared with the others, so --help-env lists it).
+    mode_ = o.mode != AgGemmMode::kAuto
+                ? o.mode
+                : static_cast<AgGemmMode>(
+                      env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
+  });
   comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
@@ -204,7 +202,8 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
 
 AgGemm::AgGemm(const Context& ctx, const AgGemmOptions& options)
     : impl_(ops::make_op<detail::AgGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AgGemm);
+FLUXCPP_PUBLIC_OP(AgGemm, AgGemmOptions, "ag_gemm");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AgGemm, "ag_gemm")
 
 void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output, void* gathered_input) {
@@ -220,12 +219,6 @@ void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight,
 }
 void AgGemm::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
   ops::checked(impl_, "ag_gemm").forward_comm_only(input, m, gathered_input);
-}
-void* AgGemm::input_buffer() {
-  return ops::checked(impl_, "ag_gemm").input_buffer();
-}
-const AgGemmOptions& AgGemm::options() const {
-  return ops::checked(impl_, "ag_gemm").options();
 }
 
 }  // namespace fluxcpp

@@ -229,7 +229,7 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
 
 AgScatterGroupedGemm::AgScatterGroupedGemm(const Context& ctx, const MoeTpOptions& options)
     : impl_(ops::make_op<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AgScatterGroupedGemm);
+FLUXCPP_PUBLIC_OP(AgScatterGroupedGemm, MoeTpOptions, "ag_scatter_grouped_gemm");
 
 void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                    const int32_t* scatter_index, const void* weight,
@@ -248,9 +248,6 @@ void AgScatterGroupedGemm::forward_comm_only(const void* input, int64_t num_toke
                                              void* gathered_input) {
   ops::checked(impl_, "ag_scatter_grouped_gemm")
       .forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
-}
-const MoeTpOptions& AgScatterGroupedGemm::options() const {
-  return ops::checked(impl_, "ag_scatter_grouped_gemm").options();
 }
 
 }  // namespace fluxcpp

@@ -126,18 +126,11 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 
 AllGather::AllGather(const Context& ctx, const AllGatherOptions& options)
     : impl_(ops::make_op<detail::AllGatherImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AllGather);
+FLUXCPP_PUBLIC_OP(AllGather, AllGatherOptions, "all_gather");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllGather, "all_gather")
 
 void AllGather::forward(const void* input, int64_t m, void* output) {
   ops::checked(impl_, "all_gather").forward(input, m, output);
-}
-
-void* AllGather::input_buffer() {
-  return ops::checked(impl_, "all_gather").input_buffer();
-}
-
-const AllGatherOptions& AllGather::options() const {
-  return ops::checked(impl_, "all_gather").options();
 }
 
 }  // namespace fluxcpp

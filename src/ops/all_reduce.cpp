@@ -47,18 +47,11 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
 
 AllReduce::AllReduce(const Context& ctx, const AllReduceOptions& options)
     : impl_(ops::make_op<detail::AllReduceImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AllReduce);
+FLUXCPP_PUBLIC_OP(AllReduce, AllReduceOptions, "all_reduce");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllReduce, "all_reduce")
 
 void AllReduce::forward(const void* input, int64_t count, void* output) {
   ops::checked(impl_, "all_reduce").forward(input, count, output);
-}
-
-void* AllReduce::input_buffer() {
-  return ops::checked(impl_, "all_reduce").input_buffer();
-}
-
-const AllReduceOptions& AllReduce::options() const {
-  return ops::checked(impl_, "all_reduce").options();
 }
 
 }  // namespace fluxcpp

@@ -173,19 +173,12 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 
 AllToAllSingle::AllToAllSingle(const Context& ctx, const AllToAllSingleOptions& options)
     : impl_(ops::make_op<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AllToAllSingle);
+FLUXCPP_PUBLIC_OP(AllToAllSingle, AllToAllSingleOptions, "all_to_all_single");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllToAllSingle, "all_to_all_single")
 
 void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
                              const int64_t* output_splits) {
   ops::checked(impl_, "all_to_all_single").forward(input, input_splits, output, output_splits);
-}
-
-void* AllToAllSingle::input_buffer() {
-  return ops::checked(impl_, "all_to_all_single").input_buffer();
-}
-
-const AllToAllSingleOptions& AllToAllSingle::options() const {
-  return ops::checked(impl_, "all_to_all_single").options();
 }
 
 }  // namespace fluxcpp

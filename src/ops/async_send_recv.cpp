@@ -264,7 +264,7 @@ int64_t AsyncSendRecvImpl::probe(int src) {
 
 AsyncSendRecv::AsyncSendRecv(const Context& ctx, const AsyncSendRecvOptions& options)
     : impl_(std::make_unique<detail::AsyncSendRecvImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(AsyncSendRecv);
+FLUXCPP_PUBLIC_OP(AsyncSendRecv, AsyncSendRecvOptions, "async_send_recv");
 
 uint64_t AsyncSendRecv::send(int dst, const void* data, int64_t m) {
   return ops::checked(impl_, "async_send_recv").send(dst, data, m, false);
@@ -286,9 +286,6 @@ int64_t AsyncSendRecv::probe(int src) {
 }
 void AsyncSendRecv::close() {
   if (impl_) impl_->close();
-}
-const AsyncSendRecvOptions& AsyncSendRecv::options() const {
-  return ops::checked(impl_, "async_send_recv").options();
 }
 const std::vector<int>& AsyncSendRecv::peers() const {
   return ops::checked(impl_, "async_send_recv").peers();

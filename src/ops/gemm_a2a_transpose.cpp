@@ -138,7 +138,7 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
 
 GemmA2aTranspose::GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options)
     : impl_(ops::make_op<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(GemmA2aTranspose);
+FLUXCPP_PUBLIC_OP(GemmA2aTranspose, GemmA2aTransposeOptions, "gemm_a2a_transpose");
 void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output) {
   ops::checked(impl_, "gemm_a2a_transpose").forward(input, bs, seq, weight, bias, output);
@@ -149,9 +149,6 @@ void GemmA2aTranspose::forward_gemm_only(const void* input, int64_t bs, int64_t 
 }
 void GemmA2aTranspose::forward_comm_only(int64_t bs, int64_t seq, void* output) {
   ops::checked(impl_, "gemm_a2a_transpose").forward_comm_only(bs, seq, output);
-}
-const GemmA2aTransposeOptions& GemmA2aTranspose::options() const {
-  return ops::checked(impl_, "gemm_a2a_transpose").options();
 }
 
 }  // namespace fluxcpp

@@ -5,6 +5,7 @@
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
+#include "ops/core/gemm_call.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
 #include "ops/core/pimpl.hpp"
@@ -14,8 +15,7 @@ namespace detail {
 
 void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   const GemmArOptions o = opts_;
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   reduce_ =
       ops::AllReduceExchange(c, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_, o.output_dtype);
@@ -36,10 +36,7 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
                                 opts_.transpose_weight);
   const bool latency = d.error.empty() && reduce_.one_shot(m * opts_.n);
   if (d.error.empty() && m > 0) {
-    if (packed_ != nullptr)
-      weight_.prepare(*packed_);
-    else
-      weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+    ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
   }
   // The latency path: the partial is computed straight into the handshake's payload.
   if (latency)
@@ -53,12 +50,8 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
 
 void GemmArImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
                          const void* bias, void* output) {
-  struct Reset {
-    const kernels::PackedWeight*& p;
-    ~Reset() { p = nullptr; }
-  } reset{packed_};
-  packed_ = &weight;
-  forward(input, m, static_cast<const void*>(&weight), bias, output);
+  ops::with_packed(packed_, weight,
+                   [&] { forward(input, m, static_cast<const void*>(&weight), bias, output); });
 }
 
 // This rank's partial product in one GEMM (the weight is read once: at decode sizes the GEMM is
@@ -84,7 +77,7 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
 
 GemmAr::GemmAr(const Context& ctx, const GemmArOptions& options)
     : impl_(ops::make_op<detail::GemmArImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(GemmAr);
+FLUXCPP_PUBLIC_OP(GemmAr, GemmArOptions, "gemm_ar");
 
 void GemmAr::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output) {
@@ -94,10 +87,6 @@ void GemmAr::forward(const void* input, int64_t m, const void* weight, const voi
 void GemmAr::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
                      void* output) {
   ops::checked(impl_, "gemm_ar").forward(input, m, weight.impl(), bias, output);
-}
-
-const GemmArOptions& GemmAr::options() const {
-  return ops::checked(impl_, "gemm_ar").options();
 }
 
 }  // namespace fluxcpp

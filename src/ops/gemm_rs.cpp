@@ -7,6 +7,7 @@
 #include "kernels/cast.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/pimpl.hpp"
@@ -18,8 +19,7 @@ namespace detail {
 void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const GemmRsOptions o = opts_;
   MPI_Comm comm = c.comm();
-  ops::check_gemm_create(
-      c, kOp, {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight}, local_error);
+  ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const int W = c.world_size(), N = c.num_nodes();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
@@ -47,10 +47,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   const int W = c.world_size(), r = c.world_rank();
   const int64_t rows = m / W;
   const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
-  if (packed_ != nullptr)
-    weight_.prepare(*packed_);
-  else
-    weight_.prepare(opts_.input_dtype, weight, opts_.n, opts_.k, opts_.transpose_weight);
+  ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = acc_;
@@ -169,12 +166,8 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
 
 void GemmRsImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
                          const void* bias, void* output) {
-  struct Reset {
-    const kernels::PackedWeight*& p;
-    ~Reset() { p = nullptr; }
-  } reset{packed_};
-  packed_ = &weight;
-  forward(input, m, static_cast<const void*>(&weight), bias, output);
+  ops::with_packed(packed_, weight,
+                   [&] { forward(input, m, static_cast<const void*>(&weight), bias, output); });
 }
 
 void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
@@ -235,7 +228,7 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 
 GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
     : impl_(ops::make_op<detail::GemmRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(GemmRs);
+FLUXCPP_PUBLIC_OP(GemmRs, GemmRsOptions, "gemm_rs");
 
 void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output) {
@@ -250,9 +243,6 @@ void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight)
 }
 void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
   ops::checked(impl_, "gemm_rs").forward_comm_only(m, bias, output);
-}
-const GemmRsOptions& GemmRs::options() const {
-  return ops::checked(impl_, "gemm_rs").options();
 }
 
 }  // namespace fluxcpp

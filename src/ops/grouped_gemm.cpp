@@ -146,14 +146,11 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
 
 GroupedGemm::GroupedGemm(const Context& ctx, const GroupedGemmOptions& options)
     : impl_(std::make_unique<detail::GroupedGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(GroupedGemm);
+FLUXCPP_PUBLIC_OP(GroupedGemm, GroupedGemmOptions, "grouped_gemm");
 
 void GroupedGemm::forward(const void* input, const int64_t* splits, const void* weight,
                           const float* scale, void* output) {
   ops::checked(impl_, "grouped_gemm").forward(input, splits, weight, scale, output);
-}
-const GroupedGemmOptions& GroupedGemm::options() const {
-  return ops::checked(impl_, "grouped_gemm").options();
 }
 
 }  // namespace fluxcpp

@@ -246,7 +246,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
 
 GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
     : impl_(ops::make_op<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(GroupedGemmGatherRs);
+FLUXCPP_PUBLIC_OP(GroupedGemmGatherRs, MoeTpOptions, "grouped_gemm_gather_rs");
 
 void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                   const int32_t* scatter_index, const void* weight,
@@ -265,9 +265,6 @@ void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* s
                                             const float* routing_weights, void* output) {
   ops::checked(impl_, "grouped_gemm_gather_rs")
       .forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
-}
-const MoeTpOptions& GroupedGemmGatherRs::options() const {
-  return ops::checked(impl_, "grouped_gemm_gather_rs").options();
 }
 
 }  // namespace fluxcpp

@@ -174,14 +174,10 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 
 MoeCombine::MoeCombine(const Context& ctx, const MoeCombineOptions& options)
     : impl_(ops::make_op<detail::MoeCombineImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(MoeCombine);
+FLUXCPP_PUBLIC_OP(MoeCombine, MoeCombineOptions, "moe_combine");
 
 void MoeCombine::forward(const MoeCombineInput& input, void* output) {
   ops::checked(impl_, "moe_combine").forward(input, output);
-}
-
-const MoeCombineOptions& MoeCombine::options() const {
-  return ops::checked(impl_, "moe_combine").options();
 }
 
 }  // namespace fluxcpp

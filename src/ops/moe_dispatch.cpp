@@ -287,14 +287,10 @@ void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatc
 
 MoeDispatch::MoeDispatch(const Context& ctx, const MoeDispatchOptions& options)
     : impl_(ops::make_op<detail::MoeDispatchImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(MoeDispatch);
+FLUXCPP_PUBLIC_OP(MoeDispatch, MoeDispatchOptions, "moe_dispatch");
 
 int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {
   return ops::checked(impl_, "moe_dispatch").forward(input, output);
-}
-
-const MoeDispatchOptions& MoeDispatch::options() const {
-  return ops::checked(impl_, "moe_dispatch").options();
 }
 
 }  // namespace fluxcpp

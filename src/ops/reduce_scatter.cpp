@@ -61,14 +61,10 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 
 ReduceScatter::ReduceScatter(const Context& ctx, const ReduceScatterOptions& options)
     : impl_(ops::make_op<detail::ReduceScatterImpl>(ctx.impl(), options)) {}
-FLUXCPP_PIMPL_MOVES(ReduceScatter);
+FLUXCPP_PUBLIC_OP(ReduceScatter, ReduceScatterOptions, "reduce_scatter");
 
 void ReduceScatter::forward(const void* input, int64_t m, void* output) {
   ops::checked(impl_, "reduce_scatter").forward(input, m, output);
-}
-
-const ReduceScatterOptions& ReduceScatter::options() const {
-  return ops::checked(impl_, "reduce_scatter").options();
 }
 
 }  // namespace fluxcpp

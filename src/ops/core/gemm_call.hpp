@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/context_impl.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/op_core.hpp"
@@ -35,6 +36,33 @@ struct GemmCall {
     return fused(input, m, nullptr, nullptr, nullptr, moved);
   }
 };
+
+// The GEMM shape of a dense GEMM op's options (AgGemmOptions, GemmRsOptions, ...).
+template <class Options>
+GemmShape gemm_shape(const Options& o) {
+  return {o.max_m, o.n, o.k, o.input_dtype, o.output_dtype, o.transpose_weight};
+}
+
+// The weight of a call as the GEMM reads it: the packed weight when given, else the caller's.
+inline void prepare_weight(kernels::GemmWeight& w, const kernels::PackedWeight* packed,
+                           const GemmShape& s, const void* weight) {
+  if (packed != nullptr)
+    w.prepare(*packed);
+  else
+    w.prepare(s.input_dtype, weight, s.n, s.k, s.transpose_weight);
+}
+
+// An op's forward with a packed weight: `slot` points at it while fn (the op's plain forward,
+// which reads the weight from `slot`) runs, and is cleared afterwards, whatever happens.
+template <class Fn>
+void with_packed(const kernels::PackedWeight*& slot, const kernels::PackedWeight& weight, Fn&& fn) {
+  struct Reset {
+    const kernels::PackedWeight*& p;
+    ~Reset() { p = nullptr; }
+  } reset{slot};
+  slot = &weight;
+  fn();
+}
 
 // This rank's check of a call on `path` (local; the handshake fails it on every rank): the row
 // count, the pointers the path needs (comm-only: the input alone), a packed weight's shape.

@@ -23,3 +23,17 @@ Impl& checked(const std::unique_ptr<Impl>& p, const char* op) {
   Class::Class(Class&&) noexcept = default;            \
   Class& Class::operator=(Class&&) noexcept = default; \
   Class::~Class() = default
+
+// Those, and the options() every public op has: `const Options& Class::options() const`.
+#define FLUXCPP_PUBLIC_OP(Class, Options, op) \
+  FLUXCPP_PIMPL_MOVES(Class);                 \
+  const Options& Class::options() const {     \
+    return ops::checked(impl_, op).options(); \
+  }                                           \
+  static_assert(true, "")
+
+// The zero-copy input_buffer() of a public op.
+#define FLUXCPP_PUBLIC_INPUT_BUFFER(Class, op)     \
+  void* Class::input_buffer() {                    \
+    return ops::checked(impl_, op).input_buffer(); \
+  }

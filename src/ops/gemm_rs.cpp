@@ -26,7 +26,12 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   // The partials are computed into the segment even when alone.
   reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
-  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing().writing_locally());
+  make_core(ops::OpCore::Spec::of(kOp, {"m"})
+                .runs_gemm()
+                .releasing()
+                .writing_locally()
+                .with_payload(ops::latency_payload_bytes(
+                    c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_))));
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
     if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
@@ -92,14 +97,15 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   }
 }
 
-void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1) {
+void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1, char* partials) {
   // The bias joins rank r's own partial of block r only, so it is added exactly once, in the
   // accumulation dtype, before the fixed-order sum.
   if (bias == nullptr) return;
   ContextImpl& c = *ctx_;
   if (r1 < 0) r1 = m / c.world_size();
-  char* own =
-      partial(c.world_rank(), m) + static_cast<std::size_t>(r0) * opts_.n * dtype_size(acc_);
+  const std::size_t blk = static_cast<std::size_t>(m / c.world_size()) * opts_.n * dtype_size(acc_);
+  char* own = (partials != nullptr ? partials + blk * c.world_rank() : partial(c.world_rank(), m)) +
+              static_cast<std::size_t>(r0) * opts_.n * dtype_size(acc_);
   const int64_t rows = r1 - r0;
   if (acc_ == DType::kFloat64) {
     auto* p = reinterpret_cast<double*>(own);
@@ -117,6 +123,16 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1) {
   auto* p = reinterpret_cast<float*>(own);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < opts_.n; ++j) p[i * opts_.n + j] += b[j];
+}
+
+void GemmRsImpl::sum_payloads(int64_t m, void* output) {
+  const int L = ctx_->node_size(), me = ctx_->node_rank(), r = ctx_->world_rank();
+  const int64_t count = m / ctx_->world_size() * opts_.n;
+  const std::size_t blk = static_cast<std::size_t>(count) * dtype_size(acc_);
+  std::vector<const void*> srcs(L);
+  for (int i = 0; i < L; ++i)
+    srcs[i] = core_->handshake().payload(ops::host_sum_order(me, L, i)) + blk * r;
+  kernels::reduce_sum(acc_, srcs.data(), L, opts_.output_dtype, output, count);
 }
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
@@ -141,8 +157,25 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   if (d.error.empty() && packed_ != nullptr)
     d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
                                 opts_.transpose_weight);
+  // The latency path (decode sizes on one host): the partials, computed as the one-call path
+  // below computes them, ride on the handshake; every rank then sums its block in the same order
+  // from the host ranks' payloads — the same bits, one signal round.
+  const std::size_t partial_bytes = static_cast<std::size_t>(m) * opts_.n * dtype_size(acc_);
+  const bool latency = d.error.empty() && m > 0 && m <= ops::kMinTileRows &&
+                       partial_bytes <= core_->handshake().payload_bytes();
+  if (latency)
+    d.payload = [&](char* slot) {
+      ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
+      kernels::GemmOut o;
+      o.c = slot;
+      o.ldc = opts_.n;
+      o.dtype = acc_;
+      kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
+      add_bias(m, bias, 0, -1, slot);
+    };
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     ContextImpl& c = *ctx_;
+    if (latency) return sum_payloads(m, output);
     begin(m);
     if (reduce_.direct()) {
       // Alone on the host: each tile of our own block is summed with the other hosts' partials

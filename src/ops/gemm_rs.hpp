@@ -37,8 +37,12 @@ class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
   // own_rows(r0, r1): rows [r0, r1) of our own block are done (direct mode sums them at once).
   void compute(const char* input, int64_t m, const void* weight, bool publish,
                const std::function<void(int64_t r0, int64_t r1)>& own_rows = {});
-  // Adds the bias to rows [r0, r1) of our own partial (r1 < 0: to the end of the block).
-  void add_bias(int64_t m, const void* bias, int64_t r0 = 0, int64_t r1 = -1);
+  // Adds the bias to rows [r0, r1) of our own partial (r1 < 0: to the end of the block), in the
+  // segment or in `partials` ([m, n], the latency path's payload).
+  void add_bias(int64_t m, const void* bias, int64_t r0 = 0, int64_t r1 = -1,
+                char* partials = nullptr);
+  // The latency path: our block summed from the host ranks' payloads.
+  void sum_payloads(int64_t m, void* output);
   // Starts the reduce exchange of a call with m rows.
   void begin(int64_t m);
   void reduce(int64_t m, void* output);

@@ -28,11 +28,7 @@ AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout
       max_count_(max_count) {
   const int L = c.node_size(), N = c.num_nodes();
   const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
-  // The latency path, on one host: every rank reads L inputs there, the two-shot 3 (L-1)/L of
-  // one in two rounds; measured, it is the faster up to 256 KiB at L = 2, 64 KiB at L = 4.
-  if (N == 1 && L > 1)
-    one_shot_max_ = std::min<std::size_t>(static_cast<std::size_t>(max_count) * in_size_,
-                                          L <= 2 ? 256 << 10 : 64 << 10);
+  one_shot_max_ = latency_payload_bytes(c, static_cast<std::size_t>(max_count) * in_size_);
   // The input slot always exists: it is also the zero-copy input buffer.
   inputs_ = layout.slots("ar-input", 1, static_cast<std::size_t>(max_count) * in_size_);
   input_ready_ = layout.signals("ar-input-ready", L);

@@ -44,7 +44,12 @@ void Handshake::Verdict::merge(const Verdict& o) {
 Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
                      std::array<const char*, kCallFields> names, int vector_len,
                      std::size_t payload_bytes)
-    : ctx_(&c), op_(op), serial_(serial), names_(names), vlen_(vector_len) {
+    : ctx_(&c),
+      op_(op),
+      serial_(serial),
+      names_(names),
+      vlen_(vector_len),
+      payload_bytes_(payload_bytes) {
   header_ = layout.signals("call-header", 2);
   info_ = layout.slots("call-info", 2, sizeof(Info));
   vectors_ = layout.slots("call-vectors", vlen_ > 0 ? 2 : 0,
@@ -186,7 +191,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
 
   // The payload: a peer reads this parity's slot only up to its call - 1 ... call - 2, which it
   // finished before publishing call - 1 (seen by our previous exchange).
-  if (d.payload && v.origin < 0) {
+  if (d.payload && v.origin < 0 && payload_bytes_ > 0) {
     try {
       d.payload(payloads_.at(me, parity));
     } catch (const Error& e) {

@@ -69,8 +69,10 @@ class Handshake {
   // world rank's vector (vector_len values).
   uint64_t word(int host_rank) const;
   const int64_t* vector(int world_rank) const;
-  // A host rank's payload of the current call (written by CallDescriptor::payload).
+  // A host rank's payload of the current call (written by CallDescriptor::payload), and the
+  // room for one.
   const char* payload(int host_rank) const;
+  std::size_t payload_bytes() const { return payload_bytes_; }
 
  private:
   struct Verdict {
@@ -90,6 +92,7 @@ class Handshake {
   uint64_t serial_ = 0;
   std::array<const char*, kCallFields> names_{};
   int vlen_ = 0;
+  std::size_t payload_bytes_ = 0;
   uint64_t call_ = 0;
   bool mismatched_ = false;
   shm::SignalArray header_;  // [2] by call parity: the call number, once Info is written

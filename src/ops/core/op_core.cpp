@@ -1,5 +1,7 @@
 #include "ops/core/op_core.hpp"
 
+#include <algorithm>
+
 #include "comm/drive_wait.hpp"
 #include "comm/mpi_util.hpp"
 #include "error_util.hpp"
@@ -29,6 +31,11 @@ std::string describe(const std::exception_ptr& e) {
   }
 }
 }  // namespace
+
+std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes) {
+  if (c.num_nodes() > 1 || c.node_size() == 1) return 0;
+  return std::min<std::size_t>(max_bytes, c.node_size() <= 2 ? 256 << 10 : 64 << 10);
+}
 
 bool needs_data(const detail::ContextImpl& c, bool always) {
   return always || c.node_size() > 1 || c.num_nodes() > 1;

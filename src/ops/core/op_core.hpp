@@ -166,6 +166,12 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
   }
 }
 
+// The handshake payload room of an op's latency path (OpCore::Spec::with_payload) for calls of
+// at most `max_bytes`: on one host with peers, up to 256 KiB at two ranks and 64 KiB above (the
+// sizes up to which every rank reading every peer's data in one round beats two rounds on a
+// share; docs/design.md); 0 elsewhere (no latency path).
+std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes);
+
 // Whether an op's data regions are needed: host peers read them or MPI moves them, or the op
 // computes into them even when alone (`always`).
 bool needs_data(const detail::ContextImpl& c, bool always = false);

@@ -498,24 +498,35 @@ class Model:
         kc[:B, :, pos:S] = self.rope(qkv[:, :, hq:hq + hkv], cos, sin).transpose(1, 2)
         vc[:B, :, pos:S] = qkv[:, :, hq + hkv:].transpose(1, 2)
         # the q heads of KV head j are j*g .. j*g+g-1: batched [B*hkv, g*T, hd] x [B*hkv, S, hd]
+        k = kc[:B].view(B * hkv, -1, hd)
+        v = vc[:B].view(B * hkv, -1, hd)
         if T == 1:
-            q = q.view(B * hkv, g, hd)
-        else:
-            q = q.view(B, T, hkv, g, hd).permute(0, 2, 3, 1, 4).reshape(B * hkv, g * T, hd)
-        k = kc[:B].view(B * hkv, -1, hd)[:, :S]
-        v = vc[:B].view(B * hkv, -1, hd)[:, :S]
-        scores = torch.bmm(q, k.transpose(1, 2))                  # [B*hkv, g*T, S]
-        if T > 1:
-            mask = torch.full((T, S), float("-inf"), dtype=scores.dtype).triu_(pos + 1)
-            scores += mask.repeat(g, 1)
+            return self.softmax_v(torch.bmm(q.view(B * hkv, g, hd), k[:, :S].transpose(1, 2)),
+                                  v[:, :S]).view(B, hq * hd)
+        # Prefill: query rows in chunks, each against the keys up to its last position (causal:
+        # about half the work of the whole square, and small score blocks).
+        q = q.view(B, T, hkv, g, hd).permute(0, 2, 3, 1, 4)      # [B, hkv, g, T, hd]
+        o = torch.empty((B, T, hkv, g, hd), dtype=q.dtype)
+        for c0 in range(0, T, self.CHUNK):
+            c1 = min(T, c0 + self.CHUNK)
+            end = pos + c1
+            qc = q[:, :, :, c0:c1].reshape(B * hkv, g * (c1 - c0), hd)
+            scores = torch.bmm(qc, k[:, :end].transpose(1, 2))   # [B*hkv, g*C, end]
+            mask = torch.full((c1 - c0, end), float("-inf"), dtype=scores.dtype)
+            scores += mask.triu_(pos + c0 + 1).repeat(g, 1)
+            oc = self.softmax_v(scores, v[:, :end])               # [B*hkv, g*C, hd]
+            o[:, c0:c1] = oc.view(B, hkv, g, c1 - c0, hd).permute(0, 3, 1, 2, 4)
+        return o.view(B * T, hq * hd)
+
+    CHUNK = 128
+
+    @staticmethod
+    def softmax_v(scores, v):
         if scores.dtype == torch.float32:
             probs = torch.softmax(scores, -1)
         else:
             probs = torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
-        o = torch.bmm(probs, v)                                   # [B*hkv, g*T, hd]
-        if T == 1:
-            return o.view(B, hq * hd)
-        return o.view(B, hkv, g, T, hd).permute(0, 3, 1, 2, 4).reshape(B * T, hq * hd)
+        return torch.bmm(probs, v)
 
     def moe(self, layer, h):
         probs = torch.softmax(torch.mm(h, layer["router"].t()).float(), -1)

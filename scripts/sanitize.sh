@@ -29,6 +29,7 @@ run_asan() {
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
   cmake --build build-asan -j"$jobs" --target \
     fluxcpp_all_gather_test fluxcpp_ag_gemm_test fluxcpp_reduce_scatter_test fluxcpp_gemm_rs_test \
+    fluxcpp_all_reduce_test fluxcpp_gemm_ar_test \
     fluxcpp_all_to_all_single_test fluxcpp_a2a_gemm_test fluxcpp_ulysses_test \
     fluxcpp_grouped_gemm_test fluxcpp_inplace_cast_test fluxcpp_moe_capi_test \
     fluxcpp_moe_dispatch_test fluxcpp_moe_combine_test fluxcpp_ag_scatter_grouped_gemm_test \
@@ -37,7 +38,7 @@ run_asan() {
     fluxcpp_abandoned_test fluxcpp_shm_neighbour >/dev/null
   echo "sanitize: asan build $((SECONDS - start)) s"
   start=$SECONDS
-  local ops='all_gather|ag_gemm|reduce_scatter|gemm_rs|all_to_all_single|a2a_gemm|ulysses'
+  local ops='all_gather|ag_gemm|reduce_scatter|gemm_rs|all_reduce|gemm_ar|all_to_all_single|a2a_gemm|ulysses'
   ops+='|moe_dispatch|moe_combine|ag_scatter_grouped_gemm|grouped_gemm_gather_rs|async_send_recv'
   # allocator_may_return_null: a create too large for the machine must reach the library as
   # std::bad_alloc (which it reports as kSystem), not end the process in ASan's allocator.

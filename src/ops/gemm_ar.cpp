@@ -34,7 +34,7 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
   if (d.error.empty() && packed_ != nullptr)
     d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
                                 opts_.transpose_weight);
-  const bool latency = d.error.empty() && reduce_.one_shot(m * opts_.n);
+  const bool latency = d.error.empty() && m > 0 && reduce_.one_shot(m * opts_.n);
   if (d.error.empty() && m > 0) {
     ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
   }

@@ -108,15 +108,6 @@ Bytes ordered_reference(DType t, const Bytes& inputs, int64_t count,
   return out;
 }
 
-// got equals rank 0's bytes (every rank holds the same result). Collective.
-bool expect_same_on_every_rank(const Bytes& got, std::size_t bytes, const std::string& what) {
-  Bytes root(got.begin(), got.begin() + static_cast<long>(bytes));
-  MPI_Bcast(root.data(), static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
-  const bool same = std::memcmp(root.data(), got.data(), bytes) == 0;
-  EXPECT_TRUE(same) << what << ": rank " << world_rank() << " differs from rank 0";
-  return same;
-}
-
 // Sanity against MPI_Allreduce (any order): |got - mpi| <= W * eps * Σ|x| (+ bf16's rounding).
 void expect_close_to_mpi(DType t, const Bytes& in, const Bytes& inputs, int64_t count,
                          const Bytes& got, const std::string& what) {

@@ -65,14 +65,6 @@ Data make_data(const Problem& p, int64_t m, int call) {
           random_tensor(p.out, static_cast<std::size_t>(p.n), seed_of(0, call, 3))};
 }
 
-// got equals rank 0's bytes. Collective.
-void expect_same_on_every_rank(const Bytes& got, std::size_t bytes, const std::string& what) {
-  Bytes root(got.begin(), got.begin() + static_cast<long>(bytes));
-  MPI_Bcast(root.data(), static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
-  EXPECT_EQ(std::memcmp(root.data(), got.data(), bytes), 0)
-      << what << ": rank " << world_rank() << " differs from rank 0";
-}
-
 // One forward (with a packed weight when given), checked against the reference, for writes past
 // [m, n], and for the same bits on every rank. Returns the output. Collective.
 Bytes check_forward(GemmAr& op, const Problem& p, int64_t m, const Data& d, bool with_bias,

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -282,6 +283,17 @@ bool expect_no_throw(F&& fn, const std::string& what) {
 }
 
 // ---- MPI references --------------------------------------------------------------------------
+
+// got's first `bytes` equal rank 0's (ops whose result is the same bits on every rank).
+// Collective.
+inline bool expect_same_on_every_rank(const Bytes& got, std::size_t bytes,
+                                      const std::string& what) {
+  Bytes root(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(bytes));
+  if (bytes > 0) MPI_Bcast(root.data(), static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
+  const bool same = std::equal(root.begin(), root.end(), got.begin());
+  EXPECT_TRUE(same) << what << ": rank " << world_rank() << " differs from rank 0";
+  return same;
+}
 
 // MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.
 inline Bytes mpi_allgather(const Bytes& mine, int64_t rows, std::size_t row_bytes) {

@@ -78,6 +78,7 @@ def parse_args(argv=None):
       help="fluxcpp: Context(ranks_per_node=...) (default FLUXCPP_BENCH_RANKS_PER_NODE, 0: real hosts)")
     a("--print-tokens", type=int, default=8, help="generated ids of the first sequence shown")
     a("--json", help="append the results as one JSON line to this file (rank 0)")
+    a("--tag", help="a note stored in the --json row (e.g. the machine's load)")
     a("--no-progress", action="store_true", help="no progress line on stderr")
     args = p.parse_args(argv)
     args.prefill_batch = args.prefill_batch or args.batch
@@ -634,6 +635,7 @@ def make_backend(args, dtype):
     if args.local_gemm == "fluxcpp":
         local_ctx = fluxcpp.Context(MPI.COMM_SELF, compute_threads=args.threads)
     world = MpiWorld(MPI.COMM_WORLD)
+    world.ranks_per_host = ctx.node_size
     backend = FluxBackend(world, ctx, local_ctx, dtype, not args.no_packed)
     return world, backend, [c for c in (local_ctx, ctx) if c is not None]
 
@@ -692,9 +694,13 @@ def report(args, cfg, world, ttft, tpot, tokens):
            "prefill_tok_s": args.prefill_batch * args.prompt_len / t_first,
            "decode_tok_s": args.batch / t_tok if args.gen > 1 else None,
            "ttft_all_ms": [t * 1e3 for t in ttft], "tpot_all_ms": [t * 1e3 for t in tpot]}
+    if args.tag:
+        row["tag"] = args.tag
     if args.backend == "fluxcpp":
-        row.update(packed=not args.no_packed, local_gemm=args.local_gemm)
-    print(f"llama_tp: backend={args.backend} W={world.size} dtype={args.dtype} {cfg} "
+        row.update(packed=not args.no_packed, local_gemm=args.local_gemm,
+                   ranks_per_host=world.ranks_per_host)
+    hosts = f" hosts={world.size // world.ranks_per_host}" if args.backend == "fluxcpp" else ""
+    print(f"llama_tp: backend={args.backend} W={world.size}{hosts} dtype={args.dtype} {cfg} "
           f"batch={args.batch} prefill-batch={args.prefill_batch} prompt={args.prompt_len} "
           f"gen={args.gen}")
     dec = (f"TPOT {row['tpot_ms']:.2f} ms  decode {row['decode_tok_s']:.1f} tok/s"

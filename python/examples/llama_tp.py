@@ -502,8 +502,15 @@ class Model:
         k = kc[:B].view(B * hkv, -1, hd)
         v = vc[:B].view(B * hkv, -1, hd)
         if T == 1:
-            return self.softmax_v(torch.bmm(q.view(B * hkv, g, hd), k[:, :S].transpose(1, 2)),
-                                  v[:, :S]).view(B, hq * hd)
+            q = q.view(B * hkv, g, hd)
+            if 2 * S < k.shape[1]:
+                return self.softmax_v(torch.bmm(q, k[:, :S].transpose(1, 2)),
+                                      v[:, :S]).view(B, hq * hd)
+            # The whole cache, positions >= S masked: one contiguous batched GEMM (torch's bf16
+            # bmm on the strided [:, :S] views is several times slower).
+            scores = torch.bmm(q, k.transpose(1, 2))
+            scores[:, :, S:] = float("-inf")
+            return self.softmax_v(scores, v).view(B, hq * hd)
         # Prefill: query rows in chunks, each against the keys up to its last position (causal:
         # about half the work of the whole square, and small score blocks).
         q = q.view(B, T, hkv, g, hd).permute(0, 2, 3, 1, 4)      # [B, hkv, g, T, hd]
@@ -512,10 +519,12 @@ class Model:
             c1 = min(T, c0 + self.CHUNK)
             end = pos + c1
             qc = q[:, :, :, c0:c1].reshape(B * hkv, g * (c1 - c0), hd)
-            scores = torch.bmm(qc, k[:, :end].transpose(1, 2))   # [B*hkv, g*C, end]
+            # contiguous keys and values: torch's bmm on strided views can be several times slower
+            kk, vv = k[:, :end].contiguous(), v[:, :end].contiguous()
+            scores = torch.bmm(qc, kk.transpose(1, 2))            # [B*hkv, g*C, end]
             mask = torch.full((c1 - c0, end), float("-inf"), dtype=scores.dtype)
             scores += mask.triu_(pos + c0 + 1).repeat(g, 1)
-            oc = self.softmax_v(scores, v[:, :end])               # [B*hkv, g*C, hd]
+            oc = self.softmax_v(scores, vv)                       # [B*hkv, g*C, hd]
             o[:, c0:c1] = oc.view(B, hkv, g, c1 - c0, hd).permute(0, 3, 1, 2, 4)
         return o.view(B * T, hq * hd)
 

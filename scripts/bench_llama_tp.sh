@@ -31,7 +31,11 @@ while [ $# -gt 0 ]; do
 done
 out=${out:-$(mktemp --suffix=.jsonl)}
 export PYTHONPATH=$PWD/python FLUXCPP_LIBRARY=${FLUXCPP_LIBRARY:-$PWD/build/libfluxcpp.so}
-export OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
+export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
+# One core per rank (mpirun's default binding) when there are enough, as link_run.sh does; the
+# script sets torch's threads (--threads 1) and fluxcpp its own. (OMP_NUM_THREADS is left
+# unset here: nproc would count it as the CPUs, in link_run.sh too.)
+unset OMP_NUM_THREADS
 flags=()
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 [ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe --bind-to none)

@@ -10,14 +10,18 @@
 
 namespace fluxcpp {
 
+// This process's pid without a system call: read once, and again in the child of every fork()
+// (a pthread_atfork handler), since every op call asks (getpid() cost ~10 % of a small call).
+pid_t current_pid() noexcept;
+
 class ProcessOwner {
  public:
   // True in the process that made the object.
-  bool here() const noexcept { return ::getpid() == pid_; }
+  bool here() const noexcept { return current_pid() == pid_; }
   pid_t pid() const noexcept { return pid_; }
 
  private:
-  pid_t pid_ = ::getpid();
+  pid_t pid_ = current_pid();
 };
 
 }  // namespace fluxcpp

@@ -1,5 +1,6 @@
 #include "ops/core/handshake.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -210,7 +211,9 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   own.word = d.word;
   own.serial = serial_;
   own.call = call;
-  std::snprintf(own.message, kMessage, "%s", v.message.c_str());
+  const std::size_t len = std::min<std::size_t>(v.message.size(), kMessage - 1);
+  std::memcpy(own.message, v.message.data(), len);
+  own.message[len] = '\0';
   shm::signal_set(header_.at(me, parity), call);
 
   // Read everyone's. A peer overwrites this parity only at call + 2, which needs our header of

@@ -109,6 +109,7 @@ void AllReduceExchange::sum_payloads(char* output) {
   const int L = c_->node_size();
   std::vector<const void*> srcs(L);
   for (int p = 0; p < L; ++p) srcs[p] = core_->handshake().payload(p);
+  core_->skip_release();  // no rank read a peer's input slot
   kernels::reduce_sum(in_, srcs.data(), L, out_, output, count_);
 }
 

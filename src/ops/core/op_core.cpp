@@ -106,6 +106,7 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
     call.deadline = ctx_->deadline();
     return;
   }
+  skip_release_ = false;
   call.epoch = ++epoch_;
   try {
     hs_.exchange(epoch_, d);
@@ -129,7 +130,8 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
 void OpCore::end_call() {
   if (transport_ && !transport_->idle()) transport_->complete(ctx_->deadline());
   if (transport_) transport_->raise_if_failed();
-  if (spec_.releases && ctx_->node_size() > 1) release_peers();
+  if (spec_.releases && ctx_->node_size() > 1 && !skip_release_) release_peers();
+  skip_release_ = false;
 }
 
 void OpCore::fail(Path path, std::exception_ptr e) noexcept {

@@ -115,6 +115,9 @@ class OpCore {
   // The release protocol (Spec::releases): waits until every host peer released this rank's
   // segment after the last call that read it.
   void wait_released();
+  // Called in a call's body, on every rank alike (from agreed values): no rank read a host peer's
+  // segment in this call (the data rode on the handshake), so the call ends without a release.
+  void skip_release() { skip_release_ = true; }
 
  private:
   void begin_call(Path path, const CallDescriptor& d, Call& call);
@@ -133,6 +136,7 @@ class OpCore {
   std::optional<comm::Transport> transport_;
   uint64_t epoch_ = 0;
   uint64_t released_epoch_ = 0;  // the last call that released the host peers
+  bool skip_release_ = false;
   std::string broken_;           // the first failure that broke the op
 };
 

@@ -190,11 +190,10 @@ class AgGemm(_GemmOp, ZeroCopyInput):
         return checked(fwd(h, ip, m, wp, bp, op, gp), out)
 
 
-class GemmRs(_GemmOp):
-    """fluxcpp_gemm_rs (FLUX GemmRS), the row-parallel linear: input [m, k] (this rank's K
-    slice); weight [n, k] (or a fluxcpp.PackedWeight of it); out [m/W, n] = this rank's rows of the sum over ranks of
-    input @ weight.T, + bias once (bias the same on every rank). Bitwise reproducible."""
-    _c = "gemm_rs"
+class _RowParallel(_GemmOp):
+    """The row-parallel linear ops (GemmRs, GemmAr): input [m, k] (this rank's K slice), weight
+    [n, k] or a fluxcpp.PackedWeight, bias once; they differ in the rows m may have and the rows
+    each rank gets (_rows)."""
 
     def _poison(self):  # no output besides out
         self._fwd(self._handle, None, -1, None, None, None)
@@ -203,40 +202,40 @@ class GemmRs(_GemmOp):
         h = self._handle or self._h()
         fw = self._fw
         try:
-            ip, m = self._input(input)
+            ip, m, rows = self._rows(input)
             wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
-            out, op = output(fw, "out", out, self._out_dtype, (m // self._W, self.n))
+            out, op = output(fw, "out", out, self._out_dtype, (rows, self.n))
         except (TypeError, ValueError):
             self._poison()
             raise
         return checked(fwd(h, ip, m, wp, bp, op), out)
 
 
-class GemmAr(_GemmOp):
+class GemmRs(_RowParallel):
+    """fluxcpp_gemm_rs (FLUX GemmRS), the row-parallel linear: input [m, k] (this rank's K
+    slice); weight [n, k] (or a fluxcpp.PackedWeight of it); out [m/W, n] = this rank's rows of
+    the sum over ranks of input @ weight.T, + bias once (bias the same on every rank). Bitwise
+    reproducible."""
+    _c = "gemm_rs"
+
+    def _rows(self, input):
+        ip, m = self._input(input)
+        return ip, m, m // self._W
+
+
+class GemmAr(_RowParallel):
     """fluxcpp_gemm_ar, the row-parallel linear with replicated activations: input [m, k] (this
     rank's K slice; any m <= max_m, the same on every rank); weight [n, k] (or a
     fluxcpp.PackedWeight of it); out [m, n] on every rank = the sum over ranks of input @
     weight.T, + bias once (bias the same on every rank). Bitwise identical on every rank."""
     _c = "gemm_ar"
 
-    def _poison(self):  # no output besides out
-        self._fwd(self._handle, None, -1, None, None, None)
-
-    def forward(self, input, weight, bias=None, *, out=None):
-        h = self._handle or self._h()
-        fw = self._fw
-        try:
-            ip = tensor(fw, "input", input, self._in_dtype, (None, self.k))
-            m = input.shape[0]
-            self._check_m(m)
-            wp, fwd = self._weight(weight)
-            bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
-            out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
-        except (TypeError, ValueError):
-            self._poison()
-            raise
-        return checked(fwd(h, ip, m, wp, bp, op), out)
+    def _rows(self, input):
+        ip = tensor(self._fw, "input", input, self._in_dtype, (None, self.k))
+        m = input.shape[0]
+        self._check_m(m)
+        return ip, m, m
 
 
 AGKernel = AgGemm

@@ -78,6 +78,8 @@ def parse_args(argv=None):
       help="fluxcpp: Context(ranks_per_node=...) (default FLUXCPP_BENCH_RANKS_PER_NODE, 0: real hosts)")
     a("--print-tokens", type=int, default=8, help="generated ids of the first sequence shown")
     a("--json", help="append the results as one JSON line to this file (rank 0)")
+    a("--profile", action="store_true", help="after the timed runs, one more generation timed "
+      "by part (linear layers by role, attention, RMSNorm, other) on rank 0")
     a("--tag", help="a note stored in the --json row (e.g. the machine's load)")
     a("--no-progress", action="store_true", help="no progress line on stderr")
     args = p.parse_args(argv)
@@ -598,6 +600,59 @@ class Progress:
             self.shown = False
 
 
+class Profile:
+    """--profile: wall time per part of the forward on this rank — the linear layers by role,
+    attention, RMSNorm, the rest ("other": embedding, RoPE tables, residual adds, SwiGLU, argmax,
+    Python). A row-parallel layer's time includes waiting for the slowest rank."""
+    PARTS = ("qkv", "o", "gate_up", "down", "experts", "lm_head", "attention", "rmsnorm")
+
+    def __init__(self, model):
+        self.t = dict.fromkeys(self.PARTS, 0.0)
+        for layer in model.layers:
+            for key in ("qkv", "o", "gate_up", "down", "experts"):
+                if key in layer:
+                    layer[key] = self.wrap(key, layer[key])
+        model.lm_head = self.wrap("lm_head", model.lm_head)
+        model.attention = self.wrap("attention", model.attention)
+        model.rmsnorm = self.wrap("rmsnorm", model.rmsnorm)
+
+    def wrap(self, part, fn):
+        def timed(*a):
+            t0 = time.perf_counter()
+            y = fn(*a)
+            self.t[part] += time.perf_counter() - t0
+            return y
+        return timed
+
+    def line(self, label, total, n):
+        parts = [(k, v) for k, v in self.t.items() if v > 0]
+        other = total - sum(v for _, v in parts)
+        text = " + ".join(f"{k} {v / n * 1e3:.2f}" for k, v in parts + [("other", other)])
+        self.t = dict.fromkeys(self.PARTS, 0.0)
+        return f"  profile {label}: {total / n * 1e3:.2f} ms = {text}"
+
+
+def profile(model, prompts, args, world):
+    """One prefill and the decode steps after it, timed by part (rank 0's numbers)."""
+    prof = Profile(model)
+    P, T = prompts.shape
+    world.barrier()
+    t0 = time.perf_counter()
+    tok = model.forward(prompts, 0).argmax(-1)
+    lines = [prof.line(f"prefill {P}x{T}", time.perf_counter() - t0, 1)]
+    if args.batch > P:
+        model.copy_cache(P, args.batch, T)
+        tok = tok.repeat(args.batch // P)
+    n = args.gen - 1
+    if n > 0:
+        world.barrier()
+        t0 = time.perf_counter()
+        for i in range(n):
+            tok = model.forward(tok.view(args.batch, 1), T + i).argmax(-1)
+        lines.append(prof.line(f"decode step, batch {args.batch}", time.perf_counter() - t0, n))
+    return lines
+
+
 def generate(model, prompts, gen, batch, progress=None):
     """Greedy decoding. prompts [P, T]: prefilled together; with batch > P the other sequences
     repeat them (caches copied). Returns (tokens [batch, gen], first logits [P, vocab], TTFT s,
@@ -685,7 +740,10 @@ def main(argv=None):
                 if not warm:
                     ttft.append(t_first)
                     tpot.append(t_dec / max(1, args.gen - 1))
+            lines = profile(model, prompts, args, world) if args.profile else []
         report(args, cfg, world, ttft, tpot, tokens)
+        if world.rank == 0 and lines:
+            print("\n".join(lines), flush=True)
         backend.close()
     finally:
         for c in closers:

@@ -131,12 +131,18 @@ Op make_op(const std::string& name, int W) {
     };
     op.destroy = [=] { return fluxcpp_ag_gemm_destroy(static_cast<fluxcpp_ag_gemm_t>(d->h)); };
   } else if (name == "gemm_rs") {
+    // More rows than the decode-sized latency path takes (m <= 128): there the victim's data
+    // rides on the handshake, so the others finish the second forward and time out, naming it,
+    // in the third; here they must meet the victim's death inside the second.
+    const int64_t m = 160 * W;
+    d->a.assign(static_cast<std::size_t>(m * k), 0.5f);
+    d->c.assign(static_cast<std::size_t>(m * n), 0.0f);
     op.create = [=](fluxcpp_context_t c) {
-      return fluxcpp_gemm_rs_create(c, rows * W, n, k, f32, f32, 0,
+      return fluxcpp_gemm_rs_create(c, m, n, k, f32, f32, 0,
                                     reinterpret_cast<fluxcpp_gemm_rs_t*>(&d->h));
     };
     op.forward = [=] {
-      return fluxcpp_gemm_rs_forward(static_cast<fluxcpp_gemm_rs_t>(d->h), d->a.data(), rows * W,
+      return fluxcpp_gemm_rs_forward(static_cast<fluxcpp_gemm_rs_t>(d->h), d->a.data(), m,
                                      d->b.data(), nullptr, d->c.data());
     };
     op.destroy = [=] { return fluxcpp_gemm_rs_destroy(static_cast<fluxcpp_gemm_rs_t>(d->h)); };

@@ -10,13 +10,16 @@
 # is not measured while other jobs hold cores (they slow a run that needs every core far more
 # than a one-rank run); each JSON row records the busy share seen and the wait.
 # Usage: scripts/bench_llama_tp.sh [-np W] [--rounds N] [--out FILE.jsonl] [--link RATE]
-#                                  [--busy PERCENT] [--max-wait S] [-- extra llama_tp.py flags]
+#                                  [--busy PERCENT] [--max-wait S] [--dtypes "f32 bf16"]
+#                                  [--batches "1 8 32"] [--no-one-rank] [-- extra llama_tp.py flags]
 #   --link RATE: the W ranks as hosts joined by a shaped link (scripts/link_run.sh RATE; one
 #   rank per simulated host); the one-rank runs stay as they are.
+#   --no-one-rank: only fluxcpp and torch + gloo at W (no TP = 1 columns).
 # Needs build/libfluxcpp.so (cmake --build build) and Debian's python3-torch / python3-mpi4py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-np=2 rounds=3 out="" link="" busy=15 max_wait=600 extra=()
+np=2 rounds=3 out="" link="" busy=15 max_wait=600 dtypes="f32 bf16" batches="1 8 32" one_rank=1
+extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -np) np=$2; shift 2 ;;
@@ -25,6 +28,9 @@ while [ $# -gt 0 ]; do
     --link) link=$2; shift 2 ;;
     --busy) busy=$2; shift 2 ;;
     --max-wait) max_wait=$2; shift 2 ;;
+    --dtypes) dtypes=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    --no-one-rank) one_rank=0; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "bench_llama_tp: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -68,13 +74,15 @@ run() {  # run NP BACKEND DTYPE BATCH
 }
 echo "bench_llama_tp: results in $out" >&2
 for round in $(seq "$rounds"); do
-  for dtype in f32 bf16; do
-    for batch in 1 8 32; do
+  for dtype in $dtypes; do
+    for batch in $batches; do
       echo "== round $round, $dtype, batch $batch" >&2
       run "$np" fluxcpp "$dtype" "$batch"
       run "$np" torch "$dtype" "$batch"
-      run 1 single "$dtype" "$batch"
-      run 1 fluxcpp "$dtype" "$batch"
+      if [ "$one_rank" = 1 ]; then
+        run 1 single "$dtype" "$batch"
+        run 1 fluxcpp "$dtype" "$batch"
+      fi
     done
   done
 done
@@ -87,22 +95,40 @@ runs = collections.defaultdict(list)
 for r in rows:
     runs[(r["dtype"], r["batch"], r["backend"], r["world"])].append(r)
 med = statistics.median
-def ratio(a, b, key, inv=False):
-    xs = [(y[key] / x[key]) if inv else (x[key] / y[key]) for x, y in zip(a, b)]
-    return med(xs) if xs else float("nan")
-print("| dtype | batch | TTFT fluxcpp / torch+gloo / single / fluxcpp W=1 (ms) | TPOT (ms) same order "
-      "| TTFT torch/fluxcpp | TPOT torch/fluxcpp | prefill tok/s TP/TP=1 (fluxcpp, vs single) "
-      "| decode tok/s TP/TP=1 (fluxcpp, vs single) |")
+CONFIGS = (("fluxcpp", W), ("torch", W), ("single", 1), ("fluxcpp", 1))
+batches = sorted({r["batch"] for r in rows})
+
+
+def cell(xs, key):
+    return f"{med([r[key] for r in xs]):.1f}" if xs else "–"
+
+
+def ratio(a, b, key):
+    """median over the rounds of a[key] / b[key] (runs paired in round order)"""
+    xs = [x[key] / y[key] for x, y in zip(a, b)]
+    return f"{med(xs):.2f}x" if xs else "–"
+
+
+print(f"TTFT and TPOT in ms, medians over the rounds: fluxcpp W={W} / torch+gloo W={W} / single "
+      "(torch, one rank) / fluxcpp W=1; ratios: medians of the per-round ratios.")
+print("| dtype | batch | TTFT | TPOT | TTFT torch/fluxcpp | TPOT torch/fluxcpp "
+      "| prefill tok/s TP/TP=1: vs fluxcpp W=1, vs single | decode tok/s TP/TP=1: same |")
 print("|---|---|---|---|---|---|---|---|")
 for dtype in ("f32", "bf16"):
-    for batch in (1, 8, 32):
-        f, t, s, f1 = (runs[(dtype, batch, b, w)] for b, w in
-                       (("fluxcpp", W), ("torch", W), ("single", 1), ("fluxcpp", 1)))
-        if not (f and t and s and f1):
+    for batch in batches:
+        f, t, s, f1 = (runs[(dtype, batch, b, w)] for b, w in CONFIGS)
+        if not f:
             continue
-        cell = lambda key: " / ".join(f"{med([r[key] for r in x]):.1f}" for x in (f, t, s, f1))
-        print(f"| {dtype} | {batch} | {cell('ttft_ms')} | {cell('tpot_ms')} "
-              f"| {ratio(t, f, 'ttft_ms'):.2f}x | {ratio(t, f, 'tpot_ms'):.2f}x "
-              f"| {ratio(f, f1, 'prefill_tok_s'):.2f}x, {ratio(f, s, 'prefill_tok_s'):.2f}x "
-              f"| {ratio(f, f1, 'decode_tok_s'):.2f}x, {ratio(f, s, 'decode_tok_s'):.2f}x |")
+        print(f"| {dtype} | {batch} | {' / '.join(cell(x, 'ttft_ms') for x in (f, t, s, f1))} "
+              f"| {' / '.join(cell(x, 'tpot_ms') for x in (f, t, s, f1))} "
+              f"| {ratio(t, f, 'ttft_ms')} | {ratio(t, f, 'tpot_ms')} "
+              f"| {ratio(f, f1, 'prefill_tok_s')}, {ratio(f, s, 'prefill_tok_s')} "
+              f"| {ratio(f, f1, 'decode_tok_s')}, {ratio(f, s, 'decode_tok_s')} |")
+# TTFT is the same prefill in every batch's runs: all of them together
+for dtype in ("f32", "bf16"):
+    f, t, s, f1 = ([r for b in batches for r in runs[(dtype, b, be, w)]] for be, w in CONFIGS)
+    if f:
+        print(f"{dtype}: TTFT over all {len(f)} runs {' / '.join(cell(x, 'ttft_ms') for x in (f, t, s, f1))} "
+              f"ms; torch/fluxcpp {ratio(t, f, 'ttft_ms')}; prefill TP/TP=1 "
+              f"{ratio(f, f1, 'prefill_tok_s')} (vs fluxcpp W=1), {ratio(f, s, 'prefill_tok_s')} (vs single)")
 EOF

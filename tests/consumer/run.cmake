@@ -4,6 +4,7 @@
 #   find_package      tests/consumer, a C and C++ project, through the installed CMake package
 #   find_package_cxx  tests/consumer with C++ alone
 #   find_package_c    tests/consumer_c, a C-only project
+#   find_package_no_minimum  tests/consumer_no_minimum, a C project without cmake_minimum_required
 #   pkg_config        tests/consumer/main.c built with CC $(pkg-config --cflags --libs fluxcpp)
 #   add_subdirectory  tests/consumer_embed adding the source tree ROOT
 #   fetchcontent      tests/consumer_embed fetching a file:// tarball of ROOT's library sources
@@ -34,6 +35,9 @@ if(MODE MATCHES "^find_package")
     set(programs consumer_cpp)
   elseif(MODE STREQUAL "find_package_c")
     set(source ${ROOT}/tests/consumer_c)
+    set(programs consumer_c)
+  elseif(MODE STREQUAL "find_package_no_minimum")
+    set(source ${ROOT}/tests/consumer_no_minimum)
     set(programs consumer_c)
   endif()
 elseif(MODE STREQUAL "add_subdirectory")

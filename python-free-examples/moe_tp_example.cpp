@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -54,7 +55,21 @@ std::vector<float> moe_block(const fluxcpp::Context& ctx, int64_t T,
 
 }  // namespace
 
+// --help prints this; it is handled before MPI starts, so it also works without mpirun.
+const char kUsage[] =
+    "usage: mpirun -np N fluxcpp_example_moe_tp [--help]\n"
+    "An MoE block under tensor parallelism (AgScatterGroupedGemm -> ReLU -> GroupedGemmGatherRs)\n"
+    "checked against the same block computed on one rank; rank 0 prints ok or WRONG with the\n"
+    "largest error. W ranks with W dividing 128 (the FFN width), e.g. 1, 2, 4.\n"
+    "Exit status 0 when the result is right, nonzero otherwise.\n";
+
 int main(int argc, char** argv) {
+  if (argc > 1) {  // the only argument is --help
+    const bool help = !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h");
+    if (!help) std::fprintf(stderr, "%s: unknown argument '%s'\n", argv[0], argv[1]);
+    std::fputs(kUsage, help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 0;

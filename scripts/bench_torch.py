@@ -6,6 +6,9 @@ torch paths of gemm_rs and gemm_ar reduce their bf16 product in f32, and ag_gemm
 as bytes).
 
 Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
+           [--shape M,N,K ...] [--dtype f32|bf16]
+--shape runs the GEMM ops (ag_gemm, gemm_rs, gemm_ar) at exactly those shapes and nothing else;
+--dtype picks their dtype (default: both). Shapes as fluxcpp_bench --shape reads them (--help).
 Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
 GEMM ops also show torch.mm alone on the rank's GEMM (the engine's context: fluxcpp runs oneDNN,
 as torch.mm does on CPU).
@@ -21,16 +24,53 @@ import statistics
 import tempfile
 import time
 
-import torch
-import torch.distributed as dist
-from mpi4py import MPI
 
-import fluxcpp
 
-ap = argparse.ArgumentParser()
+def gemm_shapes_arg(value):
+    """'M,N,K', or several of them separated by ';' or spaces: a list of (M, N, K)."""
+    shapes = []
+    for part in value.replace(";", " ").split():
+        try:
+            m, n, k = (int(v) for v in part.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{part}' is not M,N,K (three integers)")
+        if min(m, n, k) <= 0:
+            raise argparse.ArgumentTypeError(f"'{part}': M, N and K must be positive")
+        shapes.append((m, n, k))
+    if not shapes:
+        raise argparse.ArgumentTypeError("no shape given")
+    return shapes
+
+
+ap = argparse.ArgumentParser(
+    description="fluxcpp through its Python module vs torch.distributed (gloo) + torch.mm, on "
+                "the ranks of one mpirun: mpirun -np W /usr/bin/python3 scripts/bench_torch.py "
+                "(PYTHONPATH=<build>/python).",
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+    epilog="""--shape M,N,K means, as in fluxcpp_bench --shape:
+  ag_gemm  M total rows over all ranks (M/W each, gathered), N columns of this rank's weight
+           [N, K], K; output [M, N] on every rank
+  gemm_rs  M rows of this rank's K slice [M, K], weight [N, K]; each rank gets M/W rows
+  gemm_ar  M rows (any M), weight [N, K]; every rank gets all M rows
+ag_gemm and gemm_rs skip an M that W does not divide, saying so.
+Example: mpirun -np 2 /usr/bin/python3 scripts/bench_torch.py --shape 512,1536,1024 --dtype bf16""")
 ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
 ap.add_argument("--json", help="append one JSON object per row to this file (rank 0)")
+ap.add_argument("--shape", type=gemm_shapes_arg, action="append", metavar="M,N,K",
+                help="run only the GEMM ops (ag_gemm, gemm_rs, gemm_ar), at this shape; "
+                     "repeatable, and one value may list several shapes separated by ';' "
+                     "(quoted) or spaces, e.g. --shape '512,1536,1024;8,1536,1024'")
+ap.add_argument("--dtype", choices=("f32", "bf16"), action="append",
+                help="input (and output) dtype of the GEMM ops, torch.mm's too; repeatable "
+                     "(default: f32 and bf16); the collectives always run f32")
 args = ap.parse_args()
+
+# After the arguments: --help needs neither torch nor MPI.
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+import fluxcpp  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, W = comm.Get_rank(), comm.Get_size()
@@ -77,9 +117,29 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
 
 
 f32 = torch.float32
+
+
+def gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm):
+    """gemm_ar: all m rows on every rank (k: this rank's slice), out [m, n] in dt."""
+    with fluxcpp.GemmAr(ctx, m, n, k, input_dtype=dt, output_dtype=dt) as op:
+        o = torch.empty(m, n, dtype=dt)
+        t_f = timed(lambda: op.forward(xk, w, out=o))
+
+    def torch_gar():
+        y = torch.mm(xk, w.t())
+        if dt != f32:
+            y = y.float()
+        dist.all_reduce(y)
+        return y.to(dt)
+    t_t = timed(torch_gar)
+    report("gemm_ar", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
+
+
 with fluxcpp.Context() as ctx:
     coll_sizes = [(64, 256), (1024, 1024)] if args.quick else \
         [(64, 256), (256, 1024), (1024, 1024), (4096, 1024)]
+    if args.shape:  # GEMM shapes given: the collectives, which take none, are left out
+        coll_sizes = []
     for m, k in coll_sizes:
         x = torch.randn(m // W, k)
         out = torch.empty(m, k)
@@ -125,12 +185,22 @@ with fluxcpp.Context() as ctx:
     gemm_shapes = [(256, 512, 512), (512, 1536, 1024), (8, 1536, 1024)] if args.quick else \
         [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048),
          (512, 1536, 1024), (512, 2816, 1024), (8, 1536, 1024), (32, 2816, 1024)]
-    for dt in (f32, torch.bfloat16):
-        name = "f32" if dt == f32 else "bf16"
+    if args.shape:
+        gemm_shapes = [s for group in args.shape for s in group]
+    dtypes = {"f32": f32, "bf16": torch.bfloat16}
+    for name in sorted(set(args.dtype or dtypes), key=list(dtypes).index):
+        dt = dtypes[name]
         for m, n, k in gemm_shapes:
-            if m % W:
-                continue
             shape = f"m={m} n={n} k={k} {name}"
+            xk = torch.randn(m, k).to(dt)
+            w = torch.randn(n, k).to(dt)
+            t_mm = timed(lambda: torch.mm(xk, w.t()))  # the rank's whole GEMM, [M, K] x [K, N]
+            if m % W:
+                if rank == 0:
+                    print(f"{'ag_gemm, gemm_rs':18s} {shape:30s} skipped: M = {m} is not a "
+                          f"multiple of W = {W}", flush=True)
+                gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm)
+                continue
             x = torch.randn(m // W, k).to(dt)
             w = torch.randn(n, k).to(dt)
             out = torch.empty(m, n, dtype=dt)
@@ -143,12 +213,9 @@ with fluxcpp.Context() as ctx:
             def torch_ag():
                 dist.all_gather(parts, x.view(wire))
                 return torch.mm(torch.cat(parts).view(dt), w.t())
-            full = torch.randn(m, k).to(dt)
             t_t = timed(torch_ag)
-            t_mm = timed(lambda: torch.mm(full, w.t()))
             report("ag_gemm", shape, m * k * x.element_size(), t_f, t_t, t_mm=t_mm)
 
-            xk = torch.randn(m, k).to(dt)
             with fluxcpp.GemmRs(ctx, m, n, k, dt) as op:
                 o = torch.empty(m // W, n, dtype=dt)
                 t_f = timed(lambda: op(xk, w, out=o))
@@ -158,21 +225,7 @@ with fluxcpp.Context() as ctx:
                 dist.all_reduce(y)
                 return y[rank * m // W:(rank + 1) * m // W].to(dt)
             t_t = timed(torch_grs)
-            t_mm = timed(lambda: torch.mm(xk, w.t()))
             report("gemm_rs", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
-
-            # gemm_ar: all m rows on every rank (k: this rank's slice), out [m, n] in dt.
-            with fluxcpp.GemmAr(ctx, m, n, k, input_dtype=dt, output_dtype=dt) as op:
-                o = torch.empty(m, n, dtype=dt)
-                t_f = timed(lambda: op.forward(xk, w, out=o))
-
-            def torch_gar():
-                y = torch.mm(xk, w.t())
-                if dt != f32:
-                    y = y.float()
-                dist.all_reduce(y)
-                return y.to(dt)
-            t_t = timed(torch_gar)
-            report("gemm_ar", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
+            gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm)
 
 dist.destroy_process_group()

@@ -79,18 +79,20 @@ class Checker:
             sys.exit(1)
 
 
-def timed(fn, warmup, repeat):
-    """Median over `repeat` runs (after `warmup`) of the slowest rank's time of fn(), in ms;
-    every run starts after a barrier."""
-    times = []
+def timed(fns, warmup, repeat):
+    """{name: ms}: for each fn of the dict {name: fn}, the median over `repeat` runs (after
+    `warmup`) of the slowest rank's time of fn(). The fns take turns run by run (so a machine
+    shared with other jobs slows them alike); every run starts after a barrier."""
+    times = {name: [] for name in fns}
     for i in range(warmup + repeat):
-        COMM.Barrier()
-        t0 = time.perf_counter()
-        fn()
-        t = COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        if i >= warmup:
-            times.append(t * 1e3)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            COMM.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            t = COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            if i >= warmup:
+                times[name].append(t * 1e3)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def append_json(path, row):

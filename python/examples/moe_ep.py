@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An expert-parallel MoE layer on fluxcpp, checked against one rank and timed against torch + gloo.
+"""An expert-parallel MoE layer on fluxcpp, checked against one rank, timed against torch + gloo.
 
 Every rank holds T/W tokens and E/W experts (SwiGLU FFNs: gate/up [2*ffn, hidden], down
 [hidden, ffn]); a replicated router picks --topk experts per token (softmax, top-k, the k weights
@@ -23,8 +23,8 @@ The dispatched rows are checked bitwise against the tokens routed to this rank's
 path's output against the whole layer on one rank in f64 (built by every rank from the same
 seeds, without communication), within a tolerance scaled with the dot products' length. A
 mismatch prints MISMATCH and exits with status 1 on every rank. Then each path is timed (median
-over --repeat runs of the slowest rank), with "expert GEMMs only" (the two GroupedGemm calls on
-the dispatched rows, no communication) as the floor.
+over --repeat runs of the slowest rank, the paths taking turns run by run), with "expert GEMMs
+only" (the two GroupedGemm calls on the dispatched rows, no communication) as the floor.
 
   mpirun -np 2 python3 python/examples/moe_ep.py                        # small, quick
   mpirun -np 2 python3 python/examples/moe_ep.py --tokens 1024 --hidden 1024 --ffn 1024 \\
@@ -243,12 +243,10 @@ def bench(args, flux, a2a, ag, x_r, router, got):
             path(x_r, ids, w)
         return run
 
-    t = {}
     with torch.no_grad():
-        t["fluxcpp"] = timed(layer(flux), args.warmup, args.repeat)
-        t["torch+gloo a2a"] = timed(layer(a2a), args.warmup, args.repeat)
-        t["torch+gloo ag"] = timed(layer(ag), args.warmup, args.repeat)
-        t["expert GEMMs only"] = timed(lambda: flux.experts(got), args.warmup, args.repeat)
+        t = timed({"fluxcpp": layer(flux), "torch+gloo a2a": layer(a2a),
+                   "torch+gloo ag": layer(ag), "expert GEMMs only": lambda: flux.experts(got)},
+                  args.warmup, args.repeat)
     if RANK == 0:
         print(f"moe_ep: W={W} dtype={args.dtype} tokens={args.tokens} hidden={args.hidden} "
               f"ffn={args.ffn} experts={args.experts} topk={K} (median of {args.repeat}, "

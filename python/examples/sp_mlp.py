@@ -20,8 +20,8 @@ seeds, without communication): y, and with backward dx, dw1, dw2, within a toler
 the dot products' length; with --data int --act relu in f32 every value is an exact integer, so
 the check is bitwise. A mismatch prints MISMATCH and exits with status 1 on every rank.
 Then each backend is timed (forward, and forward + backward; median over --repeat runs of the
-slowest rank), with "compute only" (this rank's torch.mm's on already gathered rows, no
-communication) as the floor.
+slowest rank, the backends taking turns run by run), with "compute only" (this rank's torch.mm's
+on already gathered rows, no communication) as the floor.
 
   mpirun -np 2 python3 python/examples/sp_mlp.py                        # small, quick
   mpirun -np 2 python3 python/examples/sp_mlp.py --tokens 2048 --hidden 1024 --ffn 2816 --dtype bf16
@@ -205,11 +205,10 @@ def main(argv=None):
 def bench(args, flux, torch_mlp, x_r, dy_r, w1_r, w2_r, act, backward):
     x_all = torch.cat([x_r] * W)  # the gathered rows' shape, for the compute-only floor
     w1t, w2t = w1_r.t(), w2_r.t()
-    t = {}
     with torch.no_grad():  # (gloo cannot write into inference tensors)
-        t["fwd fluxcpp"] = timed(lambda: flux(x_r), args.warmup, args.repeat)
-        t["fwd torch+gloo"] = timed(lambda: torch_mlp(x_r), args.warmup, args.repeat)
-        t["fwd compute only"] = timed(lambda: act(x_all @ w1t) @ w2t, args.warmup, args.repeat)
+        t = {f"fwd {k}": v for k, v in timed({
+            "fluxcpp": lambda: flux(x_r), "torch+gloo": lambda: torch_mlp(x_r),
+            "compute only": lambda: act(x_all @ w1t) @ w2t}, args.warmup, args.repeat).items()}
 
     def step(mlp):
         xi = x_r.clone().requires_grad_()
@@ -226,11 +225,14 @@ def bench(args, flux, torch_mlp, x_r, dy_r, w1_r, w2_r, act, backward):
         da.t() @ x_all
         da @ w1_r
 
-    if backward:
-        t["fwd+bwd fluxcpp"] = timed(lambda: step(flux), args.warmup, args.repeat)
-        t["fwd+bwd torch+gloo"] = timed(lambda: step(torch_mlp), args.warmup, args.repeat)
+    def step_compute_no_grad():
         with torch.no_grad():
-            t["fwd+bwd compute only"] = timed(step_compute, args.warmup, args.repeat)
+            step_compute()
+
+    if backward:
+        t.update({f"fwd+bwd {k}": v for k, v in timed({
+            "fluxcpp": lambda: step(flux), "torch+gloo": lambda: step(torch_mlp),
+            "compute only": step_compute_no_grad}, args.warmup, args.repeat).items()})
     if RANK == 0:
         print(f"sp_mlp: W={W} dtype={args.dtype} tokens={args.tokens} hidden={args.hidden} "
               f"ffn={args.ffn} act={args.act} (median of {args.repeat}, slowest rank, ms)")

@@ -1,10 +1,12 @@
 // Unit tests of the fixed-order reduction (kernels/reduce.hpp) against the documented order
 // written as a plain loop: every dtype pair, source count and length, the addend, a single
-// rounding of bf16, in place into the first source, and bad arguments. Single process, no MPI.
+// rounding of bf16, in place into the first source, and bad arguments; the AVX2 code against the
+// portable loops, bit for bit, on special values. Single process, no MPI.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -129,6 +131,115 @@ TEST(Reduce, InPlaceIntoFirstSource) {
     reduce_sum(pr.src, ptrs, 3, pr.dst, srcs[0].data(), count, addend.data());
     EXPECT_TRUE(same_bits(expected, srcs[0], count));
   }
+}
+
+// Raw bits of one element (f32 or bf16) in a buffer.
+void set_bits(Buffer& b, int64_t i, uint32_t bits) {
+  if (b.dtype() == DType::kBFloat16) {
+    const auto v = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(static_cast<char*>(b.data()) + 2 * i, &v, 2);
+  } else {
+    std::memcpy(static_cast<char*>(b.data()) + 4 * i, &bits, 4);
+  }
+}
+
+// f32 bit patterns that exercise the rounding and the special cases: +-0, +-Inf, quiet and
+// signalling NaNs of both signs and several payloads, denormals, the largest finite values (their
+// sums overflow), and values whose bf16 rounding is a tie (lower half exactly 0x8000) or one ulp
+// either side of it, with an even and an odd kept bit.
+const uint32_t kSpecial[] = {
+    0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
+    0xff800001u, 0x7fa00000u, 0x7fc12345u, 0xffbfffffu, 0x00000001u, 0x807fffffu, 0x00400000u,
+    0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
+    0xbf808000u, 0xbf818000u, 0x3f800000u, 0x3b800000u, 0x37800000u, 0x4b000000u, 0xcb7fffffu};
+
+// The AVX2 code against the portable loops, bit for bit: every f32/bf16 pair, 1..5 sources, with
+// and without the addend, odd counts (every vector tail), random data with special values mixed
+// in, and in place into the first source.
+TEST(Reduce, Avx2MatchesPortableBitForBit) {
+  if (!reduce_isa_available(ReduceIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  EXPECT_TRUE(reduce_isa_available(ReduceIsa::kPortable));
+  const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
+                              {DType::kFloat32, DType::kBFloat16},
+                              {DType::kBFloat16, DType::kFloat32},
+                              {DType::kBFloat16, DType::kBFloat16}};
+  const int64_t n_special = static_cast<int64_t>(sizeof kSpecial / sizeof kSpecial[0]);
+  uint64_t seed = 5000;
+  for (const ReducePair& pr : pairs)
+    for (int nsrcs : {1, 2, 3, 5})
+      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 33, 1023, 1025, 4099})
+        for (bool with_addend : {false, true})
+          for (int special_every : {0, 1, 3}) {
+            SCOPED_TRACE(std::string(dtype_name(pr.src)) + "->" + dtype_name(pr.dst) +
+                         " nsrcs=" + std::to_string(nsrcs) + " count=" + std::to_string(count) +
+                         (with_addend ? " +addend" : "") +
+                         " special_every=" + std::to_string(special_every));
+            Rng rng(++seed);
+            auto fill = [&](Buffer& b) {
+              for (int64_t i = 0; i < count; ++i) {
+                if (special_every != 0 && rng.next() % special_every == 0) {
+                  set_bits(b, i, kSpecial[rng.next() % n_special]);
+                } else {
+                  // Random bits of finite values of mixed magnitudes, ties included in bf16.
+                  const float v = static_cast<float>(rng.uniform()) *
+                                  std::ldexp(1.0f, static_cast<int>(rng.next() % 40) - 20);
+                  uint32_t u;
+                  std::memcpy(&u, &v, 4);
+                  if (rng.next() % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;  // a bf16 tie
+                  set_bits(b, i, u);
+                }
+              }
+            };
+            std::vector<Buffer> srcs(nsrcs, Buffer(pr.src, count));
+            for (Buffer& b : srcs) fill(b);
+            Buffer addend(pr.dst, count);
+            fill(addend);
+            std::vector<const void*> ptrs;
+            for (const Buffer& b : srcs) ptrs.push_back(b.data());
+            const void* add = with_addend ? addend.data() : nullptr;
+            Buffer portable(pr.dst, count), avx2(pr.dst, count);
+            reduce_sum(ReduceIsa::kPortable, pr.src, ptrs.data(), nsrcs, pr.dst, portable.data(),
+                       count, add);
+            reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, avx2.data(), count,
+                       add);
+            EXPECT_TRUE(same_bits(portable, avx2, count));
+            if (pr.src == pr.dst) {  // in place into the first source
+              Buffer first = srcs[0];
+              ptrs[0] = first.data();
+              reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, first.data(), count,
+                         add);
+              EXPECT_TRUE(same_bits(portable, first, count)) << "in place";
+            }
+            if (HasFailure()) return;
+          }
+}
+
+// Finite data: the AVX2 code against the documented order written as a loop.
+TEST(Reduce, Avx2MatchesFixedOrderLoop) {
+  if (!reduce_isa_available(ReduceIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const ReducePair pairs[] = {{DType::kFloat32, DType::kBFloat16},
+                              {DType::kBFloat16, DType::kFloat32},
+                              {DType::kBFloat16, DType::kBFloat16}};
+  uint64_t seed = 9000;
+  for (const ReducePair& pr : pairs)
+    for (int nsrcs : {2, 4})
+      for (int64_t count : {13, 4097}) {
+        Rng rng(++seed);
+        std::vector<Buffer> srcs(nsrcs, Buffer(pr.src, count));
+        std::vector<const void*> ptrs;
+        for (Buffer& b : srcs) {
+          for (int64_t i = 0; i < count; ++i)
+            b.set(i, rng.uniform() * std::ldexp(1.0, int(rng.next() % 24) - 12));
+          ptrs.push_back(b.data());
+        }
+        Buffer addend(pr.dst, count), expected(pr.dst, count), got(pr.dst, count);
+        addend.fill_random(rng);
+        reference_reduce(pr.src, srcs, expected, count, &addend);
+        reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, got.data(), count,
+                   addend.data());
+        EXPECT_TRUE(same_bits(expected, got, count))
+            << dtype_name(pr.src) << "->" << dtype_name(pr.dst) << " nsrcs=" << nsrcs;
+      }
 }
 
 TEST(Reduce, RejectsBadArguments) {

@@ -35,7 +35,11 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
-  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing());
+  // The latency path's payload: a rank's rows of a decode-sized call (latency()).
+  make_core(ops::OpCore::Spec::of(kOp, {"m"})
+                .runs_gemm()
+                .releasing()
+                .with_payload(ops::latency_payload_bytes(c, max_block)));
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] {
@@ -74,6 +78,42 @@ bool AgGemmImpl::gathers(int64_t rows) const {
   return opts_.n >= rows;
 }
 
+bool AgGemmImpl::latency(int64_t m) const {
+  // Decode sizes (the one-GEMM sizes: at most kMinTileRows rows in all) on one host, when the
+  // normal path would gather the rows before one GEMM (so both paths run the same GEMM call on
+  // the same rows: the same bits), and the rows fit the handshake payload (none alone or across
+  // hosts: latency_payload_bytes).
+  const int W = ctx_->world_size();
+  const std::size_t blk = static_cast<std::size_t>(m / W) * in_row_;
+  return latency_enabled_.load() && m > 0 && m <= ops::kMinTileRows && gathers(m / W) &&
+         blk <= core_->handshake().payload_bytes();
+}
+
+void AgGemmImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d) {
+  if (!latency(a.m)) return;
+  const std::size_t blk = static_cast<std::size_t>(a.m / ctx_->world_size()) * in_row_;
+  const char* input = a.input;
+  d.payload = [input, blk](char* slot) { std::memcpy(slot, input, blk); };
+}
+
+void AgGemmImpl::run_latency(const ops::GemmCall& a) {
+  // The gather path's rows in the gather buffer, in global order (where gemm-only finds them),
+  // from the handshake payloads instead of the staged slots: no staging, no second signal round;
+  // then its one GEMM over all m rows, which reads the weight once.
+  ContextImpl& c = *ctx_;
+  const std::size_t blk = static_cast<std::size_t>(a.m / c.world_size()) * in_row_;
+  char* local = local_.data();
+  for (int q = 0; q < c.node_size(); ++q) {
+    const int g = c.world_rank_of(c.node_id(), q);
+    std::memcpy(local + blk * g, g == c.world_rank() ? a.input : core_->handshake().payload(q),
+                blk);
+  }
+  core_->skip_release();  // no rank read a peer's staged slot
+  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
+  gemm(local, a.m, a.bias, a.output, /*tiles=*/false);
+  if (a.moved != nullptr) std::memcpy(a.moved, local, static_cast<std::size_t>(a.m) * in_row_);
+}
+
 void AgGemmImpl::stage(const ops::Call& /*call*/, const ops::GemmCall& a, std::size_t blk) {
   ContextImpl& c = *ctx_;
   if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
@@ -97,6 +137,7 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
   const bool comm = call.comm(), compute = call.compute();
   const bool gemm_only = call.path == ops::Path::kGemmOnly;
+  if (call.path == ops::Path::kFused && latency(a.m)) return run_latency(a);
   // Gather mode: the host's rows are first copied, in global order, into one private buffer.
   const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
   // One GEMM over every host's rows, gathered first (the unfused order, in one op), when

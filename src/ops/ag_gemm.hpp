@@ -2,6 +2,7 @@
 // docs/ops/ag_gemm.md for the pipeline.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,7 +43,11 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
     return m / static_cast<std::size_t>(ctx_->world_size()) * in_row_;
   }
   void run(const ops::Call& call, const ops::GemmCall& a);
+  void latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d);
   AgGemmMode mode() const { return mode_; }
+  // For tests that compare the two paths bit for bit: false sends every later call down the normal
+  // path. Process-wide; set it alike on every rank, between calls.
+  static void enable_latency_path(bool on) { latency_enabled_.store(on); }
 
  private:
   // Publishes our rows: host peers read them from our segment, MPI sends them from there.
@@ -53,7 +58,12 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   void gemm(const char* a, int64_t rows, const void* bias, char* out, bool tiles = true);
   // Whether a call with `rows` rows per rank gathers the host's rows before one GEMM.
   bool gathers(int64_t rows) const;
+  // Whether a fused call of m rows takes the latency path (decided from agreed values: the same
+  // on every rank), and that path's body: every host rank's rows came with the handshake.
+  bool latency(int64_t m) const;
+  void run_latency(const ops::GemmCall& a);
 
+  static inline std::atomic<bool> latency_enabled_{true};
   AgGemmMode mode_ = AgGemmMode::kAuto;
   std::vector<std::pair<int, int64_t>> host_runs_;  // (first world rank, ranks) per run
   ops::GatherExchange gather_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,7 @@
 #include "fluxcpp/fluxcpp.hpp"
 #include "gemm_reference.hpp"
 #include "mpi_test.hpp"
+#include "ops/ag_gemm.hpp"
 #include "test_data.hpp"
 
 namespace fluxcpp::test {
@@ -435,6 +437,92 @@ TEST_F(AgGemmShards, EachRankUsesItsOwnWeight) {
     }
     if (any_rank(HasFailure())) return;  // uniform
   }
+}
+
+// ---- 6. the latency path --------------------------------------------------------------------
+
+class AgGemmLatency : public MpiTest {
+ protected:
+  void TearDown() override {
+    detail::AgGemmImpl::enable_latency_path(true);
+    MpiTest::TearDown();
+  }
+};
+
+// Decode sizes on one host take the latency path (the rows ride on the handshake, one GEMM over
+// the gathered rows): the same bits as the normal path at the same m — output and gathered_input —
+// on both sides of the threshold (m <= 128 rows in all), f32 and bf16, a plain, a packed and a
+// zero-copy input; the gemm-only path after a latency call redoes its GEMM bit for bit.
+TEST_F(AgGemmLatency, SameBitsAsTheNormalPath) {
+  Context ctx(MPI_COMM_WORLD, test_options());
+  const int W = ctx.world_size();
+  const int64_t at_threshold = 128 / W;  // the most rows per rank that stay at m <= 128
+  int call = 300;
+  for (auto [in, out] :
+       {std::pair{DType::kFloat32, DType::kFloat32}, std::pair{DType::kBFloat16, DType::kBFloat16},
+        std::pair{DType::kBFloat16, DType::kFloat32}})
+    for (bool trans : {false, true}) {
+      const Problem p{in, out, 160, 72, trans};
+      const std::size_t in_row = static_cast<std::size_t>(p.k) * dtype_size(in);
+      AgGemm op(ctx, options_for(p, (at_threshold + 1) * W, AgGemmMode::kAuto));
+      for (int64_t rows : {int64_t{1}, int64_t{8}, at_threshold, at_threshold + 1})
+        for (int variant = 0; variant < 3; ++variant) {  // plain, packed, zero-copy input
+          const int64_t m = rows * W;
+          const std::string what = describe(p) + " m=" + std::to_string(m) +
+                                   (variant == 1   ? " packed"
+                                    : variant == 2 ? " zero-copy"
+                                                   : "");
+          Data d = make_data(p, rows, call++);
+          std::unique_ptr<PackedWeight> packed;
+          if (variant == 1)
+            packed = std::make_unique<PackedWeight>(ctx, in, d.weight.data(), p.n, p.k, trans);
+          const std::size_t out_bytes = static_cast<std::size_t>(m * p.n) * dtype_size(out);
+          auto run = [&](bool latency, Bytes& o, Bytes& g) {
+            detail::AgGemmImpl::enable_latency_path(latency);
+            o.assign(out_bytes, kPoison);
+            g.assign(static_cast<std::size_t>(m) * in_row, kGatherPoison);
+            expect_no_throw(
+                [&] {
+                  const void* input = d.input.data();
+                  if (variant == 2) {
+                    void* buf = op.input_buffer();
+                    std::memcpy(buf, d.input.data(), d.input.size());
+                    input = buf;
+                  }
+                  if (packed)
+                    op.forward(input, m, *packed, d.bias.data(), o.data(), g.data());
+                  else
+                    op.forward(input, m, d.weight.data(), d.bias.data(), o.data(), g.data());
+                },
+                what + (latency ? " forward" : " forward (normal path)"));
+          };
+          Bytes out_fast, gathered_fast, out_normal, gathered_normal, out_again, gathered_again;
+          run(true, out_fast, gathered_fast);
+          if (variant == 0) {  // gemm-only redoes the last forward's GEMM on the gathered rows
+            Bytes g(out_bytes, kPoison);
+            expect_no_throw(
+                [&] {
+                  op.forward_gemm_only(d.input.data(), m, d.weight.data(), d.bias.data(), g.data());
+                },
+                what + " gemm-only");
+            EXPECT_TRUE(g == out_fast) << what << ": rank " << world_rank()
+                                       << ": gemm-only after the forward gives other bits";
+            MPI_Barrier(MPI_COMM_WORLD);  // gemm-only does not synchronise
+          }
+          run(false, out_normal, gathered_normal);
+          run(true, out_again, gathered_again);
+          const Bytes gathered_ref = mpi_allgather(d.input, rows, in_row);
+          expect_same_bytes(gathered_ref, gathered_fast, in_row, what);
+          expect_same_bytes(gathered_ref, gathered_normal, in_row, what + " (normal path)");
+          EXPECT_TRUE(out_fast == out_normal)
+              << what << ": rank " << world_rank() << ": the two paths give other bits";
+          EXPECT_TRUE(out_fast == out_again)
+              << what << ": rank " << world_rank() << ": a repeated call gives other bits";
+          Reference ref = reference(p, m, gathered_ref, d.weight, &d.bias);
+          expect_close(ref, out_fast, out, m, p.n, what);
+          if (any_rank(HasFailure())) return;  // uniform
+        }
+    }
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 //   char* input_slot();                          the zero-copy input buffer (its staged slot)
 //   std::size_t input_bytes(std::size_t m);      this rank's input bytes for a call of m rows
 //   void run(const Call&, const GemmCall&);      the call's body on every path
+// and may supply
+//   void latency_payload(const GemmCall&, CallDescriptor&);  a fused call's handshake payload
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,9 @@ class GemmOpBase : public OpBase<Options> {
 
  protected:
   Derived& self() { return static_cast<Derived&>(*this); }
+  // The latency path (OpCore::Spec::with_payload): Derived may set d.payload for a fused call whose
+  // arguments are valid on this rank. None by default.
+  void latency_payload(const GemmCall& /*a*/, CallDescriptor& /*d*/) {}
 
   void call(Path path, const GemmCall& args) {
     const Options& o = this->opts_;
@@ -55,6 +60,7 @@ class GemmOpBase : public OpBase<Options> {
     else
       a.zero_copy = zero_copy_.check(*this->core_, slot, a.input, self().input_bytes(m),
                                      {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
+    if (path == Path::kFused && d.error.empty()) self().latency_payload(a, d);
     this->core_->run(path, d, a.m == 0, [&](const Call& call) { self().run(call, a); });
   }
 

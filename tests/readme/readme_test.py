@@ -31,8 +31,8 @@ ROOT_EXPORT = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 
 
 def sections():
-    """{heading: text} of the '## ' sections."""
-    parts = re.split(r"^## (.+)$", readme, flags=re.M)
+    """{heading: text} of the '## ' and '### ' sections (a section ends at its first subsection)."""
+    parts = re.split(r"^###? (.+)$", readme, flags=re.M)
     return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
 
 

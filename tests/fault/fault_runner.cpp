@@ -121,12 +121,17 @@ Op make_op(const std::string& name, int W) {
   const auto f32 = FLUXCPP_FLOAT32;
   Op op;
   if (name == "ag_gemm") {
+    // More rows than the decode-sized latency path takes (m <= 128), as for gemm_rs below.
+    const int64_t m = 160 * W;
+    d->a.assign(static_cast<std::size_t>(m / W * k), 0.5f);
+    d->c.assign(static_cast<std::size_t>(m * n), 0.0f);
+    d->d.assign(static_cast<std::size_t>(m * k), 0.0f);
     op.create = [=](fluxcpp_context_t c) {
-      return fluxcpp_ag_gemm_create(c, rows * W, n, k, f32, f32, 0,
+      return fluxcpp_ag_gemm_create(c, m, n, k, f32, f32, 0,
                                     reinterpret_cast<fluxcpp_ag_gemm_t*>(&d->h));
     };
     op.forward = [=] {
-      return fluxcpp_ag_gemm_forward(static_cast<fluxcpp_ag_gemm_t>(d->h), d->a.data(), rows * W,
+      return fluxcpp_ag_gemm_forward(static_cast<fluxcpp_ag_gemm_t>(d->h), d->a.data(), m,
                                      d->b.data(), nullptr, d->c.data(), d->d.data());
     };
     op.destroy = [=] { return fluxcpp_ag_gemm_destroy(static_cast<fluxcpp_ag_gemm_t>(d->h)); };

@@ -73,16 +73,14 @@ int create_locked(const std::string& name) {
 }  // namespace
 
 Segment Segment::create(const std::string& tag, std::size_t bytes) {
-  Segment s;
-  s.size_ = page_round(bytes);
   int fd = -1;
   int taken = 0, lost = 0;
+  std::string name;
   for (int attempt = 0; attempt < kCreateAttempts && fd < 0; ++attempt) {
-    std::string name = unique_segment_name(tag);
+    name = unique_segment_name(tag);
     fd = create_locked(name);
-    if (fd >= 0) {
-      s.name_ = std::move(name);
-    } else if (errno == EEXIST) {
+    if (fd >= 0) break;
+    if (errno == EEXIST) {
       ++taken;
     } else if (errno == EAGAIN) {
       ++lost;
@@ -95,6 +93,24 @@ Segment Segment::create(const std::string& tag, std::size_t bytes) {
           "shm: cannot create a segment for {} in /dev/shm: {} fresh random names in a row were "
           "taken already ({}) or removed by a cleaner at once ({})",
           tag, kCreateAttempts, taken, lost);
+  return adopt_created(fd, std::move(name), bytes);
+}
+
+Segment Segment::create_named(const std::string& name, std::size_t bytes) {
+  const int fd = create_locked(name);
+  if (fd < 0 && (errno == EEXIST || errno == EAGAIN))
+    raise(Errc::kInvalidUsage,
+          "shm: segment {} exists already in /dev/shm (its name was used before, or is being "
+          "used by another process)",
+          name);
+  if (fd < 0) raise_errno(errno, "shm: cannot create segment {} in /dev/shm", name);
+  return adopt_created(fd, name, bytes);
+}
+
+Segment Segment::adopt_created(int fd, std::string name, std::size_t bytes) {
+  Segment s;
+  s.size_ = page_round(bytes);
+  s.name_ = std::move(name);
   // From here on the destructor removes the name (and releases the lock) on any error.
   s.lock_fd_ = fd;
   s.creator_ = getpid();
@@ -116,8 +132,20 @@ Segment Segment::create(const std::string& tag, std::size_t bytes) {
 
 Segment Segment::open(const std::string& name, std::size_t bytes) {
   Segment s;
+  if (!open_sized(name, bytes, /*missing_ok=*/false, &s)) raise(Errc::kInternal, "shm: open");
+  return s;
+}
+
+bool Segment::try_open(const std::string& name, std::size_t bytes, Segment* out) {
+  return open_sized(name, bytes, /*missing_ok=*/true, out);
+}
+
+bool Segment::open_sized(const std::string& name, std::size_t bytes, bool missing_ok,
+                         Segment* out) {
+  Segment s;
   s.size_ = page_round(bytes);
   int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0 && missing_ok && errno == ENOENT) return false;
   if (fd < 0) raise_errno(errno, "shm: cannot open peer segment {}", name);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -125,8 +153,11 @@ Segment Segment::open(const std::string& name, std::size_t bytes) {
     close(fd);
     raise_errno(err, "shm: cannot stat peer segment {}", name);
   }
-  if (static_cast<std::size_t>(st.st_size) != s.size_) {
+  if (bytes == 0) s.size_ = static_cast<std::size_t>(st.st_size);  // any size
+  if (static_cast<std::size_t>(st.st_size) != s.size_ || st.st_size == 0) {
     close(fd);
+    // Created but not sized yet: its creator is between shm_open and ftruncate.
+    if (missing_ok && st.st_size == 0) return false;
     raise(Errc::kInternal, "shm: peer segment {} has {} bytes, expected {}", name,
           static_cast<long long>(st.st_size), s.size_);
   }
@@ -137,7 +168,8 @@ Segment Segment::open(const std::string& name, std::size_t bytes) {
     raise_errno(err, "shm: cannot map peer segment {} ({} bytes)", name, s.size_);
   s.name_ = name;
   s.data_ = p;
-  return s;
+  *out = std::move(s);
+  return true;
 }
 
 Segment& Segment::operator=(Segment&& o) noexcept {

@@ -22,8 +22,14 @@ class Segment {
   // Error naming its free space rather than a SIGBUS on first touch; binds the pages to the
   // caller's NUMA node; maps it read-write.
   static Segment create(const std::string& tag, std::size_t bytes);
+  // Creates the segment `name` ("/fluxcpp-..."), locked as create() does; kInvalidUsage when
+  // the name exists already (a rendezvous name is good for one use).
+  static Segment create_named(const std::string& name, std::size_t bytes);
   // Maps a segment a peer created; its size must be `bytes`.
   static Segment open(const std::string& name, std::size_t bytes);
+  // open(), but false (and *out untouched) while the name does not exist yet or its creator has
+  // not sized it yet: for a rendezvous whose creator may come later. bytes = 0: any size.
+  static bool try_open(const std::string& name, std::size_t bytes, Segment* out);
 
   static constexpr int kCreateAttempts = 16;
 
@@ -47,6 +53,9 @@ class Segment {
   bool linked() const { return lock_fd_ >= 0; }
 
  private:
+  static Segment adopt_created(int fd, std::string name, std::size_t bytes);
+  static bool open_sized(const std::string& name, std::size_t bytes, bool missing_ok,
+                         Segment* out);
   void reset() noexcept;
   std::string name_;
   void* data_ = nullptr;

@@ -23,6 +23,15 @@ namespace detail {
 class ContextImpl;
 }
 
+// What an MPI-free context is created from (NCCL's unique id): made by get_unique_id() on one
+// rank, carried by the caller to every other rank (any channel: its 128 bytes, unchanged). Good
+// for one context.
+struct UniqueId {
+  char internal[128];
+};
+// A fresh id; not collective. Throws Error(kSystem) when no random bits can be had.
+FLUXCPP_API UniqueId get_unique_id();
+
 // A duplicated communicator, its host layout, settings, worker threads and logging.
 // Construction is collective over `comm` (every rank, same options); on an invalid option on any
 // rank, every rank throws Error(kInvalidArgument). Multi-host contexts need MPI initialised with
@@ -33,6 +42,12 @@ class ContextImpl;
 class FLUXCPP_API Context {
  public:
   Context(MPI_Comm comm, const ContextOptions& options = {});
+  // Without MPI (which may or may not be initialised), for ranks on one host: collective over
+  // the `world_size` processes that pass `id`, each with its own `rank`. Rendezvous, handshakes
+  // and timeouts run over shared memory, with the failure model of the MPI context (a rank that
+  // never arrives: kTimeout naming it). kInvalidUsage on a rank whose host is not the id's (ranks
+  // on several hosts need MPI); options.ranks_per_node must be 0 or world_size.
+  Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options = {});
   Context(Context&&) noexcept = default;
   Context& operator=(Context&&) noexcept = default;
   ~Context();  // noexcept; never communicates

@@ -60,6 +60,23 @@ typedef struct {
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm,
                                                     const fluxcpp_context_config_t* config,
                                                     fluxcpp_context_t* ctx);
+/* Without MPI, ranks on one host (NCCL's convention: ncclGetUniqueId / ncclCommInitRank). One
+ * rank makes an id (not collective); the caller moves its 128 bytes, unchanged, to every other
+ * rank by any means; every rank then calls create_from_id with that id, the same world_size and
+ * its own rank (0 <= rank < world_size, each once). MPI may or may not be initialised: the
+ * rendezvous, handshakes, barriers and timeouts run over shared memory, with the failure model
+ * of an MPI context (a rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it). Every op works
+ * on such a context. A rank whose host is not the id's gets FLUXCPP_ERROR_INVALID_USAGE (ranks
+ * on several hosts need MPI); config->ranks_per_node must be 0 or world_size. An id is good for
+ * one context. */
+typedef struct {
+  char internal[128];
+} fluxcpp_unique_id_t;
+FLUXCPP_API fluxcpp_status_t fluxcpp_get_unique_id(fluxcpp_unique_id_t* id);
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique_id_t* id,
+                                                            int world_size, int rank,
+                                                            const fluxcpp_context_config_t* config,
+                                                            fluxcpp_context_t* ctx);
 /* Collective; NULL is a no-op. Ops created on the context are not destroyed with it, but once it
  * is closed every forward, input_buffer and async_send_recv call on them returns
  * FLUXCPP_ERROR_INVALID_USAGE "<op>: the context was closed" (grouped_gemm's forward, which is

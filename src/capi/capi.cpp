@@ -34,6 +34,32 @@ int fluxcpp_version(void) {
   return fluxcpp::version();
 }
 
+}  // extern "C"
+
+namespace {
+
+// The options a config carries, and what is wrong with it on this rank ("" if nothing).
+std::string read_config(const fluxcpp_context_config_t* config, fluxcpp::ContextOptions* o) {
+  if (config == nullptr) return "";
+  // A caller built against an older, shorter struct passes a smaller size: read only what it has.
+  const size_t n = config->struct_size;
+  if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int))
+    return "context: config->struct_size=" + std::to_string(n) +
+           " is too small (initialise it with FLUXCPP_CONTEXT_CONFIG_INIT)";
+  o->ranks_per_node = config->ranks_per_node;
+  if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
+    o->timeout_s = config->timeout_s;
+  if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
+    o->compute_threads = config->compute_threads;
+  if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
+    o->comm_threads = config->comm_threads;
+  return "";
+}
+
+}  // namespace
+
+extern "C" {
+
 fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_config_t* config,
                                         fluxcpp_context_t* ctx) {
   if (ctx != nullptr) *ctx = nullptr;
@@ -41,25 +67,34 @@ fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm, const fluxcpp_context_con
     fluxcpp::ContextOptions o;
     // Rank-local problems still go through the collective constructor, which then fails on
     // every rank with this message instead of leaving the other ranks waiting.
-    std::string local_error = ctx == nullptr ? "context: the ctx out-pointer is NULL" : "";
-    if (config != nullptr) {
-      // A caller built against an older, shorter struct passes a smaller size: read only what
-      // it has.
-      const size_t n = config->struct_size;
-      if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int)) {
-        local_error = "context: config->struct_size=" + std::to_string(n) +
-                      " is too small (initialise it with FLUXCPP_CONTEXT_CONFIG_INIT)";
-      } else {
-        o.ranks_per_node = config->ranks_per_node;
-        if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
-          o.timeout_s = config->timeout_s;
-        if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
-          o.compute_threads = config->compute_threads;
-        if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
-          o.comm_threads = config->comm_threads;
-      }
-    }
+    std::string local_error = read_config(config, &o);
+    if (ctx == nullptr) local_error = "context: the ctx out-pointer is NULL";
     auto impl = std::make_shared<fluxcpp::detail::ContextImpl>(comm, o, local_error);
+    *ctx = new fluxcpp_context_s{std::move(impl)};
+  });
+}
+
+fluxcpp_status_t fluxcpp_get_unique_id(fluxcpp_unique_id_t* id) {
+  if (id == nullptr) return null_arg("fluxcpp_get_unique_id", "id");
+  return guarded([&] {
+    const fluxcpp::UniqueId made = fluxcpp::get_unique_id();
+    static_assert(sizeof made.internal == sizeof id->internal);
+    std::memcpy(id->internal, made.internal, sizeof id->internal);
+  });
+}
+
+fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique_id_t* id, int world_size,
+                                                int rank, const fluxcpp_context_config_t* config,
+                                                fluxcpp_context_t* ctx) {
+  if (ctx != nullptr) *ctx = nullptr;
+  // Without the id there is no rendezvous to fail at: this rank fails alone, its peers time out.
+  if (id == nullptr) return null_arg("fluxcpp_context_create_from_id", "id");
+  return guarded([&] {
+    fluxcpp::ContextOptions o;
+    std::string local_error = read_config(config, &o);
+    if (ctx == nullptr) local_error = "context: the ctx out-pointer is NULL";
+    auto impl = std::make_shared<fluxcpp::detail::ContextImpl>(id->internal, world_size, rank, o,
+                                                               local_error);
     *ctx = new fluxcpp_context_s{std::move(impl)};
   });
 }

@@ -145,4 +145,15 @@ const char* binding_name(Binding b) {
   return b == Binding::kCore ? "core" : "none";
 }
 
+double create_timeout_s(const ContextOptions& o) {
+  if (o.timeout_s > 0) return o.timeout_s;
+  const char* v = std::getenv("FLUXCPP_TIMEOUT_S");
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (*end == '\0' && t > 0) return t;
+  }
+  return Config{}.timeout_s;
+}
+
 }  // namespace fluxcpp

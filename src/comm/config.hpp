@@ -52,6 +52,10 @@ struct Config {
 // off by default. Raises kInvalidArgument on malformed values.
 Config resolve_config(const ContextOptions& options, int cpus_per_rank, bool oversubscribed);
 
+// The timeout that bounds a context create, before the config is agreed on: the option, else
+// FLUXCPP_TIMEOUT_S, else the default (a malformed value is reported by the create's own checks).
+double create_timeout_s(const ContextOptions& options);
+
 const char* binding_name(Binding b);
 
 }  // namespace fluxcpp

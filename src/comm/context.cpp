@@ -28,20 +28,6 @@ constexpr uint64_t kDestroyToken = 0xD35720D35720ull;
 // (they complete if every rank took part) before it calls the communicator out of step.
 constexpr double kOrphanGrace = 0.1;
 
-// The timeout that bounds context create itself, before the config is agreed on: the option,
-// else FLUXCPP_TIMEOUT_S, else the default (a malformed value is reported by the create's own
-// checks; here it only bounds the steps that lead there).
-double create_timeout(const ContextOptions& o) {
-  if (o.timeout_s > 0) return o.timeout_s;
-  const char* v = std::getenv("FLUXCPP_TIMEOUT_S");
-  if (v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const double t = std::strtod(v, &end);
-    if (*end == '\0' && t > 0) return t;
-  }
-  return Config{}.timeout_s;
-}
-
 }  // namespace
 
 ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
@@ -58,7 +44,7 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   // Every collective below is bounded: a rank that never calls create, or died, makes the
   // others fail with kTimeout instead of hanging. The blocking splits (MPI has no non-blocking
   // one) each follow a bounded agreement every rank has passed.
-  comm::DeadlineScope scope(deadline_after(create_timeout(options)), "context create");
+  comm::DeadlineScope scope(deadline_after(create_timeout_s(options)), "context create");
   // A collective an earlier create abandoned on this communicator and that a rank never joined
   // has put its ranks out of step: fail at once, saying so, rather than time out again.
   comm::check_no_orphans(user_comm, "context create", kOrphanGrace);
@@ -67,8 +53,9 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
                           "communicator can no longer carry collectives (see 'Failures' in "
                           "docs/api.md)");
   try {
-    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    group_ = std::make_unique<comm::MpiGroup>(comm_);
+    rank_ = group_->rank();
+    size_ = group_->size();
     comm::agree(comm_, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
       comm::check_launch(user_comm, size_);
@@ -77,51 +64,57 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     });
     comm::agree_value(comm_, "context", "ranks_per_node", options.ranks_per_node);
     split_hosts(options.ranks_per_node);
-
-    comm::agree(comm_, [&] {
-      if (num_nodes_ > 1 && thread_level < MPI_THREAD_MULTIPLE)
-        raise(Errc::kInvalidUsage,
-              "context: ranks span {} hosts, which needs MPI initialised with MPI_THREAD_MULTIPLE "
-              "(this rank has thread level {})",
-              num_nodes_, thread_level);
-      int cpus = comm::process_cpu_count();
-      int online = static_cast<int>(std::thread::hardware_concurrency());
-      // Unbound ranks share the host's CPUs; bound ones own their cpuset.
-      int per_rank = cpus >= online && shared_size_ > 0 ? std::max(1, cpus / shared_size_) : cpus;
-      config_ = resolve_config(options, per_rank, shared_size_ > online);
-    });
-    log_set(config_.log_level, rank_, size_);
-    policy_.spin = std::chrono::nanoseconds(static_cast<long long>(config_.spin_us * 1e3));
-    policy_.yield = std::chrono::nanoseconds(static_cast<long long>(config_.yield_us * 1e3));
-
-    // Segments whose liveness lock no process holds: left by processes that died in a bootstrap.
-    if (const int gone = shm::remove_stale_segments(); gone > 0)
-      FLUXCPP_LOG_INFO("context: removed {} segment(s) left by dead processes", gone);
+    own_node_group_ = std::make_unique<comm::MpiGroup>(node_comm_);
+    node_group_ = own_node_group_.get();
     // Every host rank's pid, for gone_host_peers.
     host_pids_.assign(node_size_, 0);
     const long pid = static_cast<long>(getpid());
     comm::allgather(&pid, host_pids_.data(), 1, MPI_LONG, node_comm_);
-
-    comm::agree(comm_, [&] {
-      int index = 0;
-      for (int i = 0; i < config_.comm_threads; ++i, ++index)
-        comm_streams_.push_back(std::make_unique<comm::Stream>(
-            fmt::format("fluxcpp-comm{}", i), policy_,
-            [b = config_.binding, index] { comm::bind_current_thread(b, index); }));
-      for (int i = 0; i < config_.compute_threads; ++i, ++index)
-        compute_.push_back(std::make_unique<comm::Stream>(
-            fmt::format("fluxcpp-gemm{}", i), policy_,
-            [b = config_.binding, index] { comm::bind_current_thread(b, index); }));
-    });
-    FLUXCPP_LOG_INFO(
-        "context: {} ranks on {} hosts (this one: host {}, rank {} of {}), {} comm + {} "
-        "compute threads, binding {}, timeout {} s",
-        size_, num_nodes_, node_id_, node_rank_, node_size_, config_.comm_threads,
-        config_.compute_threads, binding_name(config_.binding), config_.timeout_s);
+    start(options, thread_level);
   } catch (...) {
     release();
     throw;
   }
+}
+
+void ContextImpl::start(const ContextOptions& options, int thread_level) {
+  comm::agree(*group_, [&] {
+    if (num_nodes_ > 1 && thread_level < MPI_THREAD_MULTIPLE)
+      raise(Errc::kInvalidUsage,
+            "context: ranks span {} hosts, which needs MPI initialised with MPI_THREAD_MULTIPLE "
+            "(this rank has thread level {})",
+            num_nodes_, thread_level);
+    int cpus = comm::process_cpu_count();
+    int online = static_cast<int>(std::thread::hardware_concurrency());
+    // Unbound ranks share the host's CPUs; bound ones own their cpuset.
+    int per_rank = cpus >= online && shared_size_ > 0 ? std::max(1, cpus / shared_size_) : cpus;
+    config_ = resolve_config(options, per_rank, shared_size_ > online);
+  });
+  log_set(config_.log_level, rank_, size_);
+  policy_.spin = std::chrono::nanoseconds(static_cast<long long>(config_.spin_us * 1e3));
+  policy_.yield = std::chrono::nanoseconds(static_cast<long long>(config_.yield_us * 1e3));
+
+  // Segments whose liveness lock no process holds: left by processes that died in a bootstrap.
+  if (const int gone = shm::remove_stale_segments(); gone > 0)
+    FLUXCPP_LOG_INFO("context: removed {} segment(s) left by dead processes", gone);
+
+  comm::agree(*group_, [&] {
+    int index = 0;
+    for (int i = 0; i < config_.comm_threads; ++i, ++index)
+      comm_streams_.push_back(std::make_unique<comm::Stream>(
+          fmt::format("fluxcpp-comm{}", i), policy_,
+          [b = config_.binding, index] { comm::bind_current_thread(b, index); }));
+    for (int i = 0; i < config_.compute_threads; ++i, ++index)
+      compute_.push_back(std::make_unique<comm::Stream>(
+          fmt::format("fluxcpp-gemm{}", i), policy_,
+          [b = config_.binding, index] { comm::bind_current_thread(b, index); }));
+  });
+  FLUXCPP_LOG_INFO(
+      "context: {} ranks on {} hosts (this one: host {}, rank {} of {}), {} comm + {} "
+      "compute threads, binding {}, timeout {} s{}",
+      size_, num_nodes_, node_id_, node_rank_, node_size_, config_.comm_threads,
+      config_.compute_threads, binding_name(config_.binding), config_.timeout_s,
+      comm_ == MPI_COMM_NULL ? ", without MPI" : "");
 }
 
 void ContextImpl::split_hosts(int ranks_per_node) {
@@ -202,6 +195,9 @@ void ContextImpl::release() noexcept {
   }
   comm_streams_.clear();
   compute_.clear();
+  own_node_group_.reset();
+  node_group_ = nullptr;
+  group_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI
@@ -210,28 +206,11 @@ void ContextImpl::release() noexcept {
 }
 
 std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
-  int maxlen = static_cast<int>(mine.size());
-  comm::allreduce(&maxlen, 1, MPI_INT, MPI_MAX, node_comm_);
-  std::string buf;
-  // Agreed: a rank that cannot allocate must not leave its peers inside the allgather.
-  comm::agree(node_comm_, [&] {
-    resize_or_raise(buf, static_cast<std::size_t>(maxlen) * node_size_, "context",
-                    "the host's allgather buffer");
-  });
-  std::string padded = mine;
-  padded.resize(maxlen, '\0');
-  comm::allgather(padded.data(), buf.data(), maxlen, MPI_CHAR, node_comm_);
-  std::vector<std::string> out;
-  for (int i = 0; i < node_size_; ++i) {
-    std::string s = buf.substr(static_cast<std::size_t>(i) * maxlen, maxlen);
-    s.resize(s.find('\0') == std::string::npos ? s.size() : s.find('\0'));
-    out.push_back(std::move(s));
-  }
-  return out;
+  return comm::allgather_strings(*node_group_, mine);
 }
 
 void ContextImpl::agree(const std::function<void()>& fn) {
-  comm::agree(node_comm_, fn);
+  node_group_->agree(fn);
 }
 
 MPI_Comm ContextImpl::dup_comm(MPI_Comm base) {
@@ -272,13 +251,13 @@ void ContextImpl::close() {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized || !broken_.empty()) {  // local: nothing collective can be trusted
-    release();
+  if ((finalized && comm_ != MPI_COMM_NULL) || !broken_.empty()) {
+    release();  // local: nothing collective can be trusted
     return;
   }
   try {
     comm::DeadlineScope scope(deadline(), "context destroy");
-    comm::check_in(comm_, kDestroyToken, "the destroy check-in");
+    group_->check_in(kDestroyToken, "the destroy check-in");
   } catch (const std::exception& e) {
     mark_broken(e.what());
     release();

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "comm/config.hpp"
+#include "comm/group.hpp"
 #include "comm/stream.hpp"
+#include "comm/unique_id.hpp"
 #include "deadline.hpp"
 #include "fluxcpp/context.hpp"
 #include "process_owner.hpp"
@@ -24,16 +26,26 @@ class ContextImpl : public shm::HostTeam {
   // local_error: a problem the caller found on this rank only (e.g. a NULL out-pointer in the
   // C ABI); construction still runs collectively and fails on every rank with that message.
   ContextImpl(MPI_Comm comm, const ContextOptions& options, const std::string& local_error = {});
+  // Without MPI, ranks on one host: rank `rank` of `world_size`, meeting through the id's
+  // rendezvous segment (comm/shm_group.hpp). Argument errors this rank alone can see (a bad id,
+  // rank or world size, another host) raise here, before the rendezvous: the others time out
+  // naming this rank.
+  ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size, int rank,
+              const ContextOptions& options, const std::string& local_error = {});
   ~ContextImpl() override;
 
-  // shm::HostTeam over the node communicator.
+  // shm::HostTeam over the host's group.
   int rank() const override { return node_rank_; }
   int size() const override { return node_size_; }
   std::vector<std::string> allgather(const std::string& mine) override;
   void agree(const std::function<void()>& fn) override;
   int id() const override { return rank_; }
 
-  MPI_Comm comm() const { return comm_; }
+  // The control plane: every rank of the context (MPI or shared memory).
+  comm::Group& comm() const { return *group_; }
+  // The duplicated communicator (MPI_COMM_NULL in a context made without MPI, which has one
+  // host: only ops with peers on other hosts use it).
+  MPI_Comm mpi_comm() const { return comm_; }
   // Ranks with this rank's node_rank on every host, ordered by host (meaningful when uniform).
   MPI_Comm rail_comm() const { return rail_comm_; }
 
@@ -116,8 +128,12 @@ class ContextImpl : public shm::HostTeam {
   void release() noexcept;
   // Host layout: the node and rail communicators, every rank's host and local rank.
   void split_hosts(int ranks_per_node);
+  // What both constructors end with: the agreed config, the host's pids, the worker threads.
+  void start(const ContextOptions& options, int thread_level);
 
   MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<comm::Group> group_, own_node_group_;
+  comm::Group* node_group_ = nullptr;  // own_node_group_, or group_ when there is one host
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;
   int shared_size_ = 1;  // ranks on this rank's real host
   bool uniform_ = true;

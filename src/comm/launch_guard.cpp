@@ -30,8 +30,10 @@ void check_launch(MPI_Comm user_comm, int size) {
     raise(Errc::kInvalidUsage,
           "context: MPI_COMM_WORLD has 1 rank but {}={}: the launcher started {} processes that "
           "each initialised MPI alone. Start them as one MPI job: mpirun -np {} <program>, or "
-          "srun --mpi=pmix -n {} <program> (FLUXCPP_LAUNCH_GUARD=off allows one-rank contexts "
-          "in such a job on purpose)",
+          "srun --mpi=pmix -n {} <program>; or, on one host, leave MPI out and create the "
+          "context from an id (Python: fluxcpp.Context.from_store(store, rank, world_size); C: "
+          "fluxcpp_get_unique_id + fluxcpp_context_create_from_id). "
+          "FLUXCPP_LAUNCH_GUARD=off allows one-rank contexts in such a job on purpose",
           var, v, n, n, n);
   }
 }

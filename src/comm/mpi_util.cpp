@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/bounded.hpp"
+#include "comm/group.hpp"
 #include "comm/orphans.hpp"
 #include "error_util.hpp"
 
@@ -34,24 +35,9 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
   int rank = 0, size = 1;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  int code = 0;
-  std::string msg;
-  try {
-    fn();
-  } catch (const Error& e) {
-    code = static_cast<int>(e.code());
-    msg = e.what();
-  } catch (const std::bad_alloc&) {
-    // Allocations that know what they are for raise their own message (resize_or_raise).
-    code = static_cast<int>(Errc::kSystem);
-    msg = fmt::format("out of memory (rank {})", rank);
-  } catch (const std::exception& e) {
-    code = static_cast<int>(Errc::kInternal);
-    msg = e.what();
-  } catch (...) {
-    code = static_cast<int>(Errc::kInternal);
-    msg = "unknown exception";
-  }
+  const Caught mine = run_caught(fn, rank);
+  const int code = mine.code;
+  const std::string& msg = mine.message;
   int first = code != 0 ? rank : size;
   allreduce(&first, 1, MPI_INT, MPI_MIN, comm);
   if (first == size) return;
@@ -60,9 +46,7 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
   std::string text(static_cast<std::size_t>(hdr[1]), '\0');
   if (rank == first) text = msg;
   if (!text.empty()) bcast(text.data(), static_cast<int>(hdr[1]), MPI_CHAR, first, comm);
-  if (rank == first) throw AgreedError(static_cast<Errc>(hdr[0]), text);
-  throw AgreedError(static_cast<Errc>(hdr[0]),
-                    fmt::format("{} (reported by rank {})", text, first));
+  throw_agreed(static_cast<int>(hdr[0]), text, first, rank);
 }
 
 void agree_value(MPI_Comm comm, const char* op, const char* name, long long value) {

@@ -25,7 +25,7 @@ bool finalized() {
 P2pNet::P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
                const std::vector<int>& peers)
     : slot_(slot_bytes), slots_(num_slots) {
-  comm_ = detail::ContextImpl::dup_comm(c.comm());
+  comm_ = detail::ContextImpl::dup_comm(c.mpi_comm());
   auto pairs = std::make_unique<std::vector<Pair>>();
   agree(c.comm(), [&] {
     pairs->resize(peers.size());

@@ -19,7 +19,7 @@ Transport::Transport(detail::ContextImpl& ctx, const char* op, std::size_t chunk
     : ctx_(&ctx), op_(op), chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {
   // MPI counts are int: one message stays well below 2 GiB whatever the block size.
   chunk_ = std::min<std::size_t>(chunk_, std::size_t{1} << 30);
-  comm_ = detail::ContextImpl::dup_comm(ctx.comm());
+  comm_ = detail::ContextImpl::dup_comm(ctx.mpi_comm());
 }
 
 Transport::~Transport() {

@@ -18,7 +18,7 @@ namespace detail {
 
 void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const AgGemmOptions o = opts_;
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error, [&] {
     const int mode = static_cast<int>(o.mode);
     FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);

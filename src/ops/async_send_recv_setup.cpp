@@ -33,7 +33,7 @@ AsyncSendRecvImpl::~AsyncSendRecvImpl() {
 
 void AsyncSendRecvImpl::create(const std::string& local_error) {
   ContextImpl& c = *ctx_;
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   const int W = c.world_size(), r = c.world_rank();
   const AsyncSendRecvOptions& o = opts_;
   serial_ = c.creating_serial();
@@ -61,13 +61,12 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
   slot_bytes_ = static_cast<std::size_t>(o.max_m) * row_;
   slots_ = o.num_slots;
   // Every rank's list, padded with -1: the symmetry check and the slot positions need them all.
-  int width = static_cast<int>(list.size());
-  comm::allreduce(&width, 1, MPI_INT, MPI_MAX, comm);
+  const int width = static_cast<int>(comm::max_value(comm, static_cast<long long>(list.size())));
   std::vector<int> all(static_cast<std::size_t>(width) * W, -1);
   if (width > 0) {
     std::vector<int> mine(width, -1);
     std::copy(list.begin(), list.end(), mine.begin());
-    comm::allgather(mine.data(), all.data(), width, MPI_INT, comm);
+    comm.allgather(mine.data(), all.data(), sizeof(int) * width);
   }
   comm::agree(comm, [&] {
     auto lists = [&](int a, int b) {
@@ -176,7 +175,7 @@ void AsyncSendRecvImpl::close() {
   if (c.closed() || !c.broken().empty()) return;  // local
   comm::DeadlineScope scope(deadline, fmt::format("{} destroy", kOp));
   try {
-    comm::check_in(c.comm(), serial_ | kDestroyBit, "the destroy check-in");
+    c.comm().check_in(serial_ | kDestroyBit, "the destroy check-in");
   } catch (const std::exception& e) {
     // The context's communicator may hold an unmatched check-in.
     c.mark_broken(fmt::format("{} destroy failed: {}", kOp, e.what()));

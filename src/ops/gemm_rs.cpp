@@ -18,7 +18,7 @@ namespace detail {
 
 void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const GemmRsOptions o = opts_;
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const int W = c.world_size(), N = c.num_nodes();

@@ -16,7 +16,7 @@ void ulysses_check_create(detail::ContextImpl& c, const char* op, int64_t max_bs
                           std::pair<const char*, int64_t> own, bool own_is_k,
                           const std::string& local_error) {
   if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   comm::agree_value(comm, op, own.first, own.second);
   comm::agree_value(comm, op, "nheads", nheads);
   comm::agree_value(comm, op, "head_dim", head_dim);

@@ -32,7 +32,7 @@ void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
   comm::DeadlineScope scope(c.deadline(), fmt::format("{} create", op));
   comm::progress_orphans();  // collectives earlier creates abandoned: completed ones released
   try {
-    comm::check_in(c.comm(), serial, "the op's check-in");
+    c.comm().check_in(serial, "the op's check-in");
     fault_point("create", c.world_rank());
     body();
   } catch (const AgreedError&) {

@@ -57,7 +57,7 @@ ContextEntry::~ContextEntry() {
 OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
     : ctx_(&c), spec_(spec), layout_(&layout), peers_(c) {
   const char* op = spec.op;
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   // Settings the protocols depend on: every rank must use the same.
   comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
   comm::agree_value(comm, op, "FLUXCPP_NET_CHUNK_KB", c.config().net_chunk_bytes / 1024);

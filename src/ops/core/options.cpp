@@ -36,7 +36,7 @@ void agree_options(detail::ContextImpl& c, const char* op, const std::string& lo
   // close() is collective, so this local check gives the same answer on every rank.
   if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
   const int r = c.world_rank();
-  MPI_Comm comm = c.comm();
+  comm::Group& comm = c.comm();
   comm::agree(comm, [&] {
     if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {} (rank {})", op, local_error, r);
     for (const Field& f : fields) check_field(op, f, r);

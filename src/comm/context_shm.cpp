@@ -1,0 +1,66 @@
+// ContextImpl without MPI: ranks of one host meeting through a unique id's rendezvous segment.
+#include <numeric>
+
+#include "comm/bounded.hpp"
+#include "comm/context_impl.hpp"
+#include "comm/shm_group.hpp"
+#include "deadline.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp {
+
+namespace detail {
+
+ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size, int rank,
+                         const ContextOptions& options, const std::string& local_error) {
+  comm::DeadlineScope scope(deadline_after(create_timeout_s(options)), "context create");
+  // Found here, these fail on this rank alone; its peers time out in the rendezvous naming it.
+  FLUXCPP_CHECK_ARG(world_size >= 1, "context: world_size={} must be >= 1", world_size);
+  FLUXCPP_CHECK_ARG(rank >= 0 && rank < world_size,
+                    "context: rank={} must be in [0, world_size={})", rank, world_size);
+  const comm::ParsedId parsed = comm::parse_unique_id(id);
+  if (parsed.boot_id != comm::this_boot_id())
+    raise(Errc::kInvalidUsage,
+          "context: rank {} runs on host '{}', but the id was made on host '{}': a context "
+          "created from an id has its ranks on one host; ranks on several hosts need MPI "
+          "(fluxcpp_context_create over an MPI communicator)",
+          rank, comm::this_host_name(), parsed.host);
+  try {
+    auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size);
+    host_pids_ = group->pids();
+    group_ = std::move(group);
+    node_group_ = group_.get();
+    rank_ = node_rank_ = rank;
+    size_ = node_size_ = shared_size_ = world_size;
+    node_id_ = 0;
+    num_nodes_ = 1;
+    members_.assign(1, std::vector<int>(static_cast<std::size_t>(world_size)));
+    std::iota(members_[0].begin(), members_[0].end(), 0);
+    node_of_.assign(static_cast<std::size_t>(world_size), 0);
+    local_of_ = members_[0];
+    comm::agree(*group_, [&] {
+      if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
+      FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
+                        "context: ranks_per_node={} with a context made from an id (one host): "
+                        "pass 0 or world_size={}",
+                        options.ranks_per_node, world_size);
+    });
+    start(options, MPI_THREAD_MULTIPLE);  // no MPI: one host, no thread level to ask for
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+}  // namespace detail
+
+UniqueId get_unique_id() {
+  UniqueId id;
+  comm::make_unique_id(id.internal);
+  return id;
+}
+
+Context::Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options)
+    : impl_(std::make_shared<detail::ContextImpl>(id.internal, world_size, rank, options)) {}
+
+}  // namespace fluxcpp

@@ -1,0 +1,137 @@
+#include "comm/shm_group.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "comm/backoff.hpp"
+#include "comm/bounded.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+
+namespace {
+
+constexpr uint64_t kReady = 0x666c7578626f6f74ull;  // written last by the creator
+constexpr std::size_t kSlotData = 1024;             // bytes a rank moves per round
+
+struct alignas(64) Header {
+  std::atomic<uint64_t> ready;
+  int64_t size;  // the creator's world size
+};
+
+std::string who(const std::function<int(int)>& name_of, int r) {
+  return std::to_string(name_of ? name_of(r) : r);
+}
+
+}  // namespace
+
+struct alignas(64) ShmGroup::Slot {
+  std::atomic<uint64_t> round;
+  std::atomic<int64_t> pid;  // the process that holds this rank (0: nobody yet)
+  char data[2][kSlotData];
+};
+
+ShmGroup::Slot& ShmGroup::slot(int r) const {
+  auto* base = static_cast<char*>(seg_.data()) + sizeof(Header);
+  return reinterpret_cast<Slot*>(base)[r];
+}
+
+ShmGroup::ShmGroup(const std::string& name, int rank, int size) : rank_(rank), size_(size) {
+  const std::size_t bytes = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(size);
+  const Deadline deadline = DeadlineScope::current();
+  const std::string& what = DeadlineScope::context();
+  if (rank == 0) {
+    seg_ = shm::Segment::create_named(name, bytes);  // zero-filled
+    auto* h = static_cast<Header*>(seg_.data());
+    h->size = size;
+    h->ready.store(kReady, std::memory_order_release);
+  } else {
+    Backoff backoff(kCollective);
+    for (;;) {
+      // Any size: a rank 0 with another world size made another one, said below.
+      if (shm::Segment::try_open(name, 0, &seg_) &&
+          static_cast<Header*>(seg_.data())->ready.load(std::memory_order_acquire) == kReady)
+        break;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline)
+        raise(Errc::kTimeout,
+              "{}{}timed out in the rendezvous: rank(s) 0 did not take part (this is rank {}; "
+              "rank 0 creates the rendezvous: it has not, or it runs on another machine, or in "
+              "a container with another /dev/shm)",
+              what, what.empty() ? "" : ": ", rank);
+      backoff.pause(now);
+    }
+  }
+  auto* h = static_cast<Header*>(seg_.data());
+  if (h->size != size || seg_.size() < bytes)
+    raise(Errc::kInvalidArgument, "context: world_size={} on rank {}, but rank 0 passed {}", size,
+          rank, h->size);
+  int64_t none = 0;
+  const int64_t me = static_cast<int64_t>(getpid());
+  if (!slot(rank).pid.compare_exchange_strong(none, me))
+    raise(Errc::kInvalidArgument,
+          "context: rank {} is taken already (by pid {}): every rank passes its own rank, once",
+          rank, none);
+  pids_.assign(static_cast<std::size_t>(size), 0);
+  std::vector<int64_t> all(static_cast<std::size_t>(size));
+  round(&me, all.data(), sizeof me, sizeof me, "the rendezvous");
+  for (int r = 0; r < size; ++r) pids_[r] = static_cast<long>(all[r]);
+  seg_.unlink();  // every rank has mapped it (rank 0 only: the creator)
+}
+
+void ShmGroup::round(const void* mine, void* all, std::size_t bytes, std::size_t stride,
+                     const char* step) {
+  const uint64_t n = ++round_;
+  Slot& own = slot(rank_);
+  std::memcpy(own.data[n & 1], mine, bytes);
+  own.round.store(n, std::memory_order_release);
+  const Deadline deadline = DeadlineScope::current();
+  Backoff backoff(kCollective);
+  for (int r = 0; r < size_;) {
+    if (slot(r).round.load(std::memory_order_acquire) >= n) {
+      ++r;
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      std::string missing;
+      for (int q = 0; q < size_; ++q)
+        if (slot(q).round.load(std::memory_order_acquire) < n)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+      const std::string& what = DeadlineScope::context();
+      raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
+            what, what.empty() ? "" : ": ", step, missing, rank_);
+    }
+    backoff.pause(now);
+  }
+  for (int r = 0; r < size_; ++r)
+    std::memcpy(static_cast<char*>(all) + r * stride, slot(r).data[n & 1], bytes);
+}
+
+void ShmGroup::allgather(const void* mine, void* all, std::size_t bytes) {
+  std::size_t off = 0;
+  do {
+    const std::size_t n = std::min(kSlotData, bytes - off);
+    round(static_cast<const char*>(mine) + off, static_cast<char*>(all) + off, n, bytes,
+          "a collective");
+    off += n;
+  } while (off < bytes);
+}
+
+void ShmGroup::check_in(uint64_t token, const char* step, const std::function<int(int)>& name_of) {
+  std::vector<uint64_t> got(static_cast<std::size_t>(size_));
+  round(&token, got.data(), sizeof token, sizeof token, step);
+  for (int p = 0; p < size_; ++p)
+    if (got[p] != token) {
+      const std::string& what = DeadlineScope::context();
+      raise(Errc::kInvalidUsage,
+            "{}{}ranks are at different steps: rank {} sent {:#x}, this rank (rank {}) is at "
+            "{:#x} in {} (ranks must create and destroy ops in the same order)",
+            what, what.empty() ? "" : ": ", who(name_of, p), got[p], who(name_of, rank_), token,
+            step);
+    }
+}
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,47 @@
+// ShmGroup: the control plane of a context whose ranks share one host and were started without
+// MPI. One segment holds a slot per rank; a collective is a round: each rank writes its bytes
+// into its slot's half for the round's parity, publishes the round number, and waits until every
+// slot shows it. A rank can be at most one round ahead of the slowest (it cannot finish a round
+// before everyone published it), so the other half is never overwritten while read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/group.hpp"
+#include "shm/segment.hpp"
+
+namespace fluxcpp::comm {
+
+class ShmGroup : public Group {
+ public:
+  // The rendezvous of rank `rank` of `size` through segment `name`, which rank 0 creates (the
+  // others wait for it). Bounded by the current DeadlineScope: kTimeout naming the ranks that
+  // did not arrive. kInvalidArgument when ranks pass different sizes, or two pass one rank.
+  // Once every rank has mapped it, rank 0 removes the name: nothing is left in /dev/shm.
+  ShmGroup(const std::string& name, int rank, int size);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allgather(const void* mine, void* all, std::size_t bytes) override;
+  void check_in(uint64_t token, const char* step,
+                const std::function<int(int)>& name_of = {}) override;
+
+  // Every rank's pid, exchanged at the rendezvous.
+  const std::vector<long>& pids() const { return pids_; }
+
+ private:
+  struct Slot;
+  Slot& slot(int r) const;
+  // One round of at most a slot's bytes; kTimeout naming who is missing, in `step`.
+  void round(const void* mine, void* all, std::size_t bytes, std::size_t stride,
+             const char* step);
+
+  shm::Segment seg_;
+  int rank_ = 0, size_ = 1;
+  uint64_t round_ = 0;
+  std::vector<long> pids_;
+};
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,170 @@
+// comm::ShmGroup, the control plane of a context made without MPI: forked processes meet through
+// one rendezvous segment and run the Group collectives (chunked allgather, agree, agree_values,
+// check_in), their errors and timeouts. Single process plus forked children, no MPI.
+#include "comm/shm_group.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/bounded.hpp"
+#include "comm/unique_id.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+namespace {
+
+std::string fresh_name() {
+  char id[kUniqueIdBytes];
+  make_unique_id(id);
+  return parse_unique_id(id).segment;
+}
+
+// Runs body(rank) in `world` forked processes (each in a 20 s deadline scope); each child's exit
+// status is what body returned (true: 0, false: 1; 1 when it threw). Returns the statuses.
+std::vector<int> run_ranks(int world, const std::function<int(int)>& body) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);  // watchdog
+      int status = 1;
+      try {
+        DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(20), "test");
+        status = body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      }
+      _exit(status);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> out;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    out.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return out;
+}
+
+// The error fn raises, as code and text ("" and -1 when it raised nothing).
+std::pair<int, std::string> caught(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {static_cast<int>(e.code()), e.what()};
+  }
+  return {-1, ""};
+}
+
+TEST(ShmGroup, ChunkedAllgatherAndPids) {
+  const std::string name = fresh_name();
+  const auto st = run_ranks(3, [&](int r) -> int {
+    ShmGroup g(name, r, 3);
+    if (g.pids().size() != 3 || g.pids()[r] != getpid()) return 1;
+    // 5000 bytes per rank: five rounds of 1 KiB; twice, so the halves alternate.
+    for (int call = 0; call < 2; ++call) {
+      std::vector<unsigned char> mine(5000), all(3 * 5000);
+      for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = (r * 31 + i * 7 + call) & 0xFF;
+      g.allgather(mine.data(), all.data(), mine.size());
+      for (int q = 0; q < 3; ++q)
+        for (std::size_t i = 0; i < mine.size(); ++i)
+          if (all[q * 5000 + i] != ((q * 31 + i * 7 + call) & 0xFF)) return 1;
+    }
+    const bool ok = max_value(g, r * 10) == 20 &&
+                    allgather_strings(g, std::string(r + 1, 'a' + r)) ==
+                        std::vector<std::string>{"a", "bb", "ccc"};
+    return ok ? 0 : 1;
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+  EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0) << "rendezvous name left: " << name;
+}
+
+TEST(ShmGroup, AgreeAndValuesAndCheckIn) {
+  const std::string name = fresh_name();
+  const auto st = run_ranks(3, [&](int r) -> int {
+    ShmGroup g(name, r, 3);
+    g.agree([] {});  // nothing raised: returns everywhere
+    auto [code, text] = caught([&] {
+      g.agree([&] {
+        if (r >= 1) raise(Errc::kInvalidArgument, "bad thing on rank {}", r);
+      });
+    });
+    const bool agreed = code == static_cast<int>(Errc::kInvalidArgument) &&
+                        text.find("bad thing on rank 1") != std::string::npos &&
+                        (r == 1) == (text.find("reported by") == std::string::npos);
+    const char* names[2] = {"k", "n"};
+    const long long values[2] = {64, r == 2 ? 7 : 8};
+    auto [vcode, vtext] = caught([&] { g.agree_values("op", names, values, 2); });
+    const bool disagreed = vcode == static_cast<int>(Errc::kInvalidArgument) &&
+                           vtext == "op: ranks disagree on n: rank 2 passed 7, rank 0 passed 8";
+    g.check_in(42, "a check-in");
+    auto [ccode, ctext] = caught([&] { g.check_in(r == 0 ? 1 : 2, "the op's check-in"); });
+    const bool steps = ccode == static_cast<int>(Errc::kInvalidUsage) &&
+                       ctext.find("ranks are at different steps") != std::string::npos;
+    if (!agreed || !disagreed || !steps)
+      std::fprintf(stderr, "rank %d: '%s' / '%s' / '%s'\n", r, text.c_str(), vtext.c_str(),
+                   ctext.c_str());
+    return agreed && disagreed && steps ? 0 : 1;
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+}
+
+TEST(ShmGroup, AbsentRankTimesOutNamed) {
+  const std::string name = fresh_name();
+  const auto st = run_ranks(3, [&](int r) -> int {
+    if (r == 2) return 0;  // never arrives
+    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::milliseconds(500),
+                        "context create");
+    auto [code, text] = caught([&] { ShmGroup g(name, r, 3); });
+    return code == static_cast<int>(Errc::kTimeout) &&
+                   text.find("rank(s) 2 did not take part") != std::string::npos
+               ? 0
+               : 1;
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
+  EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0) << "rendezvous name left: " << name;
+}
+
+TEST(ShmGroup, MissingCreatorAndBadArguments) {
+  // Rank 0 never comes: rank 1 times out naming it.
+  DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::milliseconds(300), "x");
+  auto [code, text] = caught([&] { ShmGroup g(fresh_name(), 1, 2); });
+  EXPECT_EQ(code, static_cast<int>(Errc::kTimeout));
+  EXPECT_NE(text.find("rank(s) 0 did not take part"), std::string::npos) << text;
+  // Two processes pass rank 1 of 2: one of them is told (status 2), the other two meet.
+  const std::string name = fresh_name();
+  auto st = run_ranks(3, [&](int r) -> int {
+    auto [c, t] = caught([&] { ShmGroup g(name, r == 0 ? 0 : 1, 2); });
+    if (c == -1) return 0;
+    return c == static_cast<int>(Errc::kInvalidArgument) &&
+                   t.find("rank 1 is taken already") != std::string::npos
+               ? 2
+               : 1;
+  });
+  std::sort(st.begin(), st.end());
+  EXPECT_EQ(st, (std::vector<int>{0, 0, 2}));
+  // Another world size than rank 0's: that rank is told, rank 0 times out.
+  const std::string other = fresh_name();
+  const auto sizes = run_ranks(2, [&](int r) -> int {
+    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(1), "x");
+    auto [c, t] = caught([&] { ShmGroup g(other, r, r == 0 ? 2 : 3); });
+    if (r == 0) return c == static_cast<int>(Errc::kTimeout) ? 0 : 1;
+    return c == static_cast<int>(Errc::kInvalidArgument) &&
+                   t.find("world_size=3 on rank 1, but rank 0 passed 2") != std::string::npos
+               ? 0
+               : 1;
+  });
+  EXPECT_EQ(sizes, (std::vector<int>{0, 0}));
+}
+
+}  // namespace
+}  // namespace fluxcpp::comm

@@ -1,5 +1,6 @@
 """fluxcpp.Context and the base of every op class (create, close, with, __del__)."""
 import ctypes
+import datetime
 import numbers
 import warnings
 
@@ -50,32 +51,90 @@ class _Handle:
                           ResourceWarning, stacklevel=2)
 
 
+class _UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
 class Context(_Handle):
-    """fluxcpp_context_t over an mpi4py communicator (None: MPI_COMM_WORLD). Collective.
+    """fluxcpp_context_t over an mpi4py communicator (None: MPI_COMM_WORLD), or without MPI
+    through Context.from_store. Collective.
 
     Attributes rank, world_size, node_rank, node_size. close() (collective) or `with`."""
 
     def __init__(self, comm=None, *, ranks_per_node=0, timeout_s=0.0, compute_threads=0,
                  comm_threads=0):
         self._handle = None
-        where = "Context"
+        cfg = self._config("Context", ranks_per_node, timeout_s, compute_threads, comm_threads)
+        if comm is None:
+            from mpi4py import MPI  # initialises MPI (thread level MULTIPLE by default)
+            comm = MPI.COMM_WORLD
+        ctype, value = _comm_handle(comm)
+        self._comm = comm  # keeps the communicator alive as long as the context
+        create = _lib.fn("fluxcpp_context_create", [ctype, c_void_p, c_void_p])
+        out = c_void_p()
+        _lib.checked(create(value, ctypes.byref(cfg), ctypes.byref(out)))
+        self._adopt(out.value)
+
+    @classmethod
+    def from_store(cls, store, rank, world_size, *, timeout_s=0.0, compute_threads=0,
+                   comm_threads=0, key=None):
+        """A context without MPI for ranks on one host (as torchrun, multiprocessing or a serving
+        stack starts them): rank 0 makes an id and sets it in `store` (a torch.distributed
+        Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
+        rank creates the context from it. Collective over the world_size ranks. key None: one
+        key per context this process creates from a store, the same on every rank as long as
+        the ranks create them in the same order."""
+        where = "Context.from_store"
+        world_size = size(where, "world_size", world_size, 1, INT32_MAX)
+        rank = size(where, "rank", rank, 0, INT32_MAX)
+        if rank >= world_size:
+            raise ValueError(f"{where}: rank={rank} must be < world_size={world_size}")
+        for method in ("set", "get"):
+            if not callable(getattr(store, method, None)):
+                raise TypeError(f"{where}: store must be a torch.distributed Store (set/get), "
+                                f"got {type(store).__name__}")
+        self = cls.__new__(cls)
+        self._handle = None
+        self._comm = None
+        cfg = self._config(where, 0, timeout_s, compute_threads, comm_threads)
+        if key is None:
+            Context._from_store_count += 1
+            key = f"fluxcpp/unique_id/{Context._from_store_count}"
+        uid = _UniqueId()
+        if rank == 0:
+            _lib.checked(_lib.fn("fluxcpp_get_unique_id")(ctypes.byref(uid)))
+            store.set(key, bytes(uid))  # all 128 bytes (.internal stops at a NUL)
+        else:
+            try:
+                if timeout_s > 0:  # else up to the store's own timeout
+                    store.wait([key], datetime.timedelta(seconds=float(timeout_s)))
+                raw = store.get(key)
+            except Exception as e:  # noqa: BLE001 - the store's timeout, said our way
+                raise Error(Status.TIMEOUT, f"{where}: rank 0 did not set the id under key "
+                            f"{key!r} in the store (this is rank {rank}): {e}") from e
+            ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
+        out = c_void_p()
+        create = _lib.fn("fluxcpp_context_create_from_id")
+        _lib.checked(create(ctypes.byref(uid), world_size, rank, ctypes.byref(cfg),
+                            ctypes.byref(out)))
+        self._adopt(out.value)
+        return self
+
+    _from_store_count = 0
+
+    @staticmethod
+    def _config(where, ranks_per_node, timeout_s, compute_threads, comm_threads):
         ranks_per_node = size(where, "ranks_per_node", ranks_per_node, 0, INT32_MAX)
         compute_threads = size(where, "compute_threads", compute_threads, 0, INT32_MAX)
         comm_threads = size(where, "comm_threads", comm_threads, 0, INT32_MAX)
         if is_bool(timeout_s) or not isinstance(timeout_s, numbers.Real):
             raise TypeError(f"{where}: timeout_s must be a number of seconds, got "
                             f"{type(timeout_s).__name__} {timeout_s!r}")
-        if comm is None:
-            from mpi4py import MPI  # initialises MPI (thread level MULTIPLE by default)
-            comm = MPI.COMM_WORLD
-        ctype, value = _comm_handle(comm)
-        self._comm = comm  # keeps the communicator alive as long as the context
-        cfg = _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), ranks_per_node,
-                                 float(timeout_s), compute_threads, comm_threads)
-        create = _lib.fn("fluxcpp_context_create", [ctype, c_void_p, c_void_p])
-        out = c_void_p()
-        _lib.checked(create(value, ctypes.byref(cfg), ctypes.byref(out)))
-        self._handle = out.value
+        return _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), ranks_per_node,
+                                  float(timeout_s), compute_threads, comm_threads)
+
+    def _adopt(self, handle):
+        self._handle = handle
         vals = [ctypes.c_int() for _ in range(4)]
         info = _lib.fn("fluxcpp_context_info")
         _lib.checked(info(self._handle, *[ctypes.byref(v) for v in vals]))

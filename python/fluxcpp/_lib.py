@@ -92,7 +92,7 @@ LIB, LIBRARY_PATH = _load()
 # plus input_buffer (handle, void**) when its input is zero-copy.
 _OBJECTS = {
     "context": dict(create=[None, P, P],  # MPI_Comm: its ctypes type is set by _base.Context
-                    info=[P, P, P, P, P]),
+                    create_from_id=[P, c_int, c_int, P, P], info=[P, P, P, P, P]),
     "packed_weight": dict(create=[P, c_int, P, c_i64, c_i64, c_int, P], update=[P, P]),
     # all_gather, ag_gemm, reduce_scatter, gemm_rs, all_reduce, gemm_ar
     "all_gather": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P],
@@ -141,6 +141,7 @@ _FUNCTIONS = {
     "fluxcpp_status_string": ([c_int], ctypes.c_char_p),
     "fluxcpp_last_error": ([], ctypes.c_char_p),
     "fluxcpp_version": ([], c_int),
+    "fluxcpp_get_unique_id": ([P], c_int),
     "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int], c_int),
     "fluxcpp_moe_layout": ([P, c_i64, c_i64, c_i64, c_i64, P, P, P, P, P, P], c_int),
 }

@@ -1,5 +1,12 @@
 """Shared pieces of the Python tests: the gloo reference group, checks that count failures, and
-the skip message for ops the loaded library does not have."""
+the skip message for ops the loaded library does not have.
+
+Two launches: under mpirun (the default), or by tests/python/spawn.py, which starts the ranks
+with Python multiprocessing as torchrun or a serving stack would and never touches MPI
+(FLUXCPP_TEST_LAUNCH=store): the context then comes from Context.from_store over a FileStore,
+and COMM is a stand-in over gloo with the few mpi4py calls the tests make."""
+import ctypes
+import ctypes.util
 import os
 import shutil
 import sys
@@ -7,17 +14,86 @@ import tempfile
 
 import torch
 import torch.distributed as dist
-from mpi4py import MPI
 
 import fluxcpp
 
-COMM = MPI.COMM_WORLD
-RANK, W = COMM.Get_rank(), COMM.Get_size()
+STORE_LAUNCH = os.environ.get("FLUXCPP_TEST_LAUNCH") == "store"
 failures = []
 
 
+class _GlooComm:
+    """The mpi4py calls the tests make (allgather, bcast, Barrier, allreduce of a sum), over
+    the gloo group of a store-launched run."""
+
+    def Get_rank(self):
+        return dist.get_rank()
+
+    def Get_size(self):
+        return dist.get_world_size()
+
+    def allgather(self, obj):
+        out = [None] * dist.get_world_size()
+        dist.all_gather_object(out, obj)
+        return out
+
+    def bcast(self, obj, root=0):
+        box = [obj]
+        dist.broadcast_object_list(box, src=root)
+        return box[0]
+
+    def Barrier(self):
+        dist.barrier()
+
+    def allreduce(self, value):
+        return sum(self.allgather(value))
+
+
+if STORE_LAUNCH:
+    RANK, W = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    STORE = dist.FileStore(os.environ["FLUXCPP_TEST_STORE"], W)
+    dist.init_process_group("gloo", store=STORE, rank=RANK, world_size=W)
+    COMM = _GlooComm()
+else:
+    from mpi4py import MPI
+    COMM = MPI.COMM_WORLD
+    RANK, W = COMM.Get_rank(), COMM.Get_size()
+
+
+def context(**kw):
+    """The test's context: over MPI_COMM_WORLD, or from the store in a store-launched run."""
+    if STORE_LAUNCH:
+        return fluxcpp.Context.from_store(STORE, RANK, W, **kw)
+    return fluxcpp.Context(**kw)
+
+
+_locals = 0
+
+
+def local_context(**kw):
+    """A context of this rank alone (MPI_COMM_SELF, or its own id in a store-launched run)."""
+    if STORE_LAUNCH:
+        global _locals
+        _locals += 1
+        return fluxcpp.Context.from_store(STORE, 0, 1, key=f"local/{RANK}/{_locals}", **kw)
+    from mpi4py import MPI
+    return fluxcpp.Context(MPI.COMM_SELF, **kw)
+
+
+def mpi_initialized():
+    """Whether this process initialised MPI (False when libmpi is not even loaded)."""
+    name = ctypes.util.find_library("mpi")
+    if name is None:
+        return False
+    flag = ctypes.c_int(0)
+    ctypes.CDLL(name).MPI_Initialized(ctypes.byref(flag))
+    return flag.value != 0
+
+
 def init_gloo():
-    """A gloo process group over the same ranks, rendezvous through a file that rank 0 names."""
+    """A gloo process group over the same ranks, rendezvous through a file that rank 0 names
+    (in a store-launched run the group exists already, over the store)."""
+    if STORE_LAUNCH:
+        return
     path = tempfile.mkdtemp(prefix="fluxcpp_gloo_") if RANK == 0 else None
     path = COMM.bcast(path, root=0)
     dist.init_process_group("gloo", init_method=f"file://{path}/rendezvous", rank=RANK,
@@ -84,10 +160,13 @@ def tol_for(dtype, k):
 
 
 def finish(name):
-    """Exit status 0 only if no rank failed."""
+    """Exit status 0 only if no rank failed (and, store-launched, none initialised MPI)."""
+    if STORE_LAUNCH:
+        check(not mpi_initialized(), f"{name}: MPI was initialised in a run started without it")
     total = COMM.allreduce(len(failures))
     if RANK == 0:
-        print(f"{name}: W={W}: {'ok' if total == 0 else f'{total} failure(s)'}", flush=True)
+        how = ", started without MPI (Context.from_store)" if STORE_LAUNCH else ""
+        print(f"{name}: W={W}{how}: {'ok' if total == 0 else f'{total} failure(s)'}", flush=True)
     if dist.is_initialized():
         dist.destroy_process_group()
     sys.exit(0 if total == 0 else 1)

@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
-from support import RANK, W, check, close, equal, finish, init_gloo, tol_for
+from support import RANK, W, check, close, context, equal, finish, init_gloo, tol_for
 
 init_gloo()
 
@@ -29,7 +29,7 @@ def gloo_all_gather(x):
     return [p.to(x.dtype) for p in parts]
 
 
-with fluxcpp.Context() as ctx:
+with context() as ctx:
     # AllToAllSingle with uneven splits (tensors and lists), exact.
     def splits_of(src, dst):
         return (3 * src + 2 * dst + 1) % 5

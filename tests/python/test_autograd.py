@@ -3,13 +3,13 @@ the full (unsharded) layer, which every rank computes from the same seeds."""
 import torch
 
 import fluxcpp
-from support import RANK, W, close, finish
+from support import RANK, W, close, context, finish
 
 torch.manual_seed(0)
 m, k, n = 4 * W, 16, 8  # per-rank shard widths
 tol = 1e-5
 
-with fluxcpp.Context() as ctx:
+with context() as ctx:
     for bias in (False, True):
         # Column-parallel: X [m, k] split by rows, weight [n*W, k] split by output columns.
         X = torch.randn(m, k, dtype=torch.float64)

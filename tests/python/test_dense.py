@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
-from support import RANK, W, check, close, equal, finish, init_gloo, tol_for
+from support import RANK, W, check, close, context, equal, finish, init_gloo, tol_for
 
 init_gloo()
 PAIRS = [(torch.float32, torch.float32), (torch.float64, torch.float64),
@@ -38,7 +38,7 @@ def ints(shape, dtype, seed):
     return torch.randint(-8, 9, shape, generator=g).to(dtype)
 
 
-with fluxcpp.Context() as ctx:
+with context() as ctx:
     check(ctx.rank == RANK and ctx.world_size == W, f"context rank/world {ctx.rank}/{ctx.world_size}")
 
     # AllGather: exact, every dtype, several m, out given or not, zero-copy input.

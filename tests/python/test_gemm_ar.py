@@ -11,8 +11,8 @@ import time
 import torch
 
 import fluxcpp
-from support import (COMM, RANK, W, available, check, close, equal, failures, finish, raises,
-                     tol_for)
+from support import (COMM, RANK, W, available, check, close, context, equal, failures, finish,
+                     raises, tol_for)
 
 S = fluxcpp.Status
 PAIRS = [(torch.float32, torch.float32), (torch.float64, torch.float64),
@@ -188,7 +188,7 @@ def bad_input(ctx):
 
 
 check(fluxcpp.GemmAllReduce is fluxcpp.GemmAr, "GemmAllReduce is an alias of GemmAr")
-with fluxcpp.Context(timeout_s=60) as ctx:
+with context(timeout_s=60) as ctx:
     if available("gemm_ar"):
         cases(ctx)
         bad_input(ctx)

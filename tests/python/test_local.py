@@ -3,7 +3,7 @@ inplace_cast against torch's own conversions (bitwise)."""
 import torch
 
 import fluxcpp
-from support import RANK, check, close, equal, finish, raises, tol_for
+from support import RANK, check, close, context, equal, finish, raises, tol_for
 
 
 def rand(shape, dtype, seed):
@@ -11,7 +11,7 @@ def rand(shape, dtype, seed):
     return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
 
 
-with fluxcpp.Context() as ctx:
+with context() as ctx:
     for din, dout in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32),
                       (torch.float64, torch.float64)):
         for transpose in (False, True):

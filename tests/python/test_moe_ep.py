@@ -6,7 +6,8 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
-from support import RANK, W, available, check, close, equal, finish, init_gloo, raises, tol_for
+from support import (RANK, W, available, check, close, context, equal, finish, init_gloo, raises,
+                     tol_for)
 
 init_gloo()
 
@@ -28,7 +29,7 @@ def routing(T, K, E, seed):
     return ids, torch.rand((T, K), generator=g)
 
 
-with fluxcpp.Context() as ctx:
+with context() as ctx:
     T, K, E, hidden = 6, 2, 2 * W, 16
     L = E // W
     if available("moe_dispatch", "moe_combine"):

@@ -2,10 +2,9 @@
 forward and gradients against torch autograd on the full layer; the inference path (no_grad,
 inference_mode, out=, packed weights, local_ctx) of both modes against the autograd forward."""
 import torch
-from mpi4py import MPI
 
 import fluxcpp
-from support import COMM, RANK, W, check, close, equal, finish, raises
+from support import COMM, RANK, W, check, close, context, equal, finish, local_context, raises
 
 torch.manual_seed(0)
 m, k, n = 5, 16, 8  # rows (any m in this mode); per-rank shard widths
@@ -142,7 +141,7 @@ def bf16_and_misuse(ctx, local_ctx):
            "packed f64", contains=("packed",))
 
 
-with fluxcpp.Context() as ctx, fluxcpp.Context(MPI.COMM_SELF) as local_ctx:
+with context() as ctx, local_context() as local_ctx:
     for bias in (False, True):
         for lc in (None, local_ctx):
             column_replicated(ctx, bias, lc)

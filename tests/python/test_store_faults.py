@@ -1,0 +1,137 @@
+"""The failure model of a context made without MPI (Context.from_store), ranks started by Python
+multiprocessing: a rank that never arrives, a rank killed in a call, a rank with another world
+size. The others get the error naming what happened within timeout_s plus a little, and nothing
+is left in /dev/shm. Run as one process (no mpirun): it starts the ranks itself."""
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+W = 3
+TIMEOUT = 2.0
+VICTIM = W - 1
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", file=sys.stderr, flush=True)
+
+
+def rank_main(scenario, rank, store_path, barrier, results):
+    import torch
+    import torch.distributed as dist
+    import fluxcpp
+    results.put(("pid", rank, os.getpid()))
+    store = dist.FileStore(store_path, W)
+    world = W + 1 if scenario == "world_size" and rank == VICTIM else W
+    if scenario == "absent" and rank == VICTIM:
+        return  # never arrives
+    t0 = time.monotonic()
+    try:
+        if scenario == "world_size" and rank == VICTIM:
+            fluxcpp.Context.from_store(store, rank, world, timeout_s=TIMEOUT)
+            results.put(("error", rank, "no error", "", 0.0))
+            return
+        ctx = fluxcpp.Context.from_store(store, rank, W, timeout_s=TIMEOUT)
+        op = fluxcpp.AllReduce(ctx, 1024, torch.float32)
+        x = torch.full((1024,), float(rank + 1))
+        got = op.forward(x)
+        ok = torch.equal(got, torch.full((1024,), float(W * (W + 1) // 2)))
+        results.put(("first_call", rank, ok))
+        barrier.wait()
+        if scenario == "killed" and rank == VICTIM:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        op.forward(x)
+        results.put(("error", rank, "no error", "", time.monotonic() - t0))
+    except fluxcpp.Error as e:
+        results.put(("error", rank, e.status.name, str(e), time.monotonic() - t0))
+
+
+def run(scenario):
+    tmp = tempfile.mkdtemp(prefix="fluxcpp_faults_")
+    ctx = mp.get_context("spawn")
+    results, barrier = ctx.Queue(), ctx.Barrier(W)
+    procs = [ctx.Process(target=rank_main,
+                         args=(scenario, r, os.path.join(tmp, "store"), barrier, results))
+             for r in range(W)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 120
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    check(not hung, f"{scenario}: rank(s) {hung} still running after 120 s (watchdog)")
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    out = []
+    while not results.empty():
+        out.append(results.get())
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def no_leftovers(scenario, out):
+    pids = [m[2] for m in out if m[0] == "pid"]
+    left = [n for n in os.listdir("/dev/shm")
+            if any(n.startswith(f"fluxcpp-{pid}-") for pid in pids)]
+    check(not left, f"{scenario}: left in /dev/shm: {left}")
+
+
+def errors(out):
+    return {m[1]: m[2:] for m in out if m[0] == "error"}
+
+
+def main():
+    boot_before = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
+
+    # A rank that never arrives: the others time out in the rendezvous naming it.
+    out = run("absent")
+    err = errors(out)
+    for r in range(W - 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(status == "TIMEOUT" and f"rank(s) {VICTIM} did not take part" in text,
+              f"absent: rank {r} got {status}: {text}")
+        print(f"absent: rank {r}: {text}", flush=True)
+    no_leftovers("absent", out)
+
+    # A rank killed between two calls: the others time out in the call naming it.
+    out = run("killed")
+    err = errors(out)
+    firsts = [m for m in out if m[0] == "first_call"]
+    check(len(firsts) == W and all(m[2] for m in firsts), f"killed: first calls {firsts}")
+    for r in range(W - 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(status == "TIMEOUT" and f"rank {VICTIM}" in text and secs < TIMEOUT + 3,
+              f"killed: rank {r} got {status} after {secs:.1f} s: {text}")
+        print(f"killed: rank {r} after {secs:.1f} s: {text}", flush=True)
+    no_leftovers("killed", out)
+
+    # A rank that passes another world size: it is told; the others time out naming it.
+    out = run("world_size")
+    err = errors(out)
+    status, text, _ = err.get(VICTIM, ("missing", "", 0.0))
+    check(status == "INVALID_ARGUMENT" and f"world_size={W + 1}" in text and f"passed {W}" in text,
+          f"world_size: rank {VICTIM} got {status}: {text}")
+    print(f"world_size: rank {VICTIM}: {text}", flush=True)
+    for r in range(W - 1):
+        status, text, _ = err.get(r, ("missing", "", 0.0))
+        check(status == "TIMEOUT" and f"{VICTIM}" in text, f"world_size: rank {r} got {status}: {text}")
+    no_leftovers("world_size", out)
+
+    boot_after = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
+    check(boot_after <= boot_before, f"rendezvous segments left: {sorted(boot_after - boot_before)}")
+
+    print(f"python.store_faults: {'ok' if not failures else f'{len(failures)} failure(s)'}", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -35,15 +35,29 @@ fluxcpp_status_t forward_packed(const char* fn, H* op, const void* input, int64_
 
 }  // namespace
 
+// The create of an op whose options are a GEMM's (gemm_options): ag_gemm, gemm_rs, gemm_ar and
+// a2a_gemm share the C signature (ctx, max_m, n, k, input_dtype, output_dtype, transpose_weight).
+#define FLUXCPP_GEMM_OP_CREATE(name, Options)                                                  \
+  fluxcpp_status_t fluxcpp_##name##_create(                                                    \
+      fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k, fluxcpp_dtype_t input_dtype, \
+      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {            \
+    auto o = gemm_options<fluxcpp::Options>(max_m, n, k, input_dtype, output_dtype,            \
+                                            transpose_weight);                                 \
+    return create_op(__func__, ctx, o, op);                                                    \
+  }
+
+// The forward of a row-parallel op (gemm_rs, gemm_ar): (input, m, weight, bias, output).
+#define FLUXCPP_ROW_PARALLEL_FORWARD(name)                                                     \
+  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input,          \
+                                            int64_t m, const void* weight, const void* bias,   \
+                                            void* output) {                                    \
+    return call_op(__func__, op,                                                               \
+                   [&](auto& impl) { impl.forward(input, m, weight, bias, output); });         \
+  }
+
 extern "C" {
 
-fluxcpp_status_t fluxcpp_ag_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                        int transpose_weight, fluxcpp_ag_gemm_t* op) {
-  auto o = gemm_options<fluxcpp::AgGemmOptions>(max_m, n, k, input_dtype, output_dtype,
-                                                transpose_weight);
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_GEMM_OP_CREATE(ag_gemm, AgGemmOptions)
 
 fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
                                          const void* weight, const void* bias, void* output,
@@ -56,31 +70,13 @@ fluxcpp_status_t fluxcpp_ag_gemm_input_buffer(fluxcpp_ag_gemm_t op, void** buffe
   return input_buffer(__func__, op, buffer);
 }
 
-fluxcpp_status_t fluxcpp_gemm_rs_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                        int transpose_weight, fluxcpp_gemm_rs_t* op) {
-  auto o = gemm_options<fluxcpp::GemmRsOptions>(max_m, n, k, input_dtype, output_dtype,
-                                                transpose_weight);
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_GEMM_OP_CREATE(gemm_rs, GemmRsOptions)
 
-fluxcpp_status_t fluxcpp_gemm_rs_forward(fluxcpp_gemm_rs_t op, const void* input, int64_t m,
-                                         const void* weight, const void* bias, void* output) {
-  return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, weight, bias, output); });
-}
+FLUXCPP_ROW_PARALLEL_FORWARD(gemm_rs)
 
-fluxcpp_status_t fluxcpp_gemm_ar_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                        fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                        int transpose_weight, fluxcpp_gemm_ar_t* op) {
-  auto o = gemm_options<fluxcpp::GemmArOptions>(max_m, n, k, input_dtype, output_dtype,
-                                                transpose_weight);
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_GEMM_OP_CREATE(gemm_ar, GemmArOptions)
 
-fluxcpp_status_t fluxcpp_gemm_ar_forward(fluxcpp_gemm_ar_t op, const void* input, int64_t m,
-                                         const void* weight, const void* bias, void* output) {
-  return call_op(__func__, op, [&](auto& impl) { impl.forward(input, m, weight, bias, output); });
-}
+FLUXCPP_ROW_PARALLEL_FORWARD(gemm_ar)
 
 fluxcpp_status_t fluxcpp_gemm_ar_forward_packed(fluxcpp_gemm_ar_t op, const void* input, int64_t m,
                                                 fluxcpp_packed_weight_t weight, const void* bias,
@@ -88,13 +84,7 @@ fluxcpp_status_t fluxcpp_gemm_ar_forward_packed(fluxcpp_gemm_ar_t op, const void
   return forward_packed(__func__, op, input, m, weight, bias, output);
 }
 
-fluxcpp_status_t fluxcpp_a2a_gemm_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
-                                         fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-                                         int transpose_weight, fluxcpp_a2a_gemm_t* op) {
-  auto o = gemm_options<fluxcpp::A2aGemmOptions>(max_m, n, k, input_dtype, output_dtype,
-                                                 transpose_weight);
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_GEMM_OP_CREATE(a2a_gemm, A2aGemmOptions)
 
 fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
                                           const void* weight, const void* bias, void* output,

@@ -79,12 +79,22 @@ void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_
   throw Error(Errc::kTimeout, std::move(msg));
 }
 
-void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+namespace {
+
+// `count` elements of `type` at `buf`, copied into a fresh Bytes::a (what a timeout leaks).
+std::shared_ptr<Bytes> heap_copy(const void* buf, int count, MPI_Datatype type) {
   int esz = 0;
   MPI_Type_size(type, &esz);
   auto b = std::make_shared<Bytes>();
-  b->a.assign(static_cast<char*>(buf),
-              static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  b->a.assign(static_cast<const char*>(buf),
+              static_cast<const char*>(buf) + static_cast<std::size_t>(esz) * count);
+  return b;
+}
+
+}  // namespace
+
+void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  auto b = heap_copy(buf, count, type);
   b->b.resize(b->a.size());
   MPI_Request req;
   check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req),
@@ -94,11 +104,7 @@ void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm
 }
 
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  int esz = 0;
-  MPI_Type_size(type, &esz);
-  auto b = std::make_shared<Bytes>();
-  b->a.assign(static_cast<char*>(buf),
-              static_cast<char*>(buf) + static_cast<std::size_t>(esz) * count);
+  auto b = heap_copy(buf, count, type);
   MPI_Request req;
   check_mpi(MPI_Ibcast(b->a.data(), count, type, root, comm, &req), "MPI_Ibcast");
   wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });
@@ -106,13 +112,10 @@ void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
 }
 
 void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm) {
-  int esz = 0, size = 1;
-  MPI_Type_size(type, &esz);
+  int size = 1;
   MPI_Comm_size(comm, &size);
-  const std::size_t bytes = static_cast<std::size_t>(esz) * count;
-  auto b = std::make_shared<Bytes>();
-  b->a.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
-  b->b.resize(bytes * size);
+  auto b = heap_copy(send, count, type);
+  b->b.resize(b->a.size() * size);
   MPI_Request req;
   check_mpi(MPI_Iallgather(b->a.data(), count, type, b->b.data(), count, type, comm, &req),
             "MPI_Iallgather");

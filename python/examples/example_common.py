@@ -19,14 +19,28 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8}
 
 
-def init_gloo():
-    """torch.distributed over gloo on the same ranks; rendezvous through a file rank 0 names."""
-    path = COMM.bcast(tempfile.mkdtemp(prefix="fluxcpp_example_gloo_") if RANK == 0 else None)
-    dist.init_process_group("gloo", init_method=f"file://{path}/rendezvous", rank=RANK,
-                            world_size=W)
-    COMM.Barrier()
-    if RANK == 0:
+def init_gloo(comm=COMM, prefix="fluxcpp_example_gloo_"):
+    """torch.distributed over gloo on the ranks of an mpi4py communicator; rendezvous through a
+    file rank 0 names."""
+    rank = comm.Get_rank()
+    path = comm.bcast(tempfile.mkdtemp(prefix=prefix) if rank == 0 else None)
+    dist.init_process_group("gloo", init_method=f"file://{path}/rendezvous", rank=rank,
+                            world_size=comm.Get_size())
+    comm.Barrier()
+    if rank == 0:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def add_run_args(a, corrupt_help):
+    """The options every example shares (a: an ArgumentParser's add_argument)."""
+    a("--no-bench", action="store_true", help="check only, no timing")
+    a("--warmup", type=int, default=2)
+    a("--repeat", type=int, default=5)
+    a("--threads", type=int, default=1, help="torch threads per rank")
+    a("--seed", type=int, default=0)
+    a("--corrupt", action="store_true", help=corrupt_help)
+    a("--json", help="append the results as one JSON line to this file (rank 0)")
+    a("--tag", help="a note stored in the --json row")
 
 
 def tolerance(dtype, k):

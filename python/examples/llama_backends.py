@@ -3,8 +3,6 @@ and the linear layers and MoE experts of the model in llama_model.py, on fluxcpp
 FluxExperts) or on torch.mm + torch.distributed over gloo (TorchBackend, TorchExperts; on one
 rank without communication)."""
 import os
-import shutil
-import tempfile
 
 import torch
 
@@ -62,15 +60,9 @@ class GlooWorld(World):
         if "MASTER_ADDR" in env and "MASTER_PORT" in env:
             dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=size)
         else:
-            from mpi4py import MPI
-            comm = MPI.COMM_WORLD
-            rank, size = comm.Get_rank(), comm.Get_size()
-            path = comm.bcast(tempfile.mkdtemp(prefix="llama_tp_gloo_") if rank == 0 else None)
-            dist.init_process_group("gloo", init_method=f"file://{path}/rendezvous", rank=rank,
-                                    world_size=size)
-            comm.Barrier()
-            if rank == 0:
-                shutil.rmtree(path, ignore_errors=True)
+            from example_common import COMM, init_gloo
+            rank, size = COMM.Get_rank(), COMM.Get_size()
+            init_gloo(COMM, "llama_tp_gloo_")
         super().__init__(rank, size)
         self.dist = dist
 

@@ -36,8 +36,8 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
-from example_common import (DTYPES, RANK, W, Checker, append_json, init_gloo, seeded, timed,
-                            tolerance)
+from example_common import (DTYPES, RANK, W, Checker, add_run_args, append_json, init_gloo, seeded,
+                            timed, tolerance)
 
 
 def parse_args(argv=None):
@@ -50,15 +50,8 @@ def parse_args(argv=None):
     a("--experts", type=int, default=6, help="experts E (divisible by the ranks)")
     a("--topk", type=int, default=2, help="experts per token")
     a("--dtype", choices=tuple(DTYPES), default="f32")
-    a("--no-bench", action="store_true", help="check only, no timing")
-    a("--warmup", type=int, default=2)
-    a("--repeat", type=int, default=5)
-    a("--threads", type=int, default=1, help="torch threads per rank")
-    a("--seed", type=int, default=0)
-    a("--corrupt", action="store_true", help="add 1 to one expert weight of the fluxcpp path on "
-      "the last rank (the check must then fail: the tests use it)")
-    a("--json", help="append the results as one JSON line to this file (rank 0)")
-    a("--tag", help="a note stored in the --json row")
+    add_run_args(a, "add 1 to one expert weight of the fluxcpp path on the last rank (the check "
+                 "must then fail: the tests use it)")
     args = p.parse_args(argv)
     if args.tokens % W or args.experts % W:
         p.error(f"--tokens {args.tokens} and --experts {args.experts} must be divisible by the "

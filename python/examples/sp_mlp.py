@@ -32,8 +32,8 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
-from example_common import (DTYPES, RANK, W, Checker, append_json, init_gloo, seeded, timed,
-                            tolerance)
+from example_common import (DTYPES, RANK, W, Checker, add_run_args, append_json, init_gloo, seeded,
+                            timed, tolerance)
 
 
 def parse_args(argv=None):
@@ -51,15 +51,8 @@ def parse_args(argv=None):
     a("--no-backward", action="store_true", help="forward only")
     a("--no-packed", action="store_true", help="fluxcpp's inference forward on the weights as "
       "they lie, not on PackedWeight copies")
-    a("--no-bench", action="store_true", help="check only, no timing")
-    a("--warmup", type=int, default=2)
-    a("--repeat", type=int, default=5)
-    a("--threads", type=int, default=1, help="torch threads per rank")
-    a("--seed", type=int, default=0)
-    a("--corrupt", action="store_true", help="add 1 to one weight of the fluxcpp layers on the "
-      "last rank (the check must then fail: the tests use it)")
-    a("--json", help="append the results as one JSON line to this file (rank 0)")
-    a("--tag", help="a note stored in the --json row")
+    add_run_args(a, "add 1 to one weight of the fluxcpp layers on the last rank (the check must "
+                 "then fail: the tests use it)")
     args = p.parse_args(argv)
     if args.tokens % W or args.ffn % W:
         p.error(f"--tokens {args.tokens} and --ffn {args.ffn} must be divisible by the {W} ranks")
@@ -91,24 +84,21 @@ def gloo_reduce_scatter(x):
     return t[RANK * m:(RANK + 1) * m].to(x.dtype)
 
 
-class AllGather(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return gloo_all_gather(x)
+def _conjugate(forward_fn, backward_fn):
+    """An autograd function whose backward is the conjugate collective of its forward."""
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return forward_fn(x)
 
-    @staticmethod
-    def backward(ctx, dy):
-        return gloo_reduce_scatter(dy.contiguous())
+        @staticmethod
+        def backward(ctx, dy):
+            return backward_fn(dy.contiguous())
+    return Fn
 
 
-class ReduceScatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return gloo_reduce_scatter(x)
-
-    @staticmethod
-    def backward(ctx, dy):
-        return gloo_all_gather(dy.contiguous())
+AllGather = _conjugate(gloo_all_gather, gloo_reduce_scatter)
+ReduceScatter = _conjugate(gloo_reduce_scatter, gloo_all_gather)
 
 
 class TorchMlp:

@@ -57,13 +57,17 @@ class _ColumnFn(torch.autograd.Function):
         return dx, _weight_grad(ctx, dy, gathered, w), _bias_grad(ctx, dy), None
 
 
-class _RowFn(torch.autograd.Function):
+class _OpFn(torch.autograd.Function):
+    """forward: y = layer._fwd_op(x, w, b), x and w saved for the subclass's backward."""
+
     @staticmethod
     def forward(ctx, x, w, b, layer):
         y = layer._fwd_op(x, w, b)
         _save(ctx, layer, b, x, w)
         return y
 
+
+class _RowFn(_OpFn):
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
@@ -95,15 +99,9 @@ class _ColumnReplicatedFn(torch.autograd.Function):
         return dx, _weight_grad(ctx, dy, x, w), _bias_grad(ctx, dy), None
 
 
-class _RowReplicatedFn(torch.autograd.Function):
+class _RowReplicatedFn(_OpFn):
     """y = sum over ranks of x @ w.T, + b, on every rank (GemmAr); dy is replicated, so
     dx = dy @ w, dw = dy.T @ x and db = sum of dy (the whole bias gradient, on every rank)."""
-
-    @staticmethod
-    def forward(ctx, x, w, b, layer):
-        y = layer._fwd_op(x, w, b)
-        _save(ctx, layer, b, x, w)
-        return y
 
     @staticmethod
     def backward(ctx, dy):

@@ -55,20 +55,24 @@ fluxcpp_status_t forward_packed(const char* fn, H* op, const void* input, int64_
                    [&](auto& impl) { impl.forward(input, m, weight, bias, output); });         \
   }
 
+// The forward of a GEMM op with zero-copy input and a second, optional output (ag_gemm's
+// gathered_input, a2a_gemm's a2a_output), and its input_buffer.
+#define FLUXCPP_ZERO_COPY_GEMM_FORWARD(name, extra)                                            \
+  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input,          \
+                                            int64_t m, const void* weight, const void* bias,   \
+                                            void* output, void* extra) {                       \
+    return call_op(__func__, op,                                                               \
+                   [&](auto& impl) { impl.forward(input, m, weight, bias, output, extra); });  \
+  }                                                                                            \
+  fluxcpp_status_t fluxcpp_##name##_input_buffer(fluxcpp_##name##_t op, void** buffer) {       \
+    return input_buffer(__func__, op, buffer);                                                 \
+  }
+
 extern "C" {
 
 FLUXCPP_GEMM_OP_CREATE(ag_gemm, AgGemmOptions)
 
-fluxcpp_status_t fluxcpp_ag_gemm_forward(fluxcpp_ag_gemm_t op, const void* input, int64_t m,
-                                         const void* weight, const void* bias, void* output,
-                                         void* gathered_input) {
-  return call_op(__func__, op,
-                 [&](auto& impl) { impl.forward(input, m, weight, bias, output, gathered_input); });
-}
-
-fluxcpp_status_t fluxcpp_ag_gemm_input_buffer(fluxcpp_ag_gemm_t op, void** buffer) {
-  return input_buffer(__func__, op, buffer);
-}
+FLUXCPP_ZERO_COPY_GEMM_FORWARD(ag_gemm, gathered_input)
 
 FLUXCPP_GEMM_OP_CREATE(gemm_rs, GemmRsOptions)
 
@@ -86,16 +90,7 @@ fluxcpp_status_t fluxcpp_gemm_ar_forward_packed(fluxcpp_gemm_ar_t op, const void
 
 FLUXCPP_GEMM_OP_CREATE(a2a_gemm, A2aGemmOptions)
 
-fluxcpp_status_t fluxcpp_a2a_gemm_forward(fluxcpp_a2a_gemm_t op, const void* input, int64_t m,
-                                          const void* weight, const void* bias, void* output,
-                                          void* a2a_output) {
-  return call_op(__func__, op,
-                 [&](auto& impl) { impl.forward(input, m, weight, bias, output, a2a_output); });
-}
-
-fluxcpp_status_t fluxcpp_a2a_gemm_input_buffer(fluxcpp_a2a_gemm_t op, void** buffer) {
-  return input_buffer(__func__, op, buffer);
-}
+FLUXCPP_ZERO_COPY_GEMM_FORWARD(a2a_gemm, a2a_output)
 
 fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
                                                    int64_t max_seq, int64_t hidden, int64_t nheads,

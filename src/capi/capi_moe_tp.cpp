@@ -25,15 +25,19 @@ fluxcpp_status_t create_moe_tp(const char* fn, fluxcpp_context_t ctx, int64_t ma
 
 }  // namespace
 
+// The create of both MoE tensor-parallel ops: the same C signature, one options struct.
+#define FLUXCPP_MOE_TP_CREATE(name)                                                              \
+  fluxcpp_status_t fluxcpp_##name##_create(                                                      \
+      fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk, \
+      int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,                         \
+      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {              \
+    return create_moe_tp(__func__, ctx, max_tokens, hidden, ffn_shard, topk, num_experts,        \
+                         ep_size, input_dtype, output_dtype, transpose_weight, op);              \
+  }
+
 extern "C" {
 
-fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_create(
-    fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
-    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-    int transpose_weight, fluxcpp_ag_scatter_grouped_gemm_t* op) {
-  return create_moe_tp(__func__, ctx, max_tokens, hidden, ffn_shard, topk, num_experts, ep_size,
-                       input_dtype, output_dtype, transpose_weight, op);
-}
+FLUXCPP_MOE_TP_CREATE(ag_scatter_grouped_gemm)
 
 fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_forward(fluxcpp_ag_scatter_grouped_gemm_t op,
                                                          const void* input, int64_t num_tokens,
@@ -46,13 +50,7 @@ fluxcpp_status_t fluxcpp_ag_scatter_grouped_gemm_forward(fluxcpp_ag_scatter_grou
   });
 }
 
-fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_create(
-    fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,
-    int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype,
-    int transpose_weight, fluxcpp_grouped_gemm_gather_rs_t* op) {
-  return create_moe_tp(__func__, ctx, max_tokens, hidden, ffn_shard, topk, num_experts, ep_size,
-                       input_dtype, output_dtype, transpose_weight, op);
-}
+FLUXCPP_MOE_TP_CREATE(grouped_gemm_gather_rs)
 
 fluxcpp_status_t fluxcpp_grouped_gemm_gather_rs_forward(
     fluxcpp_grouped_gemm_gather_rs_t op, const void* input, int64_t num_tokens,

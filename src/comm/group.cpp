@@ -76,7 +76,8 @@ long long max_value(Group& g, long long value) {
 }
 
 std::vector<std::string> allgather_strings(Group& g, const std::string& mine) {
-  const std::size_t maxlen = static_cast<std::size_t>(max_value(g, static_cast<long long>(mine.size())));
+  const auto maxlen =
+      static_cast<std::size_t>(max_value(g, static_cast<long long>(mine.size())));
   const int n = g.size();
   std::string buf;
   // Agreed: a rank that cannot allocate must not leave its peers inside the allgather.

@@ -128,14 +128,19 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
   return q;
 }
 
-void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
-  ops::ContextEntry entry(*ctx_, kOp);
-  check_open("send_wait");
-  Pair& p = pair("send_wait", "dst", dst);
+AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::sent_pair(const char* fn, int dst, uint64_t seq) {
+  check_open(fn);
+  Pair& p = pair(fn, "dst", dst);
   FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
-                    "{}: send_wait: message {} to rank {} was never sent ({} sent; rank {})", kOp,
+                    "{}: {}: message {} to rank {} was never sent ({} sent; rank {})", kOp, fn,
                     seq, dst, p.sent, ctx_->world_rank());
   if (net_) net_->progress();
+  return p;
+}
+
+void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  Pair& p = sent_pair("send_wait", dst, seq);
   if (shm::signal_load(p.copied) >= seq) return;
   if (!p.send_broken.empty())
     raise(Errc::kInvalidUsage, "{}: send_wait to rank {}: the pair failed earlier: {}", kOp, dst,
@@ -150,13 +155,7 @@ void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
 
 bool AsyncSendRecvImpl::send_test(int dst, uint64_t seq) {
   ops::ContextEntry entry(*ctx_, kOp);
-  check_open("send_test");
-  Pair& p = pair("send_test", "dst", dst);
-  FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
-                    "{}: send_test: message {} to rank {} was never sent ({} sent; rank {})", kOp,
-                    seq, dst, p.sent, ctx_->world_rank());
-  if (net_) net_->progress();
-  return shm::signal_load(p.copied) >= seq;
+  return shm::signal_load(sent_pair("send_test", dst, seq).copied) >= seq;
 }
 
 int64_t AsyncSendRecvImpl::recv(int src, void* out, int64_t out_rows) {

@@ -54,6 +54,9 @@ class AsyncSendRecvImpl {
   void create(const std::string& local_error);
   void plan_pairs(const std::vector<int>& all_lists, int width);
   Pair& pair(const char* fn, const char* arg, int peer);
+  // send_wait / send_test: the open op's pair of `dst`, which must have sent message `seq`;
+  // progresses the messages between hosts.
+  Pair& sent_pair(const char* fn, int dst, uint64_t seq);
   void check_open(const char* fn) const;
   // The copy of message q into its slot and its publication; on the caller or a comm stream.
   void deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes, int64_t m) noexcept;

@@ -51,6 +51,21 @@ class _Handle:
                           ResourceWarning, stacklevel=2)
 
 
+def _get_within(store, key, timeout_s):
+    """store.get(key), waiting at most timeout_s (when positive and finite) instead of the
+    store's own timeout. (Store.wait with a timeout can hang on a FileStore whose file does not
+    exist yet in torch 1.13, so the store's timeout is set for the get and put back.)"""
+    if not (0 < timeout_s < 1e9) or not callable(getattr(store, "set_timeout", None)):
+        return store.get(key)
+    saved = getattr(store, "timeout", None)
+    store.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
+    try:
+        return store.get(key)
+    finally:
+        if saved is not None:
+            store.set_timeout(saved)
+
+
 class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
@@ -82,9 +97,14 @@ class Context(_Handle):
         stack starts them): rank 0 makes an id and sets it in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
         rank creates the context from it. Collective over the world_size ranks. key None: one
-        key per context this process creates from a store, the same on every rank as long as
-        the ranks create them in the same order."""
+        key per call to from_store in this process (counted even when the call fails, so the
+        ranks stay paired), the same on every rank as long as the ranks make the same calls in
+        the same order; groups of ranks that share one store pass keys of their own (or a
+        PrefixStore). Rank 0 deletes the key once every rank has read it."""
         where = "Context.from_store"
+        Context._from_store_count += 1  # first: a call that fails below still takes its key
+        if key is None:
+            key = f"fluxcpp/unique_id/{Context._from_store_count}"
         world_size = size(where, "world_size", world_size, 1, INT32_MAX)
         rank = size(where, "rank", rank, 0, INT32_MAX)
         if rank >= world_size:
@@ -97,19 +117,14 @@ class Context(_Handle):
         self._handle = None
         self._comm = None
         cfg = self._config(where, 0, timeout_s, compute_threads, comm_threads)
-        if key is None:
-            Context._from_store_count += 1
-            key = f"fluxcpp/unique_id/{Context._from_store_count}"
         uid = _UniqueId()
         if rank == 0:
             _lib.checked(_lib.fn("fluxcpp_get_unique_id")(ctypes.byref(uid)))
             store.set(key, bytes(uid))  # all 128 bytes (.internal stops at a NUL)
         else:
             try:
-                if timeout_s > 0:  # else up to the store's own timeout
-                    store.wait([key], datetime.timedelta(seconds=float(timeout_s)))
-                raw = store.get(key)
-            except Exception as e:  # noqa: BLE001 - the store's timeout, said our way
+                raw = _get_within(store, key, timeout_s)
+            except RuntimeError as e:  # the store's timeout (or a lost connection), said our way
                 raise Error(Status.TIMEOUT, f"{where}: rank 0 did not set the id under key "
                             f"{key!r} in the store (this is rank {rank}): {e}") from e
             ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
@@ -118,6 +133,11 @@ class Context(_Handle):
         _lib.checked(create(ctypes.byref(uid), world_size, rank, ctypes.byref(cfg),
                             ctypes.byref(out)))
         self._adopt(out.value)
+        if rank == 0:  # every rank has read the id (they all met in the rendezvous)
+            try:
+                store.delete_key(key)
+            except (AttributeError, RuntimeError):
+                pass  # a store without delete_key keeps it; a key is used once either way
         return self
 
     _from_store_count = 0

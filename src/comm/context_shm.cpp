@@ -38,14 +38,22 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
     std::iota(members_[0].begin(), members_[0].end(), 0);
     node_of_.assign(static_cast<std::size_t>(world_size), 0);
     local_of_ = members_[0];
-    comm::agree(*group_, [&] {
-      if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
-      FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
-                        "context: ranks_per_node={} with a context made from an id (one host): "
-                        "pass 0 or world_size={}",
-                        options.ranks_per_node, world_size);
-    });
-    start(options, MPI_THREAD_MULTIPLE);  // no MPI: one host, no thread level to ask for
+    try {
+      comm::agree(*group_, [&] {
+        if (!local_error.empty())
+          raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
+        FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
+                          "context: ranks_per_node={} with a context made from an id (one "
+                          "host): pass 0 or world_size={}",
+                          options.ranks_per_node, world_size);
+      });
+      start(options, MPI_THREAD_MULTIPLE);  // no MPI: one host, no thread level to ask for
+    } catch (const Error& e) {
+      // Say who of the host is gone (a rank that died after the rendezvous).
+      const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();
+      if (gone.empty()) throw;
+      throw Error(e.code(), fmt::format("{} ({})", e.what(), gone));
+    }
   } catch (...) {
     release();
     throw;

@@ -1,5 +1,6 @@
 #include "comm/shm_group.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -76,9 +77,23 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size) : rank_(rank), s
           rank, none);
   pids_.assign(static_cast<std::size_t>(size), 0);
   std::vector<int64_t> all(static_cast<std::size_t>(size));
-  round(&me, all.data(), sizeof me, sizeof me, "the rendezvous");
+  try {
+    round(&me, all.data(), sizeof me, sizeof me, "the rendezvous");
+  } catch (...) {
+    // Give the rank back (a retry by this process may claim it again; its published round
+    // stays, so the others do not name it as missing), and remove the name if rank 0 is gone:
+    // whoever fails here leaves nothing behind.
+    int64_t mine = me;
+    slot(rank).pid.compare_exchange_strong(mine, 0);
+    seg_.unlink();
+    if (rank != 0) shm_unlink(name.c_str());
+    throw;
+  }
   for (int r = 0; r < size; ++r) pids_[r] = static_cast<long>(all[r]);
-  seg_.unlink();  // every rank has mapped it (rank 0 only: the creator)
+  // Every rank has mapped it: the name can go. Every rank removes it (ENOENT for all but the
+  // first), so it goes even if rank 0 died after publishing its round.
+  seg_.unlink();
+  shm_unlink(name.c_str());
 }
 
 void ShmGroup::round(const void* mine, void* all, std::size_t bytes, std::size_t stride,

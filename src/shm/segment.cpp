@@ -97,8 +97,12 @@ Segment Segment::create(const std::string& tag, std::size_t bytes) {
 }
 
 Segment Segment::create_named(const std::string& name, std::size_t bytes) {
-  const int fd = create_locked(name);
-  if (fd < 0 && (errno == EEXIST || errno == EAGAIN))
+  int fd = create_locked(name);
+  // EAGAIN: a cleaner opened the fresh file before we locked it and removed the name; the name
+  // is ours again.
+  for (int attempt = 1; fd < 0 && errno == EAGAIN && attempt < kCreateAttempts; ++attempt)
+    fd = create_locked(name);
+  if (fd < 0 && errno == EEXIST)
     raise(Errc::kInvalidUsage,
           "shm: segment {} exists already in /dev/shm (its name was used before, or is being "
           "used by another process)",

@@ -22,8 +22,8 @@ class Segment {
   // Error naming its free space rather than a SIGBUS on first touch; binds the pages to the
   // caller's NUMA node; maps it read-write.
   static Segment create(const std::string& tag, std::size_t bytes);
-  // Creates the segment `name` ("/fluxcpp-..."), locked as create() does; kInvalidUsage when
-  // the name exists already (a rendezvous name is good for one use).
+  // Creates the segment `name` ("/fluxcpp-..."), locked as create() does (retried while a
+  // cleaner races it); kInvalidUsage when the name exists already (another process is using it).
   static Segment create_named(const std::string& name, std::size_t bytes);
   // Maps a segment a peer created; its size must be `bytes`.
   static Segment open(const std::string& name, std::size_t bytes);

@@ -140,14 +140,19 @@ TEST(ShmGroup, MissingCreatorAndBadArguments) {
   auto [code, text] = caught([&] { ShmGroup g(fresh_name(), 1, 2); });
   EXPECT_EQ(code, static_cast<int>(Errc::kTimeout));
   EXPECT_NE(text.find("rank(s) 0 did not take part"), std::string::npos) << text;
-  // Two processes pass rank 1 of 2: one of them is told (status 2), the other two meet.
+  // Two processes pass rank 1 of 3 and nobody passes rank 2, so the rendezvous stays open
+  // until the deadline: one claimant is told at once (status 2), rank 0 and the other time out
+  // naming rank 2 (status 0).
   const std::string name = fresh_name();
   auto st = run_ranks(3, [&](int r) -> int {
-    auto [c, t] = caught([&] { ShmGroup g(name, r == 0 ? 0 : 1, 2); });
-    if (c == -1) return 0;
-    return c == static_cast<int>(Errc::kInvalidArgument) &&
-                   t.find("rank 1 is taken already") != std::string::npos
-               ? 2
+    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(2), "x");
+    auto [c, t] = caught([&] { ShmGroup g(name, r == 0 ? 0 : 1, 3); });
+    if (c == static_cast<int>(Errc::kInvalidArgument) &&
+        t.find("rank 1 is taken already") != std::string::npos)
+      return 2;
+    return c == static_cast<int>(Errc::kTimeout) &&
+                   t.find("rank(s) 2 did not take part") != std::string::npos
+               ? 0
                : 1;
   });
   std::sort(st.begin(), st.end());

@@ -1,6 +1,6 @@
 """The failure model of a context made without MPI (Context.from_store), ranks started by Python
 multiprocessing: a rank that never arrives, a rank killed in a call, a rank with another world
-size. The others get the error naming what happened within timeout_s plus a little, and nothing
+size, rank 0 killed inside the rendezvous. The others get the error naming what happened within timeout_s plus a little, and nothing
 is left in /dev/shm. Run as one process (no mpirun): it starts the ranks itself."""
 import multiprocessing as mp
 import os
@@ -22,7 +22,7 @@ def check(cond, what):
         print(f"FAIL: {what}", file=sys.stderr, flush=True)
 
 
-def rank_main(scenario, rank, store_path, barrier, results):
+def rank_main(scenario, rank, store_path, barrier, results, entering, killed):
     import torch
     import torch.distributed as dist
     import fluxcpp
@@ -31,6 +31,11 @@ def rank_main(scenario, rank, store_path, barrier, results):
     world = W + 1 if scenario == "world_size" and rank == VICTIM else W
     if scenario == "absent" and rank == VICTIM:
         return  # never arrives
+    if scenario == "creator_killed":
+        if rank == 0:
+            entering.set()  # run() kills it inside its rendezvous
+        else:
+            killed.wait(60)  # the others arrive once it is dead
     t0 = time.monotonic()
     try:
         if scenario == "world_size" and rank == VICTIM:
@@ -57,11 +62,18 @@ def run(scenario):
     tmp = tempfile.mkdtemp(prefix="fluxcpp_faults_")
     ctx = mp.get_context("spawn")
     results, barrier = ctx.Queue(), ctx.Barrier(W)
-    procs = [ctx.Process(target=rank_main,
-                         args=(scenario, r, os.path.join(tmp, "store"), barrier, results))
+    entering, killed = ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=rank_main, args=(scenario, r, os.path.join(tmp, "store"), barrier,
+                                                 results, entering, killed))
              for r in range(W)]
     for p in procs:
         p.start()
+    if scenario == "creator_killed":
+        entering.wait(60)
+        time.sleep(1.0)  # it has set the id and published its rendezvous round by now
+        procs[0].kill()
+        procs[0].join()
+        killed.set()
     deadline = time.monotonic() + 120
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
@@ -125,6 +137,19 @@ def main():
         status, text, _ = err.get(r, ("missing", "", 0.0))
         check(status == "TIMEOUT" and f"{VICTIM}" in text, f"world_size: rank {r} got {status}: {text}")
     no_leftovers("world_size", out)
+
+    # Rank 0 killed inside the rendezvous after publishing its round: the others still meet,
+    # then time out naming it as exited, and the rendezvous name is gone.
+    out = run("creator_killed")
+    err = errors(out)
+    for r in range(1, W):
+        status, text, _ = err.get(r, ("missing", "", 0.0))
+        # (On a machine too slow for rank 0 to reach its rendezvous within 1 s, the others time
+        # out waiting for its id instead: still TIMEOUT naming rank 0, still nothing left.)
+        check(status == "TIMEOUT" and "rank 0" in text,
+              f"creator_killed: rank {r} got {status}: {text}")
+        print(f"creator_killed: rank {r}: {text}", flush=True)
+    no_leftovers("creator_killed", out)
 
     boot_after = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
     check(boot_after <= boot_before, f"rendezvous segments left: {sorted(boot_after - boot_before)}")

@@ -35,11 +35,13 @@ run_asan() {
     fluxcpp_moe_dispatch_test fluxcpp_moe_combine_test fluxcpp_ag_scatter_grouped_gemm_test \
     fluxcpp_grouped_gemm_gather_rs_test fluxcpp_async_send_recv_test \
     fluxcpp_misuse_test fluxcpp_fault_runner fluxcpp_killed_rank fluxcpp_fork_test \
-    fluxcpp_abandoned_test fluxcpp_shm_neighbour >/dev/null
+    fluxcpp_abandoned_test fluxcpp_shm_neighbour fluxcpp_shm_group_test \
+    fluxcpp_from_id_capi_test >/dev/null
   echo "sanitize: asan build $((SECONDS - start)) s"
   start=$SECONDS
   local ops='all_gather|ag_gemm|reduce_scatter|gemm_rs|all_reduce|gemm_ar|all_to_all_single|a2a_gemm|ulysses'
   ops+='|moe_dispatch|moe_combine|ag_scatter_grouped_gemm|grouped_gemm_gather_rs|async_send_recv'
+  local bootstrap='comm\.shm_group|from_id_capi'  # the control plane without MPI
   # allocator_may_return_null: a create too large for the machine must reach the library as
   # std::bad_alloc (which it reports as kSystem), not end the process in ASan's allocator.
   # detect_leaks=0: OpenMPI keeps allocations of MPI_Init past MPI_Finalize and unloads its
@@ -49,7 +51,7 @@ run_asan() {
   ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=0:allocator_may_return_null=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --test-dir build-asan --output-on-failure \
-      -R "^((${ops}|misuse)\.np[23]|(grouped_gemm|inplace_cast|moe_capi)\.np2|fault\..*)\$"
+      -R "^((${ops}|misuse)\.np[23]|(grouped_gemm|inplace_cast|moe_capi)\.np2|fault\..*|${bootstrap})\$"
   echo "sanitize: asan tests $((SECONDS - start)) s"
 }
 

@@ -15,19 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passed = 0, failed = 0, rank = -1;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passed;                                                       \
-    } else {                                                          \
-      ++failed;                                                       \
-      fprintf(stderr, "[rank %d] %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "capi_check.h" /* CHECK and the counts; its MPI helpers stay unused here */
 
 #define W 3
 #define ROWS 16
@@ -104,8 +92,8 @@ static void fails(const fluxcpp_unique_id_t* id, int world, int r, int ranks_per
   fluxcpp_context_t ctx = (fluxcpp_context_t)&cfg; /* must be reset to NULL */
   fluxcpp_status_t s = fluxcpp_context_create_from_id(id, world, r, &cfg, &ctx);
   CHECK(s == want && ctx == NULL && has(fluxcpp_last_error(), needle),
-        "world %d rank %d ranks_per_node %d: status %d (want %d), message '%s' (want '%s')",
-        world, r, ranks_per_node, (int)s, (int)want, fluxcpp_last_error(), needle);
+        "world %d rank %d ranks_per_node %d: status %d (want %d), message '%s' (want '%s')", world,
+        r, ranks_per_node, (int)s, (int)want, fluxcpp_last_error(), needle);
 }
 
 int main(void) {
@@ -141,10 +129,10 @@ int main(void) {
   /* A NULL out-pointer on a one-rank context: the create fails, saying so. */
   fluxcpp_unique_id_t third;
   fluxcpp_get_unique_id(&third);
-  CHECK(fluxcpp_context_create_from_id(&third, 1, 0, NULL, NULL) ==
-                FLUXCPP_ERROR_INVALID_ARGUMENT &&
-            has(fluxcpp_last_error(), "out-pointer"),
-        "NULL ctx: %s", fluxcpp_last_error());
+  CHECK(
+      fluxcpp_context_create_from_id(&third, 1, 0, NULL, NULL) == FLUXCPP_ERROR_INVALID_ARGUMENT &&
+          has(fluxcpp_last_error(), "out-pointer"),
+      "NULL ctx: %s", fluxcpp_last_error());
 
   printf("from_id_capi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -37,35 +37,34 @@ fluxcpp_status_t forward_packed(const char* fn, H* op, const void* input, int64_
 
 // The create of an op whose options are a GEMM's (gemm_options): ag_gemm, gemm_rs, gemm_ar and
 // a2a_gemm share the C signature (ctx, max_m, n, k, input_dtype, output_dtype, transpose_weight).
-#define FLUXCPP_GEMM_OP_CREATE(name, Options)                                                  \
-  fluxcpp_status_t fluxcpp_##name##_create(                                                    \
-      fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k, fluxcpp_dtype_t input_dtype, \
-      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {            \
-    auto o = gemm_options<fluxcpp::Options>(max_m, n, k, input_dtype, output_dtype,            \
-                                            transpose_weight);                                 \
-    return create_op(__func__, ctx, o, op);                                                    \
+#define FLUXCPP_GEMM_OP_CREATE(name, Options)                                                     \
+  fluxcpp_status_t fluxcpp_##name##_create(                                                       \
+      fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k, fluxcpp_dtype_t input_dtype,    \
+      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {               \
+    auto o =                                                                                      \
+        gemm_options<fluxcpp::Options>(max_m, n, k, input_dtype, output_dtype, transpose_weight); \
+    return create_op(__func__, ctx, o, op);                                                       \
   }
 
 // The forward of a row-parallel op (gemm_rs, gemm_ar): (input, m, weight, bias, output).
-#define FLUXCPP_ROW_PARALLEL_FORWARD(name)                                                     \
-  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input,          \
-                                            int64_t m, const void* weight, const void* bias,   \
-                                            void* output) {                                    \
-    return call_op(__func__, op,                                                               \
-                   [&](auto& impl) { impl.forward(input, m, weight, bias, output); });         \
+#define FLUXCPP_ROW_PARALLEL_FORWARD(name)                                                        \
+  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input, int64_t m,  \
+                                            const void* weight, const void* bias, void* output) { \
+    return call_op(__func__, op,                                                                  \
+                   [&](auto& impl) { impl.forward(input, m, weight, bias, output); });            \
   }
 
 // The forward of a GEMM op with zero-copy input and a second, optional output (ag_gemm's
 // gathered_input, a2a_gemm's a2a_output), and its input_buffer.
-#define FLUXCPP_ZERO_COPY_GEMM_FORWARD(name, extra)                                            \
-  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input,          \
-                                            int64_t m, const void* weight, const void* bias,   \
-                                            void* output, void* extra) {                       \
-    return call_op(__func__, op,                                                               \
-                   [&](auto& impl) { impl.forward(input, m, weight, bias, output, extra); });  \
-  }                                                                                            \
-  fluxcpp_status_t fluxcpp_##name##_input_buffer(fluxcpp_##name##_t op, void** buffer) {       \
-    return input_buffer(__func__, op, buffer);                                                 \
+#define FLUXCPP_ZERO_COPY_GEMM_FORWARD(name, extra)                                              \
+  fluxcpp_status_t fluxcpp_##name##_forward(fluxcpp_##name##_t op, const void* input, int64_t m, \
+                                            const void* weight, const void* bias, void* output,  \
+                                            void* extra) {                                       \
+    return call_op(__func__, op,                                                                 \
+                   [&](auto& impl) { impl.forward(input, m, weight, bias, output, extra); });    \
+  }                                                                                              \
+  fluxcpp_status_t fluxcpp_##name##_input_buffer(fluxcpp_##name##_t op, void** buffer) {         \
+    return input_buffer(__func__, op, buffer);                                                   \
   }
 
 extern "C" {

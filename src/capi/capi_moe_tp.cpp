@@ -26,13 +26,13 @@ fluxcpp_status_t create_moe_tp(const char* fn, fluxcpp_context_t ctx, int64_t ma
 }  // namespace
 
 // The create of both MoE tensor-parallel ops: the same C signature, one options struct.
-#define FLUXCPP_MOE_TP_CREATE(name)                                                              \
-  fluxcpp_status_t fluxcpp_##name##_create(                                                      \
-      fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk, \
-      int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,                         \
-      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {              \
-    return create_moe_tp(__func__, ctx, max_tokens, hidden, ffn_shard, topk, num_experts,        \
-                         ep_size, input_dtype, output_dtype, transpose_weight, op);              \
+#define FLUXCPP_MOE_TP_CREATE(name)                                                                \
+  fluxcpp_status_t fluxcpp_##name##_create(                                                        \
+      fluxcpp_context_t ctx, int64_t max_tokens, int64_t hidden, int64_t ffn_shard, int64_t topk,  \
+      int64_t num_experts, int64_t ep_size, fluxcpp_dtype_t input_dtype,                           \
+      fluxcpp_dtype_t output_dtype, int transpose_weight, fluxcpp_##name##_t* op) {                \
+    return create_moe_tp(__func__, ctx, max_tokens, hidden, ffn_shard, topk, num_experts, ep_size, \
+                         input_dtype, output_dtype, transpose_weight, op);                         \
   }
 
 extern "C" {

@@ -40,8 +40,7 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
     local_of_ = members_[0];
     try {
       comm::agree(*group_, [&] {
-        if (!local_error.empty())
-          raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
+        if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
         FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
                           "context: ranks_per_node={} with a context made from an id (one "
                           "host): pass 0 or world_size={}",

@@ -50,8 +50,7 @@ void Group::agree(const std::function<void()>& fn) {
   throw_agreed(static_cast<int>(heads[first].code), all.substr(len * first, len), first, me);
 }
 
-void Group::agree_values(const char* op, const char* const* names, const long long* values,
-                         int n) {
+void Group::agree_values(const char* op, const char* const* names, const long long* values, int n) {
   if (n <= 0) return;
   const int w = size();
   std::vector<long long> all(static_cast<std::size_t>(n) * w);
@@ -76,8 +75,7 @@ long long max_value(Group& g, long long value) {
 }
 
 std::vector<std::string> allgather_strings(Group& g, const std::string& mine) {
-  const auto maxlen =
-      static_cast<std::size_t>(max_value(g, static_cast<long long>(mine.size())));
+  const auto maxlen = static_cast<std::size_t>(max_value(g, static_cast<long long>(mine.size())));
   const int n = g.size();
   std::string buf;
   // Agreed: a rank that cannot allocate must not leave its peers inside the allgather.

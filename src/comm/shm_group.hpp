@@ -35,8 +35,7 @@ class ShmGroup : public Group {
   struct Slot;
   Slot& slot(int r) const;
   // One round of at most a slot's bytes; kTimeout naming who is missing, in `step`.
-  void round(const void* mine, void* all, std::size_t bytes, std::size_t stride,
-             const char* step);
+  void round(const void* mine, void* all, std::size_t bytes, std::size_t stride, const char* step);
 
   shm::Segment seg_;
   int rank_ = 0, size_ = 1;

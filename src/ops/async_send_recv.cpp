@@ -132,8 +132,8 @@ AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::sent_pair(const char* fn, int dst, u
   check_open(fn);
   Pair& p = pair(fn, "dst", dst);
   FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
-                    "{}: {}: message {} to rank {} was never sent ({} sent; rank {})", kOp, fn,
-                    seq, dst, p.sent, ctx_->world_rank());
+                    "{}: {}: message {} to rank {} was never sent ({} sent; rank {})", kOp, fn, seq,
+                    dst, p.sent, ctx_->world_rank());
   if (net_) net_->progress();
   return p;
 }

@@ -54,8 +54,7 @@ class Segment {
 
  private:
   static Segment adopt_created(int fd, std::string name, std::size_t bytes);
-  static bool open_sized(const std::string& name, std::size_t bytes, bool missing_ok,
-                         Segment* out);
+  static bool open_sized(const std::string& name, std::size_t bytes, bool missing_ok, Segment* out);
   void reset() noexcept;
   std::string name_;
   void* data_ = nullptr;

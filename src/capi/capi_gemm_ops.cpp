@@ -67,6 +67,17 @@ fluxcpp_status_t forward_packed(const char* fn, H* op, const void* input, int64_
     return input_buffer(__func__, op, buffer);                                                   \
   }
 
+// The create of a Ulysses op: five sizes and two dtypes, passed to its options in the order of
+// their fields (GemmA2aTransposeOptions: max_bs, max_seq, hidden, nheads, head_dim;
+// A2aTransposeGemmOptions: max_bs, max_seq, nheads, head_dim, n), as fluxcpp.h declares them.
+#define FLUXCPP_ULYSSES_CREATE(name, Options)                                                    \
+  fluxcpp_status_t fluxcpp_##name##_create(                                                      \
+      fluxcpp_context_t ctx, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t s4,         \
+      fluxcpp_dtype_t input_dtype, fluxcpp_dtype_t output_dtype, fluxcpp_##name##_t* op) {       \
+    const fluxcpp::Options o{s0, s1, s2, s3, s4, to_dtype(input_dtype), to_dtype(output_dtype)}; \
+    return create_op(__func__, ctx, o, op);                                                      \
+  }
+
 extern "C" {
 
 FLUXCPP_GEMM_OP_CREATE(ag_gemm, AgGemmOptions)
@@ -91,15 +102,7 @@ FLUXCPP_GEMM_OP_CREATE(a2a_gemm, A2aGemmOptions)
 
 FLUXCPP_ZERO_COPY_GEMM_FORWARD(a2a_gemm, a2a_output)
 
-fluxcpp_status_t fluxcpp_gemm_a2a_transpose_create(fluxcpp_context_t ctx, int64_t max_bs,
-                                                   int64_t max_seq, int64_t hidden, int64_t nheads,
-                                                   int64_t head_dim, fluxcpp_dtype_t input_dtype,
-                                                   fluxcpp_dtype_t output_dtype,
-                                                   fluxcpp_gemm_a2a_transpose_t* op) {
-  const fluxcpp::GemmA2aTransposeOptions o{
-      max_bs, max_seq, hidden, nheads, head_dim, to_dtype(input_dtype), to_dtype(output_dtype)};
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_ULYSSES_CREATE(gemm_a2a_transpose, GemmA2aTransposeOptions)
 
 fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t op,
                                                     const void* input, int64_t bs, int64_t seq,
@@ -109,16 +112,7 @@ fluxcpp_status_t fluxcpp_gemm_a2a_transpose_forward(fluxcpp_gemm_a2a_transpose_t
                  [&](auto& impl) { impl.forward(input, bs, seq, weight, bias, output); });
 }
 
-fluxcpp_status_t fluxcpp_a2a_transpose_gemm_create(fluxcpp_context_t ctx, int64_t max_bs,
-                                                   int64_t max_seq, int64_t nheads,
-                                                   int64_t head_dim, int64_t n,
-                                                   fluxcpp_dtype_t input_dtype,
-                                                   fluxcpp_dtype_t output_dtype,
-                                                   fluxcpp_a2a_transpose_gemm_t* op) {
-  const fluxcpp::A2aTransposeGemmOptions o{
-      max_bs, max_seq, nheads, head_dim, n, to_dtype(input_dtype), to_dtype(output_dtype)};
-  return create_op(__func__, ctx, o, op);
-}
+FLUXCPP_ULYSSES_CREATE(a2a_transpose_gemm, A2aTransposeGemmOptions)
 
 fluxcpp_status_t fluxcpp_a2a_transpose_gemm_forward(fluxcpp_a2a_transpose_gemm_t op,
                                                     const void* input, int64_t bs, int64_t seq,

@@ -25,12 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 out=${out:-$(mktemp --suffix=.jsonl)}
-export PYTHONPATH=$PWD/python FLUXCPP_LIBRARY=${FLUXCPP_LIBRARY:-$PWD/build/libfluxcpp.so}
-export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
-unset OMP_NUM_THREADS
-flags=()
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
-[ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe --bind-to none)
+. scripts/bench_common.sh
 # tokens hidden ffn dtype: decode-sized rows, Llama-7B-like layer / 4 at prefill, compute-bound
 mlp_shapes=("8 1024 2816 bf16" "32 1024 2816 f32" "512 1024 2816 f32" "512 1024 2816 bf16"
             "2048 1024 2816 bf16" "512 256 16384 bf16")
@@ -40,20 +35,6 @@ moe_shapes=("16 1024 1024 8 2 bf16" "64 1024 1024 8 2 f32" "1024 1024 1024 8 2 f
 if [ "$quick" = 1 ]; then
   mlp_shapes=("${mlp_shapes[@]:0:2}") moe_shapes=("${moe_shapes[@]:0:2}")
 fi
-busy_percent() {  # the share of all CPUs busy over one second, from /proc/stat
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local total=0 idle=$(( b[4] + b[5] - a[4] - a[5] )) i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
-wait_idle() {  # sets tag: the busy share seen before the run and the seconds waited for it
-  local start=$SECONDS b
-  while b=$(busy_percent); [ "$b" -gt "$busy" ] && [ $(( SECONDS - start )) -lt "$max_wait" ]; do
-    sleep 2
-  done
-  tag="busy=${b}% waited=$(( SECONDS - start ))s"
-}
 common=(--warmup 2 --repeat "$repeat" --json "$out")
 echo "bench_examples: results in $out" >&2
 for s in "${mlp_shapes[@]}"; do

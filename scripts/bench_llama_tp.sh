@@ -36,32 +36,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 out=${out:-$(mktemp --suffix=.jsonl)}
-export PYTHONPATH=$PWD/python FLUXCPP_LIBRARY=${FLUXCPP_LIBRARY:-$PWD/build/libfluxcpp.so}
-export GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
-# One core per rank (mpirun's default binding) when there are enough, as link_run.sh does; the
-# script sets torch's threads (--threads 1) and fluxcpp its own. (OMP_NUM_THREADS is left
-# unset here: nproc would count it as the CPUs, in link_run.sh too.)
-unset OMP_NUM_THREADS
-flags=()
-[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
-[ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe --bind-to none)
+. scripts/bench_common.sh
 model=(--layers 4 --hidden 1024 --heads 16 --kv-heads 8 --ffn 2816 --vocab 32000
        --prompt-len 512 --prefill-batch 1 --gen 16 --warmup 1 --repeat 3 --no-progress
        "${extra[@]}")
-busy_percent() {  # the share of all CPUs busy over one second, from /proc/stat
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  local total=0 idle=$(( b[4] + b[5] - a[4] - a[5] )) i
-  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
-  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
-}
-wait_idle() {  # sets tag: the busy share seen before the run and the seconds waited for it
-  local start=$SECONDS b
-  while b=$(busy_percent); [ "$b" -gt "$busy" ] && [ $(( SECONDS - start )) -lt "$max_wait" ]; do
-    sleep 2
-  done
-  tag="busy=${b}% waited=$(( SECONDS - start ))s"
-}
 run() {  # run NP BACKEND DTYPE BATCH
   wait_idle
   local cmd=(/usr/bin/python3 python/examples/llama_tp.py --backend "$2" --dtype "$3"

@@ -69,21 +69,18 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
     }
     if (a.moved != nullptr) std::memcpy(a.moved + blk * s + off, from + off, len);
   };
-  const ops::PeerOrder& peers = core_->peers();
   const ops::A2aExchange::Plan p = plan(blk);
 
   // 1. Publish: blocks for other hosts first (the slowest path; the transport sends each as it
   // is published), then the blocks for host peers in ring order. With copy offload the staging
   // runs on a comm stream while this thread computes our own block.
-  auto stage = [&](int t) {
-    const ops::Outbox box = a2a_.to(t);
-    if (!a.zero_copy) std::memcpy(box.data(), a.input + blk * t, blk);
-    box.publish_all();
-    core_->poll();
-  };
   auto stage_all = [&] {
-    for (int t : peers.up_remote()) stage(t);
-    for (int t : peers.up_host()) stage(t);
+    for (int t : a2a_.targets()) {
+      const ops::Outbox box = a2a_.to(t);
+      if (!a.zero_copy) std::memcpy(box.data(), a.input + blk * t, blk);
+      box.publish_all();
+      core_->poll();
+    }
   };
   ops::Offload copies(c);
   if (comm) {
@@ -96,30 +93,12 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
 
   // 2. Our own block needs nothing from anyone.
   consume(r, a.input + blk * r, 0, rows);
-  // 3. Host peers in the matching ring order (peer r-i staged ours at its step i), each read in
-  // place from the peer's segment once it has landed.
-  for (int s : peers.down_host()) {
-    if (!comm) {
-      consume(s, a2a_.data_of(s, p), 0, rows);
-      continue;
-    }
-    const ops::Inbox in = a2a_.from(s);
-    in.wait_all();
-    consume(s, in.data(), 0, rows);
-  }
-  // 4. Other hosts' blocks, row chunk by row chunk as MPI delivers them.
-  for (int s : peers.down_remote()) {
-    if (!comm) {
-      consume(s, a2a_.data_of(s, p), 0, rows);
-      continue;
-    }
-    const ops::Inbox in = a2a_.from(s);
-    for (int64_t done = 0; done < rows;) {
-      const int64_t avail =
-          static_cast<int64_t>(in.wait(static_cast<std::size_t>(done + 1) * in_row_) / in_row_);
-      consume(s, in.data(), done, avail);
-      done = avail;
-    }
+  // 3. The peers' blocks, read in place row chunk by row chunk as they land: host peers first in
+  // the matching ring order (peer r-i staged ours at its step i; a block lands whole), then other
+  // hosts' as MPI delivers them. gemm-only reads what the buffers hold.
+  for (int s : a2a_.sources()) {
+    const ops::Inbox in = comm ? a2a_.from(s) : a2a_.held(s, p);
+    in.for_rows(in_row_, rows, [&](int64_t i0, int64_t i1) { consume(s, in.data(), i0, i1); });
   }
   if (gather) {
     if (compute) {

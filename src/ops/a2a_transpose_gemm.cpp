@@ -79,7 +79,6 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   const std::size_t blk_row = static_cast<std::size_t>(d.cols) * esz, a2a_row = K * esz;
   const std::size_t blk = static_cast<std::size_t>(d.rows) * blk_row;
   const bool comm = call.comm(), compute = call.compute();
-  const ops::PeerOrder& peers = core_->peers();
   if (comm) a2a_.begin(*core_, ops::equal_blocks(blk));
   if (compute) weight_.prepare(opts_.input_dtype, a.weight, opts_.n, K, false);
   kernels::GemmOut o;
@@ -115,10 +114,12 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   if (opts_.n >= tile) tile = std::max<int64_t>(d.rows, 1);
   const int64_t tiles = (d.rows + tile - 1) / tile;
 
-  // Across hosts: the blocks for other hosts' ranks are packed first, tile by tile; the
-  // transport sends each part as it is published, while the host's tiles are exchanged.
+  // Across hosts: the blocks the transport ships (other hosts' ranks, first in targets()) are
+  // packed first, tile by tile; the transport sends each part as it is published, while the
+  // host's tiles are exchanged.
   if (comm)
-    for (int t : peers.up_remote()) {
+    for (int t : a2a_.targets()) {
+      if (!a2a_.shipped(t)) break;
       const ops::Outbox box = a2a_.to(t);
       for (int64_t j = 0; j < tiles; ++j) {
         const int64_t i1 = std::min(d.rows, (j + 1) * tile);
@@ -132,19 +133,15 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop, bool remote = true) {
     const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
     const std::size_t upto = static_cast<std::size_t>(i1) * blk_row;
-    for (int t : peers.up_host()) {  // ring order, each published as it is packed
+    for (int t : a2a_.targets()) {  // ring order, each published as it is packed
+      if (a2a_.shipped(t)) continue;
       const ops::Outbox box = a2a_.to(t);
       pack(t, i0, i1, box.data(), blk_row);
       box.publish(upto);
     }
     pack(r, i0, i1, a.a2a + r * blk_row, a2a_row);
-    for (int s : peers.down_host()) {  // host peers r-1, r-2, ... first, then other hosts
-      const ops::Inbox in = a2a_.from(s);
-      in.wait(upto, stop);
-      take(s, in.data(), i0, i1);
-    }
-    for (int s : peers.down_remote()) {
-      if (!remote) break;
+    for (int s : a2a_.sources()) {  // host peers r-1, r-2, ... first, then other hosts
+      if (!remote && a2a_.shipped(s)) break;
       const ops::Inbox in = a2a_.from(s);
       in.wait(upto, stop);
       take(s, in.data(), i0, i1);
@@ -196,8 +193,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
       first = false;
     };
     source(r, true);
-    for (int s : peers.down_host()) source(s, true);
-    for (int s : peers.down_remote()) source(s, false);
+    for (int s : a2a_.sources()) source(s, !a2a_.shipped(s));
     return;
   }
   if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {

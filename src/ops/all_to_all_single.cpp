@@ -7,7 +7,6 @@
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"
 #include "ops/core/pimpl.hpp"
-#include "shm/cma.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -99,9 +98,8 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
 }
 
 void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
-  ContextImpl& c = *ctx_;
   const ops::Handshake& hs = core_->handshake();
-  const int L = c.node_size(), nid = c.node_id(), r = c.world_rank();
+  const int r = ctx_->world_rank();
   auto rows = [&](int s, int t) { return input_splits_of(s)[t]; };
   // Byte offset of rank s's block for rank t in s's input, and of s's rows in t's output.
   auto in_off = [&](int s, int t) {
@@ -115,58 +113,26 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
     return static_cast<std::size_t>(o) * row_;
   };
   auto bytes = [&](int s, int t) { return static_cast<std::size_t>(rows(s, t)) * row_; };
-  const ops::PeerOrder& peers = core_->peers();
   // Our staged input mirrors the input's layout; other hosts' rows land at our output offsets.
-  a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }});
-  auto stage = [&](int t) {
+  // Host peers may read our blocks straight from our input (single copy: the exchange decides
+  // from the block sizes and the copy engine), or, when it is the zero-copy buffer, from our
+  // segment: the handshake word says which (0: the segment).
+  a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }},
+             {&single_copy_, [&](int q) { return hs.word(q); }});
+
+  // 1. Publish every block: other hosts' first (the transport sends them as published), then the
+  // host peers' in ring order (none to stage when they read our input themselves).
+  for (int t : a2a_.targets()) {
     const ops::Outbox box = a2a_.to(t);
     if (!zero_copy && box.bytes() > 0) std::memcpy(box.data(), input + in_off(r, t), box.bytes());
     box.publish_all();
-  };
-
-  // 1. Blocks for other hosts first: the slowest path, the transport sends them as published.
-  for (int t : peers.up_remote()) stage(t);
+  }
   // 2. Our own rows.
   if (bytes(r, r) > 0) std::memcpy(output + out_off(r, r), input + in_off(r, r), bytes(r, r));
-  // 3. Within the host: single copy straight out of the peers' inputs when the blocks are large
-  // (every rank decides from the same split matrix), else through the staged copies.
-  if (L > 1) {
-    std::size_t largest = 0;
-    for (int s : peers.host())
-      for (int t : peers.host())
-        if (s != t) largest = std::max(largest, bytes(s, t));
-    const CopyEngine engine = c.config().copy_engine;
-    const bool cma =
-        single_copy_.usable() && engine != CopyEngine::kShm &&
-        (engine == CopyEngine::kCma || static_cast<long>(largest) >= c.config().cma_min_bytes);
-    if (cma) {
-      single_copy_.pull(*core_, [&](int q) {
-        const int s = c.world_rank_of(nid, q);
-        if (bytes(s, r) == 0) return;
-        const uint64_t addr = hs.word(q);
-        if (addr == 0)  // a zero-copy input: in the peer's segment, written before its handshake
-          std::memcpy(output + out_off(r, s), a2a_.from(s).data(), bytes(s, r));
-        else
-          shm::cma_read(single_copy_.pid(q), addr + in_off(s, r), output + out_off(r, s),
-                        bytes(s, r));
-      });
-    } else {
-      // Stage the blocks for host peers in ring order, each published as soon as it is copied;
-      // read the peers' blocks in the matching order (peer r-i stages ours at its step i).
-      for (int t : peers.up_host()) stage(t);
-      for (int s : peers.down_host()) {
-        const ops::Inbox in = a2a_.from(s);
-        in.wait_all();
-        if (in.bytes() > 0) std::memcpy(output + out_off(r, in.peer()), in.data(), in.bytes());
-      }
-    }
-  }
-  // 4. Rows from other hosts, received straight at their output offsets in our in slot, copied
-  // out as they land.
-  for (int s : peers.down_remote()) {
-    const ops::Inbox in = a2a_.from(s);
-    in.drain(output + out_off(r, s), 0, in.bytes());
-  }
+  // 3. Every peer's rows into place as they land: the host's first (peer r-i staged ours at its
+  // step i), then other hosts' (received at their output offsets in our in slot).
+  a2a_.receive(
+      [&](const ops::Inbox& in) { in.drain(output + out_off(r, in.peer()), 0, in.bytes()); });
 }
 
 }  // namespace detail

@@ -65,7 +65,6 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
   const std::size_t row = static_cast<std::size_t>(d.cols) * esz;
   const bool comm = call.comm(), compute = call.compute();
-  const ops::PeerOrder& peers = core_->peers();
   if (comm) a2a_.begin(*core_, ops::equal_blocks(blk));
   if (compute)
     weight_.prepare(opts_.input_dtype, weight, opts_.nheads * opts_.head_dim, opts_.hidden, false);
@@ -97,40 +96,38 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
                     from + static_cast<std::size_t>(i) * row + h * run_bytes, run_bytes);
     }
   };
+  // Source s's block into place: a host peer's once it is all there (it is transposed from the
+  // peer's segment in one pass), another host's row by row as MPI delivers it.
   auto take = [&](int s, const std::atomic<bool>* stop) {
     const ops::Inbox in = a2a_.from(s);
-    in.wait_all(stop);
-    place(s, in.data(), 0, d.rows);
+    if (!a2a_.shipped(s)) in.wait_all(stop);
+    in.for_rows(
+        row, d.rows, [&](int64_t i0, int64_t i1) { place(s, in.data(), i0, i1); }, stop);
   };
 
   // With copy offload the host's blocks are transposed in by a comm stream while this thread
-  // computes the next block; otherwise this thread alternates between the two.
+  // computes the next block; otherwise this thread alternates between the two. The blocks the
+  // transport ships from other hosts are taken last.
   const bool offload = comm && compute && c.config().copy_offload && L > 1;
   ops::Offload copies(c);
   if (offload)
     copies.start([&] {
-      for (int s : peers.down_host())  // r-1, r-2, ...: the order in which peers produce ours
-        take(s, copies.stop());
+      for (int s : a2a_.sources())  // r-1, r-2, ...: the order in which peers produce ours
+        if (!a2a_.shipped(s)) take(s, copies.stop());
     });
   // Step i: produce the block for rank r+i, then take in the one rank r-i produced for us at its
-  // own step i (when it is a host peer's: other hosts' come last). Our own block comes last:
-  // peers need theirs first.
+  // own step i (when it is a host peer's). Our own block comes last: peers need theirs first.
+  const ops::PeerOrder& peers = core_->peers();
   for (std::size_t i = 0; i < peers.up().size(); ++i) {
     produce(peers.up()[i]);
-    if (comm && !offload && peers.is_host(peers.down()[i])) take(peers.down()[i], nullptr);
+    const int s = peers.down()[i];
+    if (comm && !offload && !a2a_.shipped(s)) take(s, nullptr);
   }
   produce(r);
   if (!comm) return;
   place(r, a2a_.out_slot() + blk * r, 0, d.rows);
-  // Blocks of other hosts, row by row as MPI delivers them.
-  for (int s : peers.down_remote()) {
-    const ops::Inbox in = a2a_.from(s);
-    for (int64_t done = 0; done < d.rows;) {
-      const int64_t avail = static_cast<int64_t>(in.wait((done + 1) * row) / row);
-      place(s, in.data(), done, avail);
-      done = avail;
-    }
-  }
+  for (int s : a2a_.sources())
+    if (a2a_.shipped(s)) take(s, nullptr);
   copies.finish();
 }
 

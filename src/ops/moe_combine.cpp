@@ -135,14 +135,12 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
                       [&](int q, int s) { return out_off_[static_cast<std::size_t>(q) * W + s]; },
                       [&](int q) { return in_off_[q]; }});
   const auto* input = static_cast<const char*>(in.input);
-  const ops::PeerOrder& peers = core_->peers();
-  for (int t : peers.up_remote()) stage(t, input);
-  for (int t : peers.up_host()) stage(t, input);
+  for (int t : a2a_.targets()) stage(t, input);
 
   // Where each slot's row is: our own input for the experts we own, else the owner's block (in
   // its segment on this host, in ours when it came from another host).
   std::vector<const char*> block(static_cast<std::size_t>(W), nullptr);
-  for (int q : peers.down()) {
+  for (int q : core_->peers().down()) {
     if (routing_.rows(r, q) == 0) continue;
     const ops::Inbox box = a2a_.from(q);
     box.wait_all();

@@ -175,18 +175,15 @@ void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& o
   a2a_.begin(*core_, {[&](int s, int t) { return bytes_[static_cast<std::size_t>(s) * W + t]; },
                       [&](int s, int t) { return out_off_[static_cast<std::size_t>(s) * W + t]; },
                       [&](int s) { return in_off_[s]; }});
-  const ops::PeerOrder& peers = core_->peers();
-  // 1. Blocks for other hosts first: the transport ships them as they are published.
-  for (int t : peers.up_remote()) pack(t, in);
+  // 1. Every block: other hosts' first (the transport ships them as they are published), then
+  // the host peers' in ring order.
+  for (int t : a2a_.targets()) pack(t, in);
   // 2. Our own rows, straight into place.
   own_rows(in, out);
-  // 3. Blocks for host peers, ring order; then theirs for us in the matching order.
-  for (int t : peers.up_host()) pack(t, in);
-  // 4. Host peers' blocks (in the order they are packed for us), then other hosts' rows, copied
-  // into place as they land; expert by expert when the caller starts work on each.
+  // 3. The peers' blocks: the host's (in the order they are packed for us), then other hosts'
+  // rows, copied into place as they land; expert by expert when the caller starts work on each.
   std::vector<std::pair<int, ops::Inbox>> from;
-  for (int s : peers.down_host()) from.emplace_back(s, a2a_.from(s));
-  for (int s : peers.down_remote()) from.emplace_back(s, a2a_.from(s));
+  for (int s : a2a_.sources()) from.emplace_back(s, a2a_.from(s));
   if (on_expert) {
     for (int64_t l = 0; l < L_; ++l) {
       for (const auto& [s, box] : from) unpack_rows(s, l, box, out);

@@ -1,5 +1,10 @@
 #include "ops/core/a2a_exchange.hpp"
 
+#include <algorithm>
+
+#include "ops/core/peer_order.hpp"
+#include "ops/core/single_copy.hpp"
+
 namespace fluxcpp::ops {
 
 namespace {
@@ -10,6 +15,9 @@ A2aExchange::A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_
                          std::size_t in_bytes, bool needed)
     : c_(&c) {
   const int W = c.world_size();
+  const PeerOrder order(c);
+  targets_ = order.send();
+  sources_ = order.receive();
   out_ = layout.slots("a2a-out", needed ? 1 : 0, out_bytes);
   in_ = layout.slots("a2a-in", c.num_nodes() > 1 ? 1 : 0, in_bytes);
   out_ready_ = layout.signals("a2a-out-ready", W);
@@ -24,9 +32,29 @@ A2aExchange::A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_
   recv_off_.assign(W, 0);
 }
 
+bool A2aExchange::single_copy(const Plan& plan, const Pull& pull) const {
+  const int L = c_->node_size(), nid = c_->node_id();
+  if (pull.copy == nullptr || L == 1 || !pull.copy->usable()) return false;
+  // Single copy when the host's blocks are large (every rank decides from the same plan).
+  std::size_t largest = 0;
+  for (int a = 0; a < L; ++a)
+    for (int b = 0; b < L; ++b)
+      if (a != b)
+        largest =
+            std::max(largest, plan.bytes(c_->world_rank_of(nid, a), c_->world_rank_of(nid, b)));
+  const CopyEngine engine = c_->config().copy_engine;
+  return engine != CopyEngine::kShm &&
+         (engine == CopyEngine::kCma || static_cast<long>(largest) >= c_->config().cma_min_bytes);
+}
+
 void A2aExchange::begin(OpCore& core, const Plan& plan) {
+  begin(core, plan, Pull());
+}
+
+void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull) {
   core_ = &core;
-  const int W = c_->world_size(), r = c_->world_rank(), nid = c_->node_id();
+  pull_ = single_copy(plan, pull) ? pull : Pull{};
+  const int W = c_->world_size(), r = c_->world_rank();
   for (int p = 0; p < W; ++p) {
     send_bytes_[p] = plan.bytes(r, p);
     send_off_[p] = plan.out_offset(r, p);
@@ -34,17 +62,17 @@ void A2aExchange::begin(OpCore& core, const Plan& plan) {
     recv_bytes_[p] = plan.bytes(p, r);
     recv_base_[p] = received_[p].begin(recv_bytes_[p]);
     // A host peer's block is read in its out slot; another host's lands in our in slot.
-    recv_off_[p] = c_->node_of(p) == nid ? plan.out_offset(p, r) : plan.in_offset(p);
+    recv_off_[p] = on_host(p) ? plan.out_offset(p, r) : plan.in_offset(p);
   }
   if (c_->num_nodes() == 1) return;
   const int me = c_->node_rank();
   std::vector<comm::Transport::Transfer> t;
   for (int i = 1; i < W; ++i) {  // ring order: receive from r-i, send to r+i
     const int s = (r + W - i) % W, d = (r + i) % W;
-    if (c_->node_of(s) != nid)
+    if (!on_host(s))
       t.push_back({false, s, kTag, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
                    recv_base_[s]});
-    if (c_->node_of(d) != nid)
+    if (!on_host(d))
       t.push_back({true, d, kTag, out_.at(me) + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
                    send_base_[d]});
   }
@@ -52,6 +80,7 @@ void A2aExchange::begin(OpCore& core, const Plan& plan) {
 }
 
 Outbox A2aExchange::to(int t) const {
+  if (pull_.copy != nullptr && on_host(t)) return Outbox();  // t reads our input itself
   const int me = c_->node_rank();
   return Outbox(out_.count() > 0 ? out_.at(me) + send_off_[t] : nullptr, send_bytes_[t],
                 &out_ready_.at(me, t), send_base_[t]);
@@ -59,7 +88,12 @@ Outbox A2aExchange::to(int t) const {
 
 Inbox A2aExchange::from(int s) const {
   const int q = c_->local_of(s);
-  if (c_->node_of(s) == c_->node_id())
+  if (pull_.copy != nullptr && on_host(s)) {
+    const uint64_t input = pull_.input(q);
+    if (input == 0) return Inbox::landed(s, out_.at(q) + recv_off_[s], recv_bytes_[s]);
+    return Inbox::in_process(s, pull_.copy->pid(q), input + recv_off_[s], recv_bytes_[s]);
+  }
+  if (on_host(s))
     return Inbox(core_, s, out_.at(q) + recv_off_[s], recv_bytes_[s],
                  &out_ready_.at(q, c_->world_rank()), recv_base_[s], &out_ready_, c_->world_rank(),
                  q);
@@ -68,10 +102,20 @@ Inbox A2aExchange::from(int s) const {
                recv_base_[s], &in_landed_, s, me);
 }
 
-const char* A2aExchange::data_of(int s, const Plan& plan) const {
+void A2aExchange::receive(const std::function<void(const Inbox&)>& take) const {
+  if (pull_.copy != nullptr) {
+    const int nid = c_->node_id();
+    pull_.copy->pull(*core_, [&](int q) { take(from(c_->world_rank_of(nid, q))); });
+  }
+  for (int s : sources_)
+    if (pull_.copy == nullptr || !on_host(s)) take(from(s));
+}
+
+Inbox A2aExchange::held(int s, const Plan& plan) const {
   const int r = c_->world_rank();
-  if (c_->node_of(s) == c_->node_id()) return out_.at(c_->local_of(s)) + plan.out_offset(s, r);
-  return in_.at(c_->node_rank()) + plan.in_offset(s);
+  const std::size_t n = plan.bytes(s, r);
+  if (on_host(s)) return Inbox::landed(s, out_.at(c_->local_of(s)) + plan.out_offset(s, r), n);
+  return Inbox::landed(s, in_.at(c_->node_rank()) + plan.in_offset(s), n);
 }
 
 }  // namespace fluxcpp::ops

@@ -1,9 +1,10 @@
-// The all-to-all pattern, shared by All2AllSingle, a2a_gemm and the Ulysses ops: a block from every
-// rank to every rank, with sizes and offsets agreed per call. A rank writes its block for rank t
-// into its "a2a-out" slot at an offset; within a host, t reads it there; across hosts, MPI
-// carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which. The order of the
-// peers is OpCore::peers()'s (ops/core/peer_order.hpp); an op still visits host peers and other
-// hosts' ranks in separate passes where it treats them differently.
+// The all-to-all pattern, shared by All2AllSingle, a2a_gemm, the Ulysses ops and the MoE ops: a
+// block from every rank to every rank, with sizes and offsets agreed per call. A rank writes its
+// block for rank t into its "a2a-out" slot at an offset; within a host, t reads it there; across
+// hosts, MPI carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which, and
+// targets() and sources() hand an op its peers in schedule order (ops/core/peer_order.hpp):
+// blocks go out to other hosts' ranks first, then to this host's; they come in from this host's
+// ranks first, then from other hosts'.
 #pragma once
 
 #include <functional>
@@ -12,6 +13,8 @@
 #include "ops/core/mailbox.hpp"
 
 namespace fluxcpp::ops {
+
+class SingleCopy;
 
 class A2aExchange {
  public:
@@ -22,6 +25,14 @@ class A2aExchange {
     std::function<std::size_t(int s, int t)> out_offset;  // where, in s's a2a-out slot
     std::function<std::size_t(int s)> in_offset;          // where, in this rank's a2a-in slot
   };
+  // Host peers may read each other's blocks straight out of their inputs (a single copy), when
+  // `copy` is usable and the copy engine picks it for this call. input(q): host rank q's input
+  // (laid out like its out slot), agreed in the handshake; 0 when its input is its out slot (the
+  // zero-copy buffer, written before the call).
+  struct Pull {
+    SingleCopy* copy = nullptr;
+    std::function<uint64_t(int q)> input;
+  };
 
   A2aExchange() = default;
   // Declares the regions before the core allocates: the out slot of `out_bytes` (only when
@@ -30,25 +41,45 @@ class A2aExchange {
   A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t out_bytes,
               std::size_t in_bytes, bool needed);
 
+  // The peers to send to, other hosts' ranks first, each part in ring order from r+1.
+  const std::vector<int>& targets() const { return targets_; }
+  // The peers to receive from, this host's ranks first, each part in ring order from r-1.
+  const std::vector<int>& sources() const { return sources_; }
+  // Whether the transport carries the blocks to and from rank g (another host's rank): they go
+  // out and come in chunk by chunk at network speed, where a host peer's land at memory speed.
+  // For the ops whose schedule treats the two differently (the Ulysses ops' tile pipelines).
+  bool shipped(int g) const { return !on_host(g); }
+
   // Starts a call: posts the transfers to and from other hosts' ranks (each send chunk goes once
-  // this rank published it in to(t)).
+  // this rank published it in to(t)). With `pull`, host peers' blocks may be single copies (see
+  // Pull): then to(t) of a host peer is empty and from(s) reads its input.
+  void begin(OpCore& core, const Plan& plan, const Pull& pull);
   void begin(OpCore& core, const Plan& plan);
   Outbox to(int t) const;
   Inbox from(int s) const;
-  // Where rank s's block for this rank is read, without waiting or starting a call: for local
-  // paths that compute on whatever the buffers hold.
-  const char* data_of(int s, const Plan& plan) const;
+  // take(from(s)) for every source, in the order of sources(); with single copies, the host peers
+  // in SingleCopy::pull's order, which then waits until every host peer has read this rank's.
+  void receive(const std::function<void(const Inbox&)>& take) const;
+  // Rank s's block for this rank as the buffers hold it, without waiting or starting a call: for
+  // local paths that compute on whatever the buffers hold.
+  Inbox held(int s, const Plan& plan) const;
   char* out_slot() const { return out_.count() > 0 ? out_.at(c_->node_rank()) : nullptr; }
 
  private:
+  bool on_host(int g) const { return c_->node_of(g) == c_->node_id(); }
+  // Whether this call's host peers read single copies (every rank decides the same from `plan`).
+  bool single_copy(const Plan& plan, const Pull& pull) const;
+
   detail::ContextImpl* c_ = nullptr;
   OpCore* core_ = nullptr;
+  std::vector<int> targets_, sources_;
   shm::SlotArray out_, in_;
   shm::SignalArray out_ready_;  // [W] in the sender's segment, by destination
   shm::SignalArray in_landed_;  // [W] in the receiver's segment, by source
   std::vector<Tally> sent_, received_;
   std::vector<uint64_t> send_base_, recv_base_;
   std::vector<std::size_t> send_bytes_, send_off_, recv_bytes_, recv_off_;
+  Pull pull_;  // this call's single copies (copy null: none)
 };
 
 }  // namespace fluxcpp::ops

@@ -5,8 +5,10 @@
 // until its first n bytes have arrived. Both count bytes on a signal whose value grows over the
 // calls (base + bytes), so the expected values are tracked inside and never repeat: an op using
 // them handles no epochs and no signal indices, and waits on and reads an Inbox the same way
-// whichever host its peer is on. (The order of the peers is OpCore::peers()'s; an op still visits
-// host peers and other hosts' ranks in separate passes where it treats them differently.)
+// whichever host its peer is on. Two more kinds of Inbox have nothing to wait for: one whose data
+// is already there (landed(): a local path reading what the buffers hold, or a block written
+// before the call), and one read by drain() straight from the peer's address space (a single
+// copy, process_vm_readv; data() is null).
 #pragma once
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "ops/core/op_core.hpp"
+#include "shm/cma.hpp"
 #include "shm/layout.hpp"
 
 namespace fluxcpp::ops {
@@ -68,27 +71,55 @@ class Inbox {
         names_(names),
         index_(index),
         owner_(owner_host_rank) {}
+  // All `bytes` of `data` are there: nothing to wait for.
+  static Inbox landed(int peer, const char* data, std::size_t bytes) {
+    return Inbox(nullptr, peer, data, bytes, nullptr, 0, nullptr, 0, 0);
+  }
+  // Read by drain() from address `at` of process `pid`, a host peer (a single copy).
+  static Inbox in_process(int peer, pid_t pid, uint64_t at, std::size_t bytes) {
+    Inbox in = landed(peer, nullptr, bytes);
+    in.pid_ = pid;
+    in.at_ = at;
+    return in;
+  }
   int peer() const { return peer_; }  // world rank the data comes from
   const char* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   // Bytes that have arrived so far.
   std::size_t available() const {
+    if (signal_ == nullptr) return bytes_;
     const uint64_t v = shm::signal_load(*signal_);
     return v <= base_ ? 0 : static_cast<std::size_t>(std::min<uint64_t>(v - base_, bytes_));
   }
   // Blocks until at least min(n, bytes()) bytes have arrived; returns how many have.
   std::size_t wait(std::size_t n, const std::atomic<bool>* stop = nullptr) const {
     n = std::min(n, bytes_);
-    if (n == 0) return available();
+    if (n == 0 || signal_ == nullptr) return available();
     core_->wait(*signal_, base_ + n, peer_,
                 names_->label(index_) + " in the segment of local rank " + std::to_string(owner_),
                 stop);
     return available();
   }
   std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
+  // Calls f(i0, i1) for each run of whole rows [i0, i1) of `row` bytes as they arrive, until the
+  // first `rows` have (a host peer's block arrives at once: one run).
+  template <class F>
+  void for_rows(std::size_t row, int64_t rows, F&& f,
+                const std::atomic<bool>* stop = nullptr) const {
+    for (int64_t done = 0; done < rows;) {
+      const auto have =
+          static_cast<int64_t>(wait(static_cast<std::size_t>(done + 1) * row, stop) / row);
+      f(done, have);
+      done = have;
+    }
+  }
   // Copies bytes [from, to) to dst as they arrive.
   void drain(char* dst, std::size_t from, std::size_t to) const {
     assert(to <= bytes_);  // wait() never reports more than bytes()
+    if (pid_ != 0) {
+      if (to > from) shm::cma_read(pid_, at_ + from, dst, to - from);
+      return;
+    }
     for (std::size_t done = from; done < to;) {
       const std::size_t have = std::min(wait(done + 1), to);
       std::memcpy(dst + (done - from), data_ + done, have - done);
@@ -105,6 +136,8 @@ class Inbox {
   uint64_t base_ = 0;
   const shm::SignalArray* names_ = nullptr;
   int index_ = 0, owner_ = 0;
+  pid_t pid_ = 0;  // a single copy: read from address at_ of process pid_
+  uint64_t at_ = 0;
 };
 
 // A byte counter that grows over the calls: begin(bytes) returns this call's base.

@@ -45,7 +45,8 @@ void Transport::post(std::vector<Transfer> batch) {
     if (t.bytes == 0) continue;
     Stream s;
     s.t = t;
-    s.chunks = (t.bytes + chunk_ - 1) / chunk_;
+    s.chunk = t.chunk > 0 ? std::min(t.chunk, chunk_) : chunk_;
+    s.chunks = (t.bytes + s.chunk - 1) / s.chunk;
     if (!t.send) s.landed.assign(s.chunks, false);
     messages += s.chunks;
     streams_.push_back(std::move(s));
@@ -57,7 +58,7 @@ void Transport::post(std::vector<Transfer> batch) {
       Stream& s = streams_[i];
       if (s.t.send) continue;
       for (std::size_t c = 0; c < s.chunks; ++c) {
-        const std::size_t off = c * chunk_, len = std::min(chunk_, s.t.bytes - off);
+        const std::size_t off = c * s.chunk, len = std::min(s.chunk, s.t.bytes - off);
         MPI_Request r;
         check_mpi(
             MPI_Irecv(s.t.buf + off, static_cast<int>(len), MPI_BYTE, s.t.peer, s.t.tag, comm_, &r),
@@ -82,7 +83,7 @@ bool Transport::progress() noexcept {
     for (std::size_t i = 0; i < streams_.size(); ++i) {
       Stream& s = streams_[i];
       while (s.t.send && s.posted < s.chunks) {
-        const std::size_t off = s.posted * chunk_, len = std::min(chunk_, s.t.bytes - off);
+        const std::size_t off = s.posted * s.chunk, len = std::min(s.chunk, s.t.bytes - off);
         if (s.t.signal != nullptr && shm::signal_load(*s.t.signal) < s.t.base + off + len) break;
         MPI_Request r;
         check_mpi(
@@ -110,7 +111,7 @@ bool Transport::progress() noexcept {
       s.landed[msg] = true;
       while (s.prefix < s.chunks && s.landed[s.prefix]) ++s.prefix;
       if (s.t.signal != nullptr)
-        shm::signal_max(*s.t.signal, s.t.base + std::min(s.t.bytes, s.prefix * chunk_));
+        shm::signal_max(*s.t.signal, s.t.base + std::min(s.t.bytes, s.prefix * s.chunk));
     }
     if (n > 0) {  // drop completed requests (MPI set them to MPI_REQUEST_NULL)
       std::size_t k = 0;
@@ -204,7 +205,7 @@ std::string Transport::missing_locked() const {
   for (const Stream& s : streams_) {
     if (s.done == s.chunks) continue;
     const std::size_t have =
-        s.t.send ? std::min(s.t.bytes, s.done * chunk_) : std::min(s.t.bytes, s.prefix * chunk_);
+        s.t.send ? std::min(s.t.bytes, s.done * s.chunk) : std::min(s.t.bytes, s.prefix * s.chunk);
     return fmt::format(
         "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over MPI: {} {} of "
         "{} bytes{} (this is rank {})",

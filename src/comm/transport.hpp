@@ -51,6 +51,9 @@ class Transport {
     // send: ready signal (null: everything is ready now); recv: landed signal (may be null).
     shm::Signal* signal = nullptr;
     uint64_t base = 0;  // the signal's value before this transfer's first byte
+    // Message size (0: chunk_bytes()); both sides of a transfer must pass the same. Smaller
+    // messages let a consumer start sooner on a block that is produced piece by piece.
+    std::size_t chunk = 0;
   };
 
   Transport() = default;
@@ -86,6 +89,7 @@ class Transport {
  private:
   struct Stream {
     Transfer t;
+    std::size_t chunk = 0;     // message size
     std::size_t chunks = 0;    // messages in all
     std::size_t posted = 0;    // sends: messages posted so far
     std::size_t done = 0;      // messages completed

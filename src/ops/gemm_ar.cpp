@@ -9,6 +9,7 @@
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
 #include "ops/core/pimpl.hpp"
+#include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -42,9 +43,24 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
   if (latency)
     d.payload = [&](char* slot) { gemm(static_cast<const char*>(input), m, bias, slot); };
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
-    if (!latency) gemm(static_cast<const char*>(input), m, bias, reduce_.input_slot());
+    // The partial into the input slot in one GEMM; in two halves when the all-reduce streams it
+    // to other hosts, so that the first half crosses the link while the second is computed.
+    // (Not finer: each GEMM call rereads the weight, and over TCP the socket copies run on this
+    // core; tiles of ops::fixed_tile_rows lost to two halves at every measured layer shape,
+    // docs/benchmarks.md.)
+    const int64_t tile = reduce_.streams() && m >= 2 * ops::kMinTileRows ? (m + 1) / 2 : m;
+    int64_t rows = latency ? m : 0;
+    auto produce = [&](int64_t end) {
+      for (const int64_t need = std::min(m, (end + opts_.n - 1) / opts_.n); rows < need;) {
+        const int64_t r = std::min(tile, m - rows);
+        gemm(static_cast<const char*>(input) + rows * opts_.k * dtype_size(opts_.input_dtype), r,
+             bias, reduce_.input_slot() + rows * opts_.n * dtype_size(acc_));
+        rows += r;
+        core_->poll();
+      }
+    };
     reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, m * opts_.n,
-                static_cast<char*>(output));
+                static_cast<char*>(output), produce);
   });
 }
 

@@ -63,8 +63,12 @@ Inbox AllReduceExchange::result_of(int p) const {
                &result_ready_.at(p), result_base_, &result_ready_, 0, p);
 }
 
+bool AllReduceExchange::streams() const {
+  return c_->node_size() == 1 && c_->num_nodes() > 1;
+}
+
 void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_t count,
-                            char* output) {
+                            char* output, const Producer& produce) {
   const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank();
   core_ = &core;
   count_ = count;
@@ -72,11 +76,16 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   step_ = std::max<int64_t>(1024, c_->config().chunk_bytes / static_cast<long>(in_size_));
   input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
   result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
-  if (N > 1) partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_);
+  // A produced input streams in messages of one summed piece, each sent as it is produced.
+  const bool stream = produce && streams();
+  if (N > 1)
+    partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_,
+                    stream ? static_cast<std::size_t>(step_) * acc_size_ : 0);
   if (one_shot(count)) return sum_payloads(output);
+  if (produce && !streams()) produce(count);
   if (L > 1) stage(input, staged);
   const int64_t b = chunk_begin(me);
-  sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_);
+  sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_, stream ? produce : Producer());
   if (L == 1) return;
   // Our chunk into the output, then the host peers' chunks as they are published.
   std::memcpy(output + b * out_size_, results_.at(me),
@@ -113,7 +122,7 @@ void AllReduceExchange::sum_payloads(char* output) {
   kernels::reduce_sum(in_, srcs.data(), L, out_, output, count_);
 }
 
-void AllReduceExchange::sum_chunk(const char* input, char* dst) {
+void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& produce) {
   const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
   const int64_t b = chunk_begin(me), len = chunk_len(me);
   const Outbox res = L > 1 ? result() : Outbox();
@@ -126,6 +135,7 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst) {
   const Outbox partial = N > 1 ? partials_.own() : Outbox();
   for (int64_t e0 = 0; e0 < len; e0 += step_) {
     const int64_t e1 = std::min(len, e0 + step_);
+    if (produce) produce(b + e1);
     for (int p = 0; p < L; ++p) {
       if (p == me) {
         srcs[p] = input + (b + e0) * in_size_;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "fluxcpp/types.hpp"
 #include "ops/core/gather_exchange.hpp"
@@ -46,7 +47,16 @@ class AllReduceExchange {
   // `staged`: this rank's input is already in input_slot() (zero-copy, or written there by the
   // op's GEMM). On the latency path (one_shot(count)) the input is the payload and `input` is not
   // read. input == output is allowed (the input is staged before any output is written).
-  void run(OpCore& core, const char* input, bool staged, int64_t count, char* output);
+  // `produce` (staged only; may be empty): writes the input into input_slot() in element order;
+  // produce(e) returns once at least elements [0, e) are written (the op's GEMM, tile by tile).
+  // Alone on its host with other hosts to reach (streams()), the rank lets each piece leave for
+  // the other hosts as soon as it is produced, so the link runs while the rest is computed;
+  // otherwise everything is produced first.
+  using Producer = std::function<void(int64_t end)>;
+  void run(OpCore& core, const char* input, bool staged, int64_t count, char* output,
+           const Producer& produce = {});
+  // Whether run() streams a producer's pieces to other hosts as they are produced (see run()).
+  bool streams() const;
 
  private:
   int64_t chunk_begin(int q) const { return std::min(count_, chunk_ * q); }
@@ -58,7 +68,7 @@ class AllReduceExchange {
   void stage(const char* input, bool staged);
   void sum_payloads(char* output);
   // This rank's chunk, summed over the host (and over the hosts) into dst.
-  void sum_chunk(const char* input, char* dst);
+  void sum_chunk(const char* input, char* dst, const Producer& produce);
 
   detail::ContextImpl* c_ = nullptr;
   OpCore* core_ = nullptr;

@@ -22,7 +22,7 @@ GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std:
   others_.insert(others_.end(), remote_.begin(), remote_.end());
 }
 
-void GatherExchange::begin(OpCore& core, std::size_t block) {
+void GatherExchange::begin(OpCore& core, std::size_t block, std::size_t chunk) {
   core_ = &core;
   block_ = block;
   staged_base_ = staged_tally_.begin(block);
@@ -34,12 +34,12 @@ void GatherExchange::begin(OpCore& core, std::size_t block) {
   for (int i = 1; i < N; ++i) {  // receive from the next hosts, send to the previous ones
     const int n = (nid + i) % N;
     t.push_back({false, c_->world_rank_of(n, me), kTag, rail_in_.at(me, n), block,
-                 &rail_landed_.at(me, n), rail_base_});
+                 &rail_landed_.at(me, n), rail_base_, chunk});
   }
   for (int i = 1; i < N; ++i) {
     const int n = (nid + N - i) % N;
     t.push_back({true, c_->world_rank_of(n, me), kTag, staged_.at(me), block, &staged_ready_.at(me),
-                 staged_base_});
+                 staged_base_, chunk});
   }
   core.transport()->post(std::move(t));
 }

@@ -21,7 +21,9 @@ class GatherExchange {
 
   // Starts a call moving `block` bytes per rank (the same on every rank): posts the transfers to
   // and from the rail peers; each send chunk goes once this rank has published it in own().
-  void begin(OpCore& core, std::size_t block);
+  // `chunk`: the size of the messages between hosts (0: the transport's), for a block that is
+  // published piece by piece.
+  void begin(OpCore& core, std::size_t block, std::size_t chunk = 0);
   // This rank's staged block: write it (or have the caller write it: zero-copy input), publish.
   Outbox own() const;
   // World rank g's block, g != this rank.

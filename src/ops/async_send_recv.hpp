@@ -16,6 +16,7 @@
 #include "comm/context_impl.hpp"
 #include "comm/p2p_net.hpp"
 #include "fluxcpp/async_send_recv.hpp"
+#include "ops/core/pair_plan.hpp"
 #include "shm/layout.hpp"
 #include "shm/symmetric_buffer.hpp"
 
@@ -52,7 +53,7 @@ class AsyncSendRecvImpl {
   };
 
   void create(const std::string& local_error);
-  void plan_pairs(const std::vector<int>& all_lists, int width);
+  void make_pairs(const ops::PairPlan& plan);
   Pair& pair(const char* fn, const char* arg, int peer);
   // send_wait / send_test: the open op's pair of `dst`, which must have sent message `seq`;
   // progresses the messages between hosts.

@@ -9,6 +9,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"
+#include "ops/core/pair_plan.hpp"
 #include "ops/core/peer_order.hpp"
 
 namespace fluxcpp::detail {
@@ -68,72 +69,48 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
     std::copy(list.begin(), list.end(), mine.begin());
     comm.allgather(mine.data(), all.data(), sizeof(int) * width);
   }
+  const ops::PairPlan plan(c, all, width);
   comm::agree(comm, [&] {
     auto lists = [&](int a, int b) {
       for (int k = 0; k < width; ++k)
         if (all[static_cast<std::size_t>(a) * width + k] == b) return true;
       return false;
     };
-    bool cross = false;
     for (int a = 0; a < W; ++a)
       for (int k = 0; k < width; ++k) {
         const int b = all[static_cast<std::size_t>(a) * width + k];
         if (b < 0) continue;
-        cross = cross || c.node_of(a) != c.node_of(b);
         FLUXCPP_CHECK_ARG(lists(b, a),
                           "{}: peer lists are not symmetric: rank {} lists rank {}, but rank {} "
                           "does not list rank {}",
                           kOp, a, b, b, a);
       }
-    FLUXCPP_CHECK_ARG(!cross || slot_bytes_ <= static_cast<std::size_t>(INT32_MAX),
+    FLUXCPP_CHECK_ARG(!plan.crosses_hosts() || slot_bytes_ <= static_cast<std::size_t>(INT32_MAX),
                       "{}: max_m={} x n={} is {} bytes, above the 2 GiB a message between hosts "
                       "may have",
                       kOp, o.max_m, o.n, slot_bytes_);
   });
   peers_ = list;
-  plan_pairs(all, width);
+  make_pairs(plan);
 }
 
-void AsyncSendRecvImpl::plan_pairs(const std::vector<int>& all, int width) {
+// A pair per listed peer, routed by the plan; the slots for the host peers, the transport for
+// the others.
+void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
   ContextImpl& c = *ctx_;
-  const int r = c.world_rank(), W = c.world_size();
-  // Position of rank b among rank a's peers on a's host.
-  auto host_position = [&](int a, int b) {
-    int pos = 0;
-    for (int k = 0; k < width; ++k) {
-      const int x = all[static_cast<std::size_t>(a) * width + k];
-      if (x < 0 || c.node_of(x) != c.node_of(a)) continue;
-      if (x == b) return pos;
-      ++pos;
-    }
-    return -1;
-  };
-  int host_slots = 0;  // the most host peers any rank of this host has: the layout's width
-  for (int a = 0; a < W; ++a) {
-    if (c.node_of(a) != c.node_id()) continue;
-    int count = 0;
-    for (int k = 0; k < width; ++k) {
-      const int x = all[static_cast<std::size_t>(a) * width + k];
-      if (x >= 0 && c.node_of(x) == c.node_id()) ++count;
-    }
-    host_slots = std::max(host_slots, count);
-  }
-  std::vector<int> net_peers;
   const int streams = c.num_comm_streams();
-  for (std::size_t k = 0; k < peers_.size(); ++k) {
+  for (const ops::PairRoute& route : plan.routes()) {
     auto p = std::make_unique<Pair>();
-    p->rank = peers_[k];
-    if (c.node_of(p->rank) == c.node_id()) {
-      p->local = c.local_of(p->rank);
-      p->mine = host_position(r, p->rank);
-      p->theirs = host_position(p->rank, r);
-    } else {
-      p->net = static_cast<int>(net_peers.size());
-      net_peers.push_back(p->rank);
-    }
+    p->rank = route.rank;
+    p->local = route.local;
+    p->mine = route.mine;
+    p->theirs = route.theirs;
+    p->net = route.net;
+    const std::size_t k = pairs_.size();
     p->stream = streams > 0 ? static_cast<int>(k % static_cast<std::size_t>(streams)) : -1;
     pairs_.push_back(std::move(p));
   }
+  const int host_slots = plan.host_slots();
   if (host_slots > 0) {
     const int n = host_slots * slots_;
     out_ = layout_.slots("out", n, slot_bytes_);
@@ -147,7 +124,7 @@ void AsyncSendRecvImpl::plan_pairs(const std::vector<int>& all, int width) {
     buf_ = shm::SymmetricBuffer(c, layout_.bytes(), c.creating_tag());
     layout_.bind(buf_);
   });
-  if (c.num_nodes() > 1) net_.emplace(c, kOp, slot_bytes_, slots_, net_peers);
+  if (c.num_nodes() > 1) net_.emplace(c, kOp, slot_bytes_, slots_, plan.net_peers());
 }
 
 void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {

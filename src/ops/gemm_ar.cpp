@@ -44,11 +44,14 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
     d.payload = [&](char* slot) { gemm(static_cast<const char*>(input), m, bias, slot); };
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     // The partial into the input slot in one GEMM; in two halves when the all-reduce streams it
-    // to other hosts, so that the first half crosses the link while the second is computed.
-    // (Not finer: each GEMM call rereads the weight, and over TCP the socket copies run on this
-    // core; tiles of ops::fixed_tile_rows lost to two halves at every measured layer shape,
-    // docs/benchmarks.md.)
-    const int64_t tile = reduce_.streams() && m >= 2 * ops::kMinTileRows ? (m + 1) / 2 : m;
+    // to other hosts and a half is at least one of its pieces, so that the first half crosses
+    // the link while the second is computed. (Not finer: each GEMM call rereads the weight, and
+    // over TCP the socket copies run on this core; tiles of ops::fixed_tile_rows tied with two
+    // halves at hidden 1024 and lost at hidden 4096, docs/benchmarks.md.)
+    const int64_t half = (m + 1) / 2;
+    const bool halves =
+        reduce_.streams() && half >= ops::kMinTileRows && half * opts_.n >= reduce_.piece();
+    const int64_t tile = halves ? half : m;
     int64_t rows = latency ? m : 0;
     auto produce = [&](int64_t end) {
       for (const int64_t need = std::min(m, (end + opts_.n - 1) / opts_.n); rows < need;) {

@@ -63,6 +63,10 @@ Inbox AllReduceExchange::result_of(int p) const {
                &result_ready_.at(p), result_base_, &result_ready_, 0, p);
 }
 
+int64_t AllReduceExchange::piece() const {
+  return std::max<int64_t>(1024, c_->config().chunk_bytes / static_cast<long>(in_size_));
+}
+
 bool AllReduceExchange::streams() const {
   return c_->node_size() == 1 && c_->num_nodes() > 1;
 }
@@ -73,7 +77,7 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   core_ = &core;
   count_ = count;
   chunk_ = chunk_of(count, L);
-  step_ = std::max<int64_t>(1024, c_->config().chunk_bytes / static_cast<long>(in_size_));
+  step_ = piece();
   input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
   result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
   // A produced input streams in messages of one summed piece, each sent as it is produced.

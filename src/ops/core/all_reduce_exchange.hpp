@@ -57,6 +57,8 @@ class AllReduceExchange {
            const Producer& produce = {});
   // Whether run() streams a producer's pieces to other hosts as they are produced (see run()).
   bool streams() const;
+  // Elements summed (and, streaming, sent) at a time.
+  int64_t piece() const;
 
  private:
   int64_t chunk_begin(int q) const { return std::min(count_, chunk_ * q); }

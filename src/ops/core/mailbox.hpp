@@ -102,10 +102,13 @@ class Inbox {
   }
   std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
   // Calls f(i0, i1) for each run of whole rows [i0, i1) of `row` bytes as they arrive, until the
-  // first `rows` have (a host peer's block arrives at once: one run).
+  // first `rows` have (a host peer's block arrives at once: one run). `rows` beyond bytes() are
+  // never coming: it stops at the last whole row there is.
   template <class F>
   void for_rows(std::size_t row, int64_t rows, F&& f,
                 const std::atomic<bool>* stop = nullptr) const {
+    if (row == 0) return;
+    rows = std::min(rows, static_cast<int64_t>(bytes_ / row));
     for (int64_t done = 0; done < rows;) {
       const auto have =
           static_cast<int64_t>(wait(static_cast<std::size_t>(done + 1) * row, stop) / row);

@@ -1,6 +1,6 @@
 // The routes of a point-to-point op (AsyncSendRecv) from every rank's peer list: which listed
 // peers share this rank's host (they meet in shared memory, each pair at its positions in the two
-// ranks' host lists) and which the transport reaches. Worked out here, once, so that the op never
+// ranks' host lists) and which comm::P2pNet reaches. Worked out here, once, so that the op never
 // asks which host a peer is on.
 #pragma once
 
@@ -25,7 +25,7 @@ class PairPlan {
   // all: every rank's list of `width` world ranks, padded with -1 (rank a's at a·width).
   PairPlan(const detail::ContextImpl& c, const std::vector<int>& all, int width);
 
-  // Whether some rank lists a peer on another host (messages then travel over the transport).
+  // Whether some rank lists a peer on another host (messages then travel over MPI).
   bool crosses_hosts() const { return crosses_; }
   // This rank's peers in the order of its list, each with its route.
   const std::vector<PairRoute>& routes() const { return routes_; }

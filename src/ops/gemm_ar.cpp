@@ -52,7 +52,7 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
     const bool halves =
         reduce_.streams() && half >= ops::kMinTileRows && half * opts_.n >= reduce_.piece();
     const int64_t tile = halves ? half : m;
-    int64_t rows = latency ? m : 0;
+    int64_t rows = 0;  // (the latency path never produces: its partial is the payload)
     auto produce = [&](int64_t end) {
       for (const int64_t need = std::min(m, (end + opts_.n - 1) / opts_.n); rows < need;) {
         const int64_t r = std::min(tile, m - rows);

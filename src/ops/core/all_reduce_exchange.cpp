@@ -86,7 +86,7 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
     partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_,
                     stream ? static_cast<std::size_t>(step_) * acc_size_ : 0);
   if (one_shot(count)) return sum_payloads(output);
-  if (produce && !streams()) produce(count);
+  if (produce && !stream) produce(count);
   if (L > 1) stage(input, staged);
   const int64_t b = chunk_begin(me);
   sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_, stream ? produce : Producer());

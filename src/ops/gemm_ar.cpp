@@ -62,8 +62,12 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
         core_->poll();
       }
     };
-    reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, m * opts_.n,
-                static_cast<char*>(output), produce);
+    // Unstreamed, the whole partial is there before the all-reduce starts (as its transfers are
+    // posted: at decode sizes across hosts, posting them before the GEMM measured slower).
+    if (!halves && !latency) produce(m * opts_.n);
+    reduce_.run(
+        *core_, reduce_.input_slot(), /*staged=*/true, m * opts_.n, static_cast<char*>(output),
+        halves ? ops::AllReduceExchange::Producer(produce) : ops::AllReduceExchange::Producer());
   });
 }
 

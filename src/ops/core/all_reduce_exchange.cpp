@@ -28,7 +28,8 @@ AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout
       max_count_(max_count) {
   const int L = c.node_size(), N = c.num_nodes();
   const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
-  one_shot_max_ = latency_payload_bytes(c, static_cast<std::size_t>(max_count) * in_size_);
+  one_shot_max_ = latency_payload_bytes(c, static_cast<std::size_t>(max_count) * in_size_,
+                                        /*across_hosts=*/true);
   // The input slot always exists: it is also the zero-copy input buffer.
   inputs_ = layout.slots("ar-input", 1, static_cast<std::size_t>(max_count) * in_size_);
   input_ready_ = layout.signals("ar-input-ready", L);
@@ -81,11 +82,11 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
   result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
   // A produced input streams in messages of one summed piece, each sent as it is produced.
+  if (one_shot(count)) return sum_payloads(output);
   const bool stream = produce && streams();
   if (N > 1)
     partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_,
                     stream ? static_cast<std::size_t>(step_) * acc_size_ : 0);
-  if (one_shot(count)) return sum_payloads(output);
   if (produce && !stream) produce(count);
   if (L > 1) stage(input, staged);
   const int64_t b = chunk_begin(me);
@@ -117,13 +118,15 @@ void AllReduceExchange::stage(const char* input, bool staged) {
   }
 }
 
-// Every host rank's input (ours too) arrived with the handshake.
+// Every rank's input (ours too) arrived with the handshake: the host ranks' on one host, the
+// hosts' with one rank each (the order of the two-level sum, as either level has one term).
 void AllReduceExchange::sum_payloads(char* output) {
-  const int L = c_->node_size();
-  std::vector<const void*> srcs(L);
-  for (int p = 0; p < L; ++p) srcs[p] = core_->handshake().payload(p);
+  const int L = c_->node_size(), N = c_->num_nodes();
+  std::vector<const void*> srcs;
+  for (int n = 0; n < N; ++n)
+    for (int q = 0; q < L; ++q) srcs.push_back(core_->handshake().payload_of(c_->world_rank_of(n, q)));
   core_->skip_release();  // no rank read a peer's input slot
-  kernels::reduce_sum(in_, srcs.data(), L, out_, output, count_);
+  kernels::reduce_sum(in_, srcs.data(), N * L, out_, output, count_);
 }
 
 void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& produce) {

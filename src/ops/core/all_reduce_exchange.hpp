@@ -6,9 +6,10 @@
 // local-rank order, and puts the result in its "ar-result" slot, from which the host peers copy
 // it. Across hosts the host's sum of chunk q (in the accumulation type) travels between rail
 // peers (a GatherExchange) while it is computed, and local rank q adds the hosts' sums in host
-// order, rounding once. Small inputs on one host take the latency path instead: each rank's
-// input rides on the call's handshake (a payload published with the call descriptor, one signal
-// round in all), and every rank sums every host rank's payload in the same order: the same bits.
+// order, rounding once. Small inputs on one host, or across hosts of one rank each, take the
+// latency path instead: each rank's input rides on the call's handshake (a payload published with
+// the call descriptor, one signal round on a host, the descriptors' allgather between hosts), and
+// every rank sums every rank's payload in the same order: the same bits.
 //
 // Element i's result: round(Σ_n (Σ_q x[n][q][i] in acc) in acc), hosts n and local ranks q in
 // index order; acc is f64 for f64 and f32 otherwise.

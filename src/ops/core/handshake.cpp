@@ -55,7 +55,12 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
   info_ = layout.slots("call-info", 2, sizeof(Info));
   vectors_ = layout.slots("call-vectors", vlen_ > 0 ? 2 : 0,
                           sizeof(int64_t) * static_cast<std::size_t>(vlen_) * c.num_nodes());
-  payloads_ = layout.slots("call-payload", payload_bytes > 0 ? 2 : 0, payload_bytes);
+  // Across hosts payloads travel on the rail, which carries one rank per host's.
+  rail_payload_ = payload_bytes > 0 && c.num_nodes() > 1;
+  if (rail_payload_ && c.node_size() > 1)
+    raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
+  payloads_ = layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0,
+                           payload_bytes);
   if (c.num_nodes() > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
 }
 
@@ -68,7 +73,14 @@ uint64_t Handshake::word(int host_rank) const {
 }
 
 const char* Handshake::payload(int host_rank) const {
+  if (rail_payload_) return rail_record(ctx_->node_id()) + rail_head_bytes();  // (host rank 0)
   return payloads_.at(host_rank, static_cast<int>(call_ & 1));
+}
+
+const char* Handshake::payload_of(int world_rank) const {
+  const detail::ContextImpl& c = *ctx_;
+  if (rail_payload_) return rail_record(c.node_of(world_rank)) + rail_head_bytes();
+  return payload(c.local_of(world_rank));
 }
 
 const int64_t* Handshake::vector(int world_rank) const {
@@ -103,20 +115,38 @@ void Handshake::check_peer(uint64_t call, const CallFields& fields, const Info& 
     }
 }
 
-// Across hosts: the rail peers swap descriptors (and vectors) first, so that what a rank then
-// publishes on its host already covers its rail.
+struct Handshake::Rail {
+  std::vector<char> mine, all;  // a record per host: the header and vector, then the payload
+  std::vector<char> text, texts;
+};
+
+namespace {
+std::size_t round_up(std::size_t bytes) {
+  constexpr std::size_t kLine = 64;
+  return (bytes + kLine - 1) / kLine * kLine;
+}
+}  // namespace
+
+std::size_t Handshake::rail_head_bytes() const {
+  return round_up(sizeof(int64_t) * (kHead + static_cast<std::size_t>(vlen_)));
+}
+
+std::size_t Handshake::rail_record_bytes() const {
+  return rail_head_bytes() + (rail_payload_ ? round_up(payload_bytes_) : 0);
+}
+
+char* Handshake::rail_record(int node) const {
+  return rail_buf_->all.data() + rail_record_bytes() * static_cast<std::size_t>(node);
+}
+
+// Across hosts: the rail peers swap descriptors (and vectors, and with one rank per host the
+// payloads) first, so that what a rank then publishes on its host already covers its rail.
 void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
   detail::ContextImpl& c = *ctx_;
   const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
-  const std::size_t width = kHead + static_cast<std::size_t>(vlen_);
-  struct Buffers {
-    std::vector<int64_t> mine, all;
-    std::vector<char> text, texts;
-  };
-  auto b = std::make_shared<Buffers>();
-  b->mine.assign(width, 0);
-  b->all.assign(width * N, 0);
-  int64_t* m = b->mine.data();
+  Rail& b = *rail_buf_;
+  auto* m = reinterpret_cast<int64_t*>(b.mine.data());
+  std::fill(m, m + kHead + vlen_, int64_t{0});
   m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
   m[1] = v.origin;
   m[2] = 0;
@@ -134,26 +164,27 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
         op_, c.config().timeout_s, peers, c.world_rank());
   };
   const auto deadline = c.deadline();
+  const int record = static_cast<int>(rail_record_bytes());
   MPI_Request req;
-  comm::check_mpi(
-      MPI_Iallgather(b->mine.data(), static_cast<int>(width), MPI_INT64_T, b->all.data(),
-                     static_cast<int>(width), MPI_INT64_T, rail_.get(), &req),
-      "MPI_Iallgather");
-  comm::wait_bounded(req, rail_.get(), deadline, b, missing);
+  comm::check_mpi(MPI_Iallgather(b.mine.data(), record, MPI_BYTE, b.all.data(), record, MPI_BYTE,
+                                 rail_.get(), &req),
+                  "MPI_Iallgather");
+  comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing);
+  auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
   bool any_bad = false;
-  for (int n = 0; n < N; ++n) any_bad = any_bad || b->all[width * n] != 0;
+  for (int n = 0; n < N; ++n) any_bad = any_bad || head(n)[0] != 0;
   if (any_bad) {  // every rail rank sees the same codes, so all of them take this branch
-    b->text.assign(kMessage, '\0');
-    std::snprintf(b->text.data(), kMessage, "%s", v.message.c_str());
-    b->texts.assign(static_cast<std::size_t>(kMessage) * N, '\0');
-    comm::check_mpi(MPI_Iallgather(b->text.data(), kMessage, MPI_CHAR, b->texts.data(), kMessage,
+    b.text.assign(kMessage, '\0');
+    std::snprintf(b.text.data(), kMessage, "%s", v.message.c_str());
+    b.texts.assign(static_cast<std::size_t>(kMessage) * N, '\0');
+    comm::check_mpi(MPI_Iallgather(b.text.data(), kMessage, MPI_CHAR, b.texts.data(), kMessage,
                                    MPI_CHAR, rail_.get(), &req),
                     "MPI_Iallgather");
-    comm::wait_bounded(req, rail_.get(), deadline, b, missing);
+    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing);
   }
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;
-    const int64_t* p = &b->all[width * n];
+    const int64_t* p = head(n);
     Info peer{};
     peer.code = p[0];
     peer.origin = p[1];
@@ -161,15 +192,27 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
     peer.call = static_cast<uint64_t>(p[4]);
     for (int f = 0; f < kCallFields; ++f) peer.fields[f] = p[5 + f];
     if (any_bad)
-      std::memcpy(peer.message, &b->texts[static_cast<std::size_t>(kMessage) * n], kMessage);
+      std::memcpy(peer.message, &b.texts[static_cast<std::size_t>(kMessage) * n], kMessage);
     peer.message[kMessage - 1] = '\0';
     check_peer(call, d.fields, peer, c.world_rank_of(n, me), v);
   }
   if (vlen_ > 0) {
     auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, static_cast<int>(call & 1)));
     for (int n = 0; n < N; ++n)
-      std::memcpy(area + static_cast<std::size_t>(n) * vlen_, &b->all[width * n + kHead],
+      std::memcpy(area + static_cast<std::size_t>(n) * vlen_, head(n) + kHead,
                   sizeof(int64_t) * vlen_);
+  }
+}
+
+// Runs the descriptor's payload writer into `slot`; its failure becomes this rank's verdict.
+void Handshake::write_payload(const CallDescriptor& d, char* slot, Verdict& v) const {
+  if (!d.payload || v.origin >= 0 || payload_bytes_ == 0) return;
+  try {
+    d.payload(slot);
+  } catch (const Error& e) {
+    v = {e.code(), ctx_->world_rank(), false, e.what()};
+  } catch (const std::exception& e) {
+    v = {Errc::kInternal, ctx_->world_rank(), false, e.what()};
   }
 }
 
@@ -181,6 +224,14 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   Verdict v;
   if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
   if (rail_.get() != MPI_COMM_NULL) {
+    // A timed-out allgather's orphan may still write its buffers: never reuse those.
+    if (!rail_buf_ || rail_buf_.use_count() > 1) {
+      rail_buf_ = std::make_shared<Rail>();
+      rail_buf_->mine.assign(rail_record_bytes(), '\0');
+      rail_buf_->all.assign(rail_record_bytes() * static_cast<std::size_t>(c.num_nodes()), '\0');
+    }
+    // With one rank per host the payload leaves with the descriptor.
+    if (rail_payload_) write_payload(d, rail_buf_->mine.data() + rail_head_bytes(), v);
     rail_step(call, d, v);
   } else if (vlen_ > 0) {
     auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, parity));
@@ -192,15 +243,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
 
   // The payload: a peer reads this parity's slot only up to its call - 1 ... call - 2, which it
   // finished before publishing call - 1 (seen by our previous exchange).
-  if (d.payload && v.origin < 0 && payload_bytes_ > 0) {
-    try {
-      d.payload(payloads_.at(me, parity));
-    } catch (const Error& e) {
-      v = {e.code(), c.world_rank(), false, e.what()};
-    } catch (const std::exception& e) {
-      v = {Errc::kInternal, c.world_rank(), false, e.what()};
-    }
-  }
+  if (!rail_payload_) write_payload(d, payloads_.at(me, parity), v);
 
   // Publish ours: the descriptor first, then the call number (release).
   Info& own = info(me, parity);

@@ -11,12 +11,14 @@
 // call parity); across hosts one small MPI_Iallgather among the rail peers (the ranks with the
 // same local rank on every host), whose result each rank republishes on its host, so the whole
 // world agrees after one hop of each kind. Vectors travel the same two hops: after a call's
-// handshake every rank can read every rank's vector.
+// handshake every rank can read every rank's vector. Payloads (the latency path's data) ride on
+// the host's round, or, with one rank per host, on the rail's allgather.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,8 +72,10 @@ class Handshake {
   uint64_t word(int host_rank) const;
   const int64_t* vector(int world_rank) const;
   // A host rank's payload of the current call (written by CallDescriptor::payload), and the
-  // room for one.
+  // room for one. Across hosts (one rank per host only: latency_payload_bytes) the payloads
+  // travel in the rail's allgather; payload_of(g) reads any world rank's, on one host or across.
   const char* payload(int host_rank) const;
+  const char* payload_of(int world_rank) const;
   std::size_t payload_bytes() const { return payload_bytes_; }
 
  private:
@@ -83,8 +87,13 @@ class Handshake {
     void merge(const Verdict& o);
   };
   struct Info;  // one rank's published descriptor (call-info slot)
+  struct Rail;  // the rail allgather's buffers, kept from call to call
   Info& info(int host_rank, int parity) const;
   void rail_step(uint64_t call, const CallDescriptor& d, Verdict& v);
+  std::size_t rail_head_bytes() const;
+  std::size_t rail_record_bytes() const;
+  char* rail_record(int node) const;
+  void write_payload(const CallDescriptor& d, char* slot, Verdict& v) const;
   void check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer, Verdict& v);
 
   detail::ContextImpl* ctx_ = nullptr;
@@ -100,6 +109,8 @@ class Handshake {
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
   shm::SlotArray payloads_;  // [2] by parity
   comm::UniqueComm rail_;
+  std::shared_ptr<Rail> rail_buf_;  // (a timed-out allgather's orphan keeps its own reference)
+  bool rail_payload_ = false;       // payloads travel on the rail (one rank per host)
 };
 
 // "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,

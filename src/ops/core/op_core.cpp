@@ -32,8 +32,11 @@ std::string describe(const std::exception_ptr& e) {
 }
 }  // namespace
 
-std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes) {
-  if (c.num_nodes() > 1 || c.node_size() == 1) return 0;
+std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes,
+                                  bool across_hosts) {
+  if (c.num_nodes() > 1)
+    return across_hosts && c.node_size() == 1 ? std::min<std::size_t>(max_bytes, 256 << 10) : 0;
+  if (c.node_size() == 1) return 0;
   return std::min<std::size_t>(max_bytes, c.node_size() <= 2 ? 256 << 10 : 64 << 10);
 }
 

@@ -57,8 +57,8 @@ const std::string& DeadlineScope::context() {
 namespace {
 
 // Tests `req` until it completes (true) or `deadline` passes (false).
-bool test_until(MPI_Request& req, Deadline deadline) {
-  Backoff backoff(kCollective);
+bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy = kCollective) {
+  Backoff backoff(policy);
   for (int done = 0;;) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return true;
@@ -75,6 +75,15 @@ void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_
   if (test_until(req, deadline)) return;
   std::string msg = what();
   adopt_orphan(req, on, std::move(keep), msg, produced);
+  req = MPI_REQUEST_NULL;
+  throw Error(Errc::kTimeout, std::move(msg));
+}
+
+void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what, const BackoffPolicy& policy) {
+  if (test_until(req, deadline, policy)) return;
+  std::string msg = what();
+  adopt_orphan(req, on, std::move(keep), msg, nullptr);
   req = MPI_REQUEST_NULL;
   throw Error(Errc::kTimeout, std::move(msg));
 }

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/backoff.hpp"
+
 namespace fluxcpp::comm {
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -30,6 +32,9 @@ using Deadline = std::chrono::steady_clock::time_point;
 // MPI_Comm_idup) and raises kTimeout with the message `what()` returns.
 void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
                   const std::function<std::string()>& what, MPI_Comm* produced = nullptr);
+// The same, waiting as `policy` says (a forward's handshake: comm::peer_wait).
+void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
+                  const std::function<std::string()>& what, const BackoffPolicy& policy);
 
 // The deadline of the collectives this thread runs while the scope lives (scopes nest; the
 // innermost wins), and the words a timeout starts with ("ag_gemm create", "context destroy").

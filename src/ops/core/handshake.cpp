@@ -1,6 +1,7 @@
 #include "ops/core/handshake.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -115,17 +116,28 @@ void Handshake::check_peer(uint64_t call, const CallFields& fields, const Info& 
     }
 }
 
-struct Handshake::Rail {
-  std::vector<char> mine, all;  // a record per host: the header and vector, then the payload
-  std::vector<char> text, texts;
-};
-
 namespace {
+constexpr std::size_t kLine = 64;
 std::size_t round_up(std::size_t bytes) {
-  constexpr std::size_t kLine = 64;
   return (bytes + kLine - 1) / kLine * kLine;
 }
+char* line_aligned(std::vector<char>& v) {
+  return reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(v.data())));
+}
 }  // namespace
+
+// A record per host: the header and vector, then the payload (cache-line aligned: the latency
+// path's GEMM writes its output there).
+struct Handshake::Rail {
+  Rail(std::size_t record, int hosts)
+      : mine_(record + kLine), all_(record * static_cast<std::size_t>(hosts) + kLine) {}
+  char* mine() { return line_aligned(mine_); }
+  char* all() { return line_aligned(all_); }
+  std::vector<char> text, texts;
+
+ private:
+  std::vector<char> mine_, all_;
+};
 
 std::size_t Handshake::rail_head_bytes() const {
   return round_up(sizeof(int64_t) * (kHead + static_cast<std::size_t>(vlen_)));
@@ -136,7 +148,7 @@ std::size_t Handshake::rail_record_bytes() const {
 }
 
 char* Handshake::rail_record(int node) const {
-  return rail_buf_->all.data() + rail_record_bytes() * static_cast<std::size_t>(node);
+  return rail_buf_->all() + rail_record_bytes() * static_cast<std::size_t>(node);
 }
 
 // Across hosts: the rail peers swap descriptors (and vectors, and with one rank per host the
@@ -145,7 +157,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
   detail::ContextImpl& c = *ctx_;
   const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
   Rail& b = *rail_buf_;
-  auto* m = reinterpret_cast<int64_t*>(b.mine.data());
+  auto* m = reinterpret_cast<int64_t*>(b.mine());
   std::fill(m, m + kHead + vlen_, int64_t{0});
   m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
   m[1] = v.origin;
@@ -165,11 +177,12 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
   };
   const auto deadline = c.deadline();
   const int record = static_cast<int>(rail_record_bytes());
+  const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
   MPI_Request req;
-  comm::check_mpi(MPI_Iallgather(b.mine.data(), record, MPI_BYTE, b.all.data(), record, MPI_BYTE,
+  comm::check_mpi(MPI_Iallgather(b.mine(), record, MPI_BYTE, b.all(), record, MPI_BYTE,
                                  rail_.get(), &req),
                   "MPI_Iallgather");
-  comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing);
+  comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, wait);
   auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
   bool any_bad = false;
   for (int n = 0; n < N; ++n) any_bad = any_bad || head(n)[0] != 0;
@@ -180,7 +193,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
     comm::check_mpi(MPI_Iallgather(b.text.data(), kMessage, MPI_CHAR, b.texts.data(), kMessage,
                                    MPI_CHAR, rail_.get(), &req),
                     "MPI_Iallgather");
-    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing);
+    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, wait);
   }
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;
@@ -226,12 +239,10 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   if (rail_.get() != MPI_COMM_NULL) {
     // A timed-out allgather's orphan may still write its buffers: never reuse those.
     if (!rail_buf_ || rail_buf_.use_count() > 1) {
-      rail_buf_ = std::make_shared<Rail>();
-      rail_buf_->mine.assign(rail_record_bytes(), '\0');
-      rail_buf_->all.assign(rail_record_bytes() * static_cast<std::size_t>(c.num_nodes()), '\0');
+      rail_buf_ = std::make_shared<Rail>(rail_record_bytes(), c.num_nodes());
     }
     // With one rank per host the payload leaves with the descriptor.
-    if (rail_payload_) write_payload(d, rail_buf_->mine.data() + rail_head_bytes(), v);
+    if (rail_payload_) write_payload(d, rail_buf_->mine() + rail_head_bytes(), v);
     rail_step(call, d, v);
   } else if (vlen_ > 0) {
     auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, parity));

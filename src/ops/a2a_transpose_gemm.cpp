@@ -114,12 +114,11 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
   if (opts_.n >= tile) tile = std::max<int64_t>(d.rows, 1);
   const int64_t tiles = (d.rows + tile - 1) / tile;
 
-  // Across hosts: the blocks the transport ships (other hosts' ranks, first in targets()) are
-  // packed first, tile by tile; the transport sends each part as it is published, while the
-  // host's tiles are exchanged.
+  // Every peer's block is packed first, in the exchange's send order (other hosts' ranks first:
+  // the transport sends each part as it is published), tile by tile, each tile published as it
+  // is packed.
   if (comm)
     for (int t : a2a_.targets()) {
-      if (!a2a_.shipped(t)) break;
       const ops::Outbox box = a2a_.to(t);
       for (int64_t j = 0; j < tiles; ++j) {
         const int64_t i1 = std::min(d.rows, (j + 1) * tile);
@@ -128,22 +127,14 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
         core_->poll();
       }
     }
-  // Everything tile j of the exchanged rows needs: our packs for the host peers, our own rows,
-  // the peers' tiles, and (`remote`) the other hosts' rows of the tile. `stop`: see Offload.
-  auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop, bool remote = true) {
+  // Everything tile j of the exchanged rows needs: our own rows, then every source's rows of the
+  // tile as they land, in the exchange's receive order. `stop`: see Offload.
+  auto exchange_tile = [&](int64_t j, const std::atomic<bool>* stop) {
     const int64_t i0 = j * tile, i1 = std::min(d.rows, i0 + tile);
-    const std::size_t upto = static_cast<std::size_t>(i1) * blk_row;
-    for (int t : a2a_.targets()) {  // ring order, each published as it is packed
-      if (a2a_.shipped(t)) continue;
-      const ops::Outbox box = a2a_.to(t);
-      pack(t, i0, i1, box.data(), blk_row);
-      box.publish(upto);
-    }
     pack(r, i0, i1, a.a2a + r * blk_row, a2a_row);
-    for (int s : a2a_.sources()) {  // host peers r-1, r-2, ... first, then other hosts
-      if (!remote && a2a_.shipped(s)) break;
+    for (int s : a2a_.sources()) {
       const ops::Inbox in = a2a_.from(s);
-      in.wait(upto, stop);
+      in.wait(static_cast<std::size_t>(i1) * blk_row, stop);
       take(s, in.data(), i0, i1);
     }
   };
@@ -156,44 +147,36 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 
   if (compute && c.num_nodes() > 1 && opts_.output_dtype != DType::kBFloat16) {
     // Across hosts the GEMM is split along K by source, out = Σ_s a2a[:, cols of s] ·
-    // weight[:, cols of s]ᵀ: this host's sources first (own first), while the other hosts' rows
-    // are still on the link, then each other host's source chunk by chunk as its rows land.
-    // gemm-only runs the same sequence over the rows in place, so its bits match a forward's.
-    if (comm)
-      for (int64_t j = 0; j < tiles; ++j) exchange_tile(j, nullptr, /*remote=*/false);
+    // weight[:, cols of s]ᵀ: our own source first, then the sources in the exchange's receive
+    // order (this host's land at memory speed while the other hosts' are still on the link),
+    // each in fixed row tiles as its rows land. gemm-only runs the same sequence over the rows in
+    // place, so a forward and gemm-only make the same GEMM calls and their bits match.
+    if (comm) pack(r, 0, d.rows, a.a2a + r * blk_row, a2a_row);
     kernels::GemmWeight slice;
-    bool first = true;
-    auto gemm_rows = [&](int s, int64_t i0, int64_t i1) {
-      o.c = a.output + static_cast<std::size_t>(i0) * out_row;
-      o.bias = first ? a.bias : nullptr;
-      o.accumulate = !first;
-      ops::tiled_gemm(*core_, slice, a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row,
-                      K, i1 - i0, 0, opts_.n, o, {}, ops::Tiling::kFixed);
-    };
-    // The other hosts' sources go in the same fixed row tiles on both paths, however their rows
-    // arrive, so a forward and gemm-only make the same GEMM calls.
     const int64_t rtile = ops::fixed_tile_rows(opts_.n, d.cols);
-    // Host sources (own first, then r-1, r-2, ...), then the other hosts' (r-1, r-2, ...).
-    auto source = [&](int s, bool host) {
+    bool first = true;
+    auto source = [&](int s) {
       slice.prepare(opts_.input_dtype, static_cast<const char*>(a.weight) + s * blk_row, opts_.n,
                     d.cols, false, K);
-      if (host) {
-        gemm_rows(s, 0, d.rows);
-      } else {
-        const ops::Inbox in = comm ? a2a_.from(s) : ops::Inbox();
-        for (int64_t i0 = 0; i0 < d.rows; i0 += rtile) {
-          const int64_t i1 = std::min(d.rows, i0 + rtile);
-          if (comm) {
-            in.wait(static_cast<std::size_t>(i1) * blk_row);
-            take(s, in.data(), i0, i1);
-          }
-          gemm_rows(s, i0, i1);
+      const bool arrives = comm && s != r;  // a peer's rows come in; ours are in place
+      const ops::Inbox in = arrives ? a2a_.from(s) : ops::Inbox();
+      for (int64_t i0 = 0; i0 < d.rows; i0 += rtile) {
+        const int64_t i1 = std::min(d.rows, i0 + rtile);
+        if (arrives) {
+          in.wait(static_cast<std::size_t>(i1) * blk_row);
+          take(s, in.data(), i0, i1);
         }
+        o.c = a.output + static_cast<std::size_t>(i0) * out_row;
+        o.bias = first ? a.bias : nullptr;
+        o.accumulate = !first;
+        ops::tiled_gemm(*core_, slice,
+                        a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row, K, i1 - i0,
+                        0, opts_.n, o, {}, ops::Tiling::kFixed);
       }
       first = false;
     };
-    source(r, true);
-    for (int s : a2a_.sources()) source(s, !a2a_.shipped(s));
+    source(r);
+    for (int s : a2a_.sources()) source(s);
     return;
   }
   if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {

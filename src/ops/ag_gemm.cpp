@@ -45,16 +45,6 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   comm::agree(comm, [&] {
     resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
   });
-  // Runs of consecutive world ranks on this host: one GEMM each in gather mode.
-  std::vector<int> host(c.node_size());
-  for (int q = 0; q < c.node_size(); ++q) host[q] = c.world_rank_of(c.node_id(), q);
-  std::sort(host.begin(), host.end());
-  for (std::size_t a = 0; a < host.size();) {
-    std::size_t b = a + 1;
-    while (b < host.size() && host[b] == host[b - 1] + 1) ++b;
-    host_runs_.emplace_back(host[a], static_cast<int64_t>(b - a));
-    a = b;
-  }
 }
 
 void AgGemmImpl::gemm(const char* a, int64_t rows, const void* bias, char* out, bool tiles) {
@@ -104,7 +94,7 @@ void AgGemmImpl::run_latency(const ops::GemmCall& a) {
   const std::size_t blk = static_cast<std::size_t>(a.m / c.world_size()) * in_row_;
   char* local = local_.data();
   for (int q = 0; q < c.node_size(); ++q) {
-    const int g = c.world_rank_of(c.node_id(), q);
+    const int g = gather_.host()[q];
     std::memcpy(local + blk * g, g == c.world_rank() ? a.input : core_->handshake().payload(q),
                 blk);
   }
@@ -201,7 +191,7 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
       for (int g : gather_.host_peers()) gather_.from(g).drain(local + blk * g, 0, blk);
     }
     if (compute && !whole)
-      for (const auto& [first, count] : host_runs_)
+      for (const auto& [first, count] : gather_.host_runs())
         gemm(local + blk * first, rows * count, a.bias, out_block(first));
   } else {
     // 2z. Own rows first (they need nothing from anyone), then host peers in ring order, read

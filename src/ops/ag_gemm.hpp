@@ -65,7 +65,6 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
 
   static inline std::atomic<bool> latency_enabled_{true};
   AgGemmMode mode_ = AgGemmMode::kAuto;
-  std::vector<std::pair<int, int64_t>> host_runs_;  // (first world rank, ranks) per run
   ops::GatherExchange gather_;
 };
 

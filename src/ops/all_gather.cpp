@@ -108,15 +108,13 @@ void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard
 // is its zero-copy buffer is read in its segment), then wait until every peer has finished
 // reading ours, since the caller may reuse input once we return.
 void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char* output) {
-  ContextImpl& c = *ctx_;
-  const int nid = c.node_id();
-  char* own_out = output + shard * c.world_rank();
+  char* own_out = output + shard * ctx_->world_rank();
   if (input != own_out) std::memcpy(own_out, input, shard);
-  single_copy_.pull(*core_, [&](int q) {
-    char* to = output + shard * c.world_rank_of(nid, q);
+  single_copy_.pull(*core_, [&](int q, int g) {
+    char* to = output + shard * g;
     const uint64_t addr = core_->handshake().word(q);
     if (addr == 0)
-      std::memcpy(to, gather_.from(c.world_rank_of(nid, q)).data(), shard);
+      std::memcpy(to, gather_.from(g).data(), shard);
     else
       shm::cma_read(single_copy_.pid(q), addr, to, shard);
   });

@@ -1,6 +1,8 @@
 #include "ops/gemm_a2a_transpose.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
@@ -96,38 +98,43 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
                     from + static_cast<std::size_t>(i) * row + h * run_bytes, run_bytes);
     }
   };
-  // Source s's block into place: a host peer's once it is all there (it is transposed from the
-  // peer's segment in one pass), another host's row by row as MPI delivers it.
-  auto take = [&](int s, const std::atomic<bool>* stop) {
+  // Source s's rows into place as they land, from the placed[s] already there: those that have
+  // landed so far, or (wait) all of them. One body for every source: a host peer's block lands at
+  // memory speed, another host's chunk by chunk as the transport delivers it.
+  std::vector<int64_t> placed(W, 0);
+  auto take = [&](int s, bool wait, const std::atomic<bool>* stop) {
     const ops::Inbox in = a2a_.from(s);
-    if (!a2a_.shipped(s)) in.wait_all(stop);
-    in.for_rows(
-        row, d.rows, [&](int64_t i0, int64_t i1) { place(s, in.data(), i0, i1); }, stop);
+    auto put = [&](int64_t i0, int64_t i1) {
+      place(s, in.data(), i0, i1);
+      placed[s] = i1;
+    };
+    if (wait)
+      in.for_rows(row, placed[s], d.rows, put, stop);
+    else
+      put(placed[s], std::max(placed[s], in.rows_landed(row, d.rows)));
   };
 
-  // With copy offload the host's blocks are transposed in by a comm stream while this thread
-  // computes the next block; otherwise this thread alternates between the two. The blocks the
-  // transport ships from other hosts are taken last.
+  // With copy offload a comm stream places the sources' rows as they land while this thread
+  // computes block after block; otherwise this thread places what has landed after each block,
+  // and the rest at the end.
   const bool offload = comm && compute && c.config().copy_offload && L > 1;
   ops::Offload copies(c);
   if (offload)
     copies.start([&] {
-      for (int s : a2a_.sources())  // r-1, r-2, ...: the order in which peers produce ours
-        if (!a2a_.shipped(s)) take(s, copies.stop());
+      for (int s : a2a_.sources()) take(s, /*wait=*/true, copies.stop());
     });
-  // Step i: produce the block for rank r+i, then take in the one rank r-i produced for us at its
-  // own step i (when it is a host peer's). Our own block comes last: peers need theirs first.
-  const ops::PeerOrder& peers = core_->peers();
-  for (std::size_t i = 0; i < peers.up().size(); ++i) {
-    produce(peers.up()[i]);
-    const int s = peers.down()[i];
-    if (comm && !offload && !a2a_.shipped(s)) take(s, nullptr);
+  // The blocks in the exchange's send order (other hosts' first: the transport ships each tile as
+  // it is computed); our own last, since peers need theirs first.
+  for (int t : a2a_.targets()) {
+    produce(t);
+    if (comm && !offload)
+      for (int s : a2a_.sources()) take(s, /*wait=*/false, nullptr);
   }
   produce(r);
   if (!comm) return;
   place(r, a2a_.out_slot() + blk * r, 0, d.rows);
-  for (int s : a2a_.sources())
-    if (a2a_.shipped(s)) take(s, nullptr);
+  if (!offload)
+    for (int s : a2a_.sources()) take(s, /*wait=*/true, nullptr);
   copies.finish();
 }
 

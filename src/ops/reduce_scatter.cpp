@@ -40,16 +40,13 @@ void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {
 }
 
 void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), me = c.node_rank(), r = c.world_rank();
-  const int64_t count = m / W * opts_.n;
+  const int64_t count = m / ctx_->world_size() * opts_.n;
   const std::size_t blk = static_cast<std::size_t>(count) * dtype_size(opts_.dtype);
   auto in_block = [&](int t) -> const void* { return input + blk * t; };
   reduce_.begin(*core_, blk, static_cast<std::size_t>(count) * dtype_size(acc_));
   // Stage the row blocks a host peer reduces: block t goes to the host rank with t's local rank
   // (t itself on this host; the rank that sums this host's share for t on another host).
-  for (int t = 0; t < W; ++t) {
-    if (t == r || c.local_of(t) == me) continue;
+  for (int t : reduce_.peer_blocks()) {
     const ops::Outbox share = reduce_.share(t);
     std::memcpy(share.data(), in_block(t), blk);
     share.publish_all();

@@ -103,10 +103,7 @@ Inbox A2aExchange::from(int s) const {
 }
 
 void A2aExchange::receive(const std::function<void(const Inbox&)>& take) const {
-  if (pull_.copy != nullptr) {
-    const int nid = c_->node_id();
-    pull_.copy->pull(*core_, [&](int q) { take(from(c_->world_rank_of(nid, q))); });
-  }
+  if (pull_.copy != nullptr) pull_.copy->pull(*core_, [&](int, int g) { take(from(g)); });
   for (int s : sources_)
     if (pull_.copy == nullptr || !on_host(s)) take(from(s));
 }

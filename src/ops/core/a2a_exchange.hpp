@@ -45,10 +45,6 @@ class A2aExchange {
   const std::vector<int>& targets() const { return targets_; }
   // The peers to receive from, this host's ranks first, each part in ring order from r-1.
   const std::vector<int>& sources() const { return sources_; }
-  // Whether the transport carries the blocks to and from rank g (another host's rank): they go
-  // out and come in chunk by chunk at network speed, where a host peer's land at memory speed.
-  // For the ops whose schedule treats the two differently (the Ulysses ops' tile pipelines).
-  bool shipped(int g) const { return !on_host(g); }
 
   // Starts a call: posts the transfers to and from other hosts' ranks (each send chunk goes once
   // this rank published it in to(t)). With `pull`, host peers' blocks may be single copies (see

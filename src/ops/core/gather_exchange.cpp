@@ -1,5 +1,7 @@
 #include "ops/core/gather_exchange.hpp"
 
+#include <algorithm>
+
 namespace fluxcpp::ops {
 
 namespace {
@@ -20,6 +22,15 @@ GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std:
     for (int j = 0; j < L; ++j) remote_.push_back(c.world_rank_of((nid + i) % N, (me + j) % L));
   others_ = host_peers_;
   others_.insert(others_.end(), remote_.begin(), remote_.end());
+  for (int q = 0; q < L; ++q) host_.push_back(c.world_rank_of(nid, q));
+  std::vector<int> sorted = host_;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t a = 0; a < sorted.size();) {
+    std::size_t b = a + 1;
+    while (b < sorted.size() && sorted[b] == sorted[b - 1] + 1) ++b;
+    host_runs_.emplace_back(sorted[a], static_cast<int64_t>(b - a));
+    a = b;
+  }
 }
 
 void GatherExchange::begin(OpCore& core, std::size_t block, std::size_t chunk) {

@@ -6,6 +6,8 @@
 // remote(), when it treats the two differently).
 #pragma once
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ops/core/mailbox.hpp"
@@ -34,6 +36,11 @@ class GatherExchange {
   // others() split: the host peers, then the other hosts' ranks.
   const std::vector<int>& host_peers() const { return host_peers_; }
   const std::vector<int>& remote() const { return remote_; }
+  // This host's world ranks (this one included) by local rank, and the same ranks as runs of
+  // consecutive world ranks, (first, count) in world order: where the host's blocks sit together
+  // in a buffer in world-rank order.
+  const std::vector<int>& host() const { return host_; }
+  const std::vector<std::pair<int, int64_t>>& host_runs() const { return host_runs_; }
   char* staged_slot() const { return needed_ ? staged_.at(c_->node_rank()) : nullptr; }
   // Where world rank g's block is read (g != this rank), without waiting: for local paths that
   // compute on whatever the buffers hold.
@@ -48,7 +55,8 @@ class GatherExchange {
   Tally staged_tally_, rail_tally_;
   uint64_t staged_base_ = 0, rail_base_ = 0;
   std::size_t block_ = 0;
-  std::vector<int> others_, host_peers_, remote_;
+  std::vector<int> others_, host_peers_, remote_, host_;
+  std::vector<std::pair<int, int64_t>> host_runs_;
 };
 
 }  // namespace fluxcpp::ops

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "ops/core/op_core.hpp"
 #include "shm/cma.hpp"
@@ -101,20 +102,29 @@ class Inbox {
     return available();
   }
   std::size_t wait_all(const std::atomic<bool>* stop = nullptr) const { return wait(bytes_, stop); }
-  // Calls f(i0, i1) for each run of whole rows [i0, i1) of `row` bytes as they arrive, until the
-  // first `rows` have (a host peer's block arrives at once: one run). `rows` beyond bytes() are
-  // never coming: it stops at the last whole row there is.
+  // Whole rows of `row` bytes that have arrived so far, at most `rows`, without waiting.
+  int64_t rows_landed(std::size_t row, int64_t rows) const {
+    return row == 0 ? 0 : std::min(rows, static_cast<int64_t>(available() / row));
+  }
+  // Calls f(i0, i1) for each run of whole rows [i0, i1) of `row` bytes as they arrive, from row
+  // `from` until the first `rows` have (a host peer's block arrives at once: one run). `rows`
+  // beyond bytes() are never coming: it stops at the last whole row there is.
   template <class F>
-  void for_rows(std::size_t row, int64_t rows, F&& f,
+  void for_rows(std::size_t row, int64_t from, int64_t rows, F&& f,
                 const std::atomic<bool>* stop = nullptr) const {
     if (row == 0) return;
     rows = std::min(rows, static_cast<int64_t>(bytes_ / row));
-    for (int64_t done = 0; done < rows;) {
+    for (int64_t done = from; done < rows;) {
       const auto have =
           static_cast<int64_t>(wait(static_cast<std::size_t>(done + 1) * row, stop) / row);
       f(done, have);
       done = have;
     }
+  }
+  template <class F>
+  void for_rows(std::size_t row, int64_t rows, F&& f,
+                const std::atomic<bool>* stop = nullptr) const {
+    for_rows(row, 0, rows, std::forward<F>(f), stop);
   }
   // Copies bytes [from, to) to dst as they arrive.
   void drain(char* dst, std::size_t from, std::size_t to) const {

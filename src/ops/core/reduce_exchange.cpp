@@ -22,6 +22,8 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
   host_in_ = layout.slots("host-in", N > 1 ? N : 0, max_acc_block);
   out_ready_ = layout.signals("host-out-ready", N > 1 ? N : 0);
   in_landed_ = layout.signals("host-in-landed", N > 1 ? N : 0);
+  for (int t = 0; t < W; ++t)
+    if (c.local_of(t) != c.node_rank()) peer_blocks_.push_back(t);
 }
 
 void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block,

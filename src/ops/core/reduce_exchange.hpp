@@ -38,6 +38,10 @@ class ReduceExchange {
   // This rank's shares: block t at shares() + t * share_block.
   char* shares() const { return shares_.count() > 0 ? shares_.at(c_->node_rank()) : nullptr; }
   Outbox share(int t) const;
+  // The blocks t a host peer sums (t's local rank is another's): this rank's share of each must
+  // be in shares(); the others (its own block, and those it sums for other hosts) are read from
+  // own(t).
+  const std::vector<int>& peer_blocks() const { return peer_blocks_; }
 
   // The fixed-order sum of this rank's block, `count` elements: shares are in share_dtype, host
   // sums in acc, the result rounded once into out_dtype at `output`. own(t): this rank's own
@@ -70,6 +74,7 @@ class ReduceExchange {
   uint64_t share_base_ = 0, out_base_ = 0, in_base_ = 0;
   std::size_t share_block_ = 0, acc_block_ = 0;
   bool direct_ = false;
+  std::vector<int> peer_blocks_;
 };
 
 }  // namespace fluxcpp::ops

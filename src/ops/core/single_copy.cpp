@@ -28,7 +28,7 @@ void SingleCopy::probe(OpCore& core) {
   });
 }
 
-void SingleCopy::pull(OpCore& core, const std::function<void(int q)>& read) {
+void SingleCopy::pull(OpCore& core, const std::function<void(int q, int g)>& read) {
   detail::ContextImpl& c = core.ctx();
   const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
   const uint64_t e = core.epoch();
@@ -37,7 +37,7 @@ void SingleCopy::pull(OpCore& core, const std::function<void(int q)>& read) {
     const int q = (me + i) % L;
     try {
       if (!failed) {
-        read(q);
+        read(q, c.world_rank_of(nid, q));
         // An owner that gave up waiting for us (timeout) may have let its caller reuse its
         // memory before our read: it withdraws the call first, so a read checked after it is
         // valid.

@@ -25,10 +25,11 @@ class SingleCopy {
   bool usable() const { return ok_; }
   pid_t pid(int host_rank) const { return pids_[host_rank]; }
 
-  // read(q) for every host peer q in ring order (it reads q's memory); each peer then learns
-  // that this rank is done with its memory, and this rank waits until every peer is done with
-  // its own. A failed read on any rank fails the call on both ends.
-  void pull(OpCore& core, const std::function<void(int q)>& read);
+  // read(q, g) for every host peer, local rank q and world rank g, in ring order (it reads the
+  // peer's memory); each peer then learns that this rank is done with its memory, and this rank
+  // waits until every peer is done with its own. A failed read on any rank fails the call on
+  // both ends.
+  void pull(OpCore& core, const std::function<void(int q, int g)>& read);
 
  private:
   shm::SignalArray done_;       // [L]: done[q] in the owner's segment, as 2 * call (+1: failed)

@@ -36,6 +36,16 @@ void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_
 void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
                   const std::function<std::string()>& what, const BackoffPolicy& policy);
 
+// Point-to-point messages already posted on `on`: waits (as `policy` says) until every receive
+// and send has completed, and returns an empty list; or, at `deadline`, hands the receives and
+// sends that have not completed to the orphans with `keep` (what MPI may still read or write;
+// they keep `on` from being freed, so no later communicator can match their messages) and
+// returns the indices of those receives (the peers that did not arrive).
+std::vector<std::size_t> wait_messages(std::vector<MPI_Request>& recvs,
+                                       std::vector<MPI_Request>& sends, MPI_Comm on,
+                                       Deadline deadline, const BackoffPolicy& policy,
+                                       const std::shared_ptr<void>& keep, const std::string& what);
+
 // The deadline of the collectives this thread runs while the scope lives (scopes nest; the
 // innermost wins), and the words a timeout starts with ("ag_gemm create", "context destroy").
 class DeadlineScope {

@@ -40,8 +40,10 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
     ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
   }
   // The latency path: the partial is computed straight into the handshake's payload.
-  if (latency)
+  if (latency) {
     d.payload = [&](char* slot) { gemm(static_cast<const char*>(input), m, bias, slot); };
+    d.payload_len = static_cast<std::size_t>(m * opts_.n) * dtype_size(acc_);
+  }
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     // The partial into the input slot in one GEMM; in two halves when the all-reduce streams it
     // to other hosts and a half is at least one of its pieces, so that the first half crosses

@@ -13,6 +13,7 @@ namespace fluxcpp::ops {
 namespace {
 constexpr int kMessage = 512;
 constexpr int kHead = 5 + kCallFields;  // code, origin, mismatch, serial, call, fields
+constexpr int kRailTag = 1;             // (the handshake's own communicator)
 }  // namespace
 
 struct Handshake::Info {
@@ -126,17 +127,15 @@ char* line_aligned(std::vector<char>& v) {
 }
 }  // namespace
 
-// A record per host: the header and vector, then the payload (cache-line aligned: the latency
-// path's GEMM writes its output there).
+// A record per host (this rank's too): the header and vector, then the payload (cache-line
+// aligned: the latency path's GEMM writes its output there).
 struct Handshake::Rail {
-  Rail(std::size_t record, int hosts)
-      : mine_(record + kLine), all_(record * static_cast<std::size_t>(hosts) + kLine) {}
-  char* mine() { return line_aligned(mine_); }
+  Rail(std::size_t record, int hosts) : all_(record * static_cast<std::size_t>(hosts) + kLine) {}
   char* all() { return line_aligned(all_); }
   std::vector<char> text, texts;
 
  private:
-  std::vector<char> mine_, all_;
+  std::vector<char> all_;
 };
 
 std::size_t Handshake::rail_head_bytes() const {
@@ -153,11 +152,16 @@ char* Handshake::rail_record(int node) const {
 
 // Across hosts: the rail peers swap descriptors (and vectors, and with one rank per host the
 // payloads) first, so that what a rank then publishes on its host already covers its rail.
-void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
+// Point to point, into a record per host: a rank sends its header and the payload it wrote
+// (`payload_len` of it: a decode call's few KiB, not the op's whole room) and receives up to a
+// whole record from each peer (a shorter message fills its start), so ranks that disagree on a
+// call's size still meet, and the header says so.
+void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len,
+                          Verdict& v) {
   detail::ContextImpl& c = *ctx_;
   const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
   Rail& b = *rail_buf_;
-  auto* m = reinterpret_cast<int64_t*>(b.mine());
+  auto* m = reinterpret_cast<int64_t*>(rail_record(nid));
   std::fill(m, m + kHead + vlen_, int64_t{0});
   m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
   m[1] = v.origin;
@@ -166,23 +170,42 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, Verdict& v) {
   m[4] = static_cast<int64_t>(call);
   for (int f = 0; f < kCallFields; ++f) m[5 + f] = d.fields[f];
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
-  auto missing = [&] {
-    std::string peers;
-    for (int n = 0; n < N; ++n)
-      if (n != nid) peers += fmt::format("{}{}", peers.empty() ? "" : ", ", c.world_rank_of(n, me));
-    return fmt::format(
-        "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
-        "rank {})",
-        op_, c.config().timeout_s, peers, c.world_rank());
-  };
   const auto deadline = c.deadline();
-  const int record = static_cast<int>(rail_record_bytes());
   const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
+  std::vector<int> peers;  // the other hosts' rail ranks (host n is rail rank n)
+  std::vector<MPI_Request> recvs, sends;
+  for (int i = 1; i < N; ++i) peers.push_back((nid + i) % N);
+  for (int n : peers) {
+    recvs.emplace_back();
+    comm::check_mpi(MPI_Irecv(rail_record(n), static_cast<int>(rail_record_bytes()), MPI_BYTE, n,
+                              kRailTag, rail_.get(), &recvs.back()),
+                    "MPI_Irecv");
+  }
+  const std::size_t sent = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
+  for (int n : peers) {
+    sends.emplace_back();
+    comm::check_mpi(MPI_Isend(rail_record(nid), static_cast<int>(sent), MPI_BYTE, n, kRailTag,
+                              rail_.get(), &sends.back()),
+                    "MPI_Isend");
+  }
+  const std::vector<std::size_t> late =
+      comm::wait_messages(recvs, sends, rail_.get(), deadline, wait, rail_buf_,
+                          fmt::format("the {} call handshake", op_));
+  if (!late.empty()) {
+    std::string who;
+    for (std::size_t i : late)
+      who += fmt::format("{}{}", who.empty() ? "" : ", ", c.world_rank_of(peers[i], me));
+    raise(Errc::kTimeout,
+          "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
+          "rank {})",
+          op_, c.config().timeout_s, who, c.world_rank());
+  }
+  auto missing = [&] {
+    return fmt::format("{}: timed out after {} s exchanging error messages in the call handshake "
+                       "with the other hosts (this is rank {})",
+                       op_, c.config().timeout_s, c.world_rank());
+  };
   MPI_Request req;
-  comm::check_mpi(MPI_Iallgather(b.mine(), record, MPI_BYTE, b.all(), record, MPI_BYTE,
-                                 rail_.get(), &req),
-                  "MPI_Iallgather");
-  comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, wait);
   auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
   bool any_bad = false;
   for (int n = 0; n < N; ++n) any_bad = any_bad || head(n)[0] != 0;
@@ -242,8 +265,12 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
       rail_buf_ = std::make_shared<Rail>(rail_record_bytes(), c.num_nodes());
     }
     // With one rank per host the payload leaves with the descriptor.
-    if (rail_payload_) write_payload(d, rail_buf_->mine() + rail_head_bytes(), v);
-    rail_step(call, d, v);
+    std::size_t payload_len = 0;
+    if (rail_payload_ && d.payload) {
+      write_payload(d, rail_record(c.node_id()) + rail_head_bytes(), v);
+      payload_len = d.payload_len > 0 ? std::min(d.payload_len, payload_bytes_) : payload_bytes_;
+    }
+    rail_step(call, d, payload_len, v);
   } else if (vlen_ > 0) {
     auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, parity));
     if (d.vector != nullptr)

@@ -43,6 +43,7 @@ struct CallDescriptor {
   // the handshake then publishes with the descriptor: data that rides on the handshake's signal
   // round (the latency path of small calls). Called only when this rank's arguments are valid.
   std::function<void(char* slot)> payload;
+  std::size_t payload_len = 0;  // the bytes `payload` writes (0: the op's whole payload room)
   // Run on every rank after a successful handshake, on data every rank shares (the agreed
   // vectors): returns "" or the kInvalidArgument message (the same on every rank, by
   // construction; it leaves the op usable).
@@ -89,7 +90,7 @@ class Handshake {
   struct Info;  // one rank's published descriptor (call-info slot)
   struct Rail;  // the rail allgather's buffers, kept from call to call
   Info& info(int host_rank, int parity) const;
-  void rail_step(uint64_t call, const CallDescriptor& d, Verdict& v);
+  void rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len, Verdict& v);
   std::size_t rail_head_bytes() const;
   std::size_t rail_record_bytes() const;
   char* rail_record(int node) const;

@@ -159,42 +159,50 @@ MPI_Comm enter_dup(MPI_Comm comm, const std::string& note) {
   return dup(comm);
 }
 
+void adopt_requests(std::vector<MPI_Request>& reqs, MPI_Comm on, const std::shared_ptr<void>& keep,
+                    const std::string& what) noexcept {
+  for (MPI_Request& r : reqs) {
+    if (r == MPI_REQUEST_NULL) continue;
+    // Not cancelled: while it is pending the communicator is never freed (comm::free_comm), so
+    // its context id is never reused, and a message the late peer sends, or one of ours it never
+    // received, can never be matched by a later communicator's receive.
+    adopt_orphan(r, on, keep, what);
+    r = MPI_REQUEST_NULL;
+  }
+}
+
 std::vector<std::size_t> wait_messages(std::vector<MPI_Request>& recvs,
                                        std::vector<MPI_Request>& sends, MPI_Comm on,
                                        Deadline deadline, const BackoffPolicy& policy,
                                        const std::shared_ptr<void>& keep, const std::string& what) {
-  Backoff backoff(policy);
-  for (;;) {
-    // One test per request (MPI_Testall leaves them all as they were unless every one is done,
-    // and the late ones must be known): a completed one becomes MPI_REQUEST_NULL.
-    bool all = true;
-    for (auto* list : {&recvs, &sends})
-      for (MPI_Request& r : *list) {
-        if (r == MPI_REQUEST_NULL) continue;
-        int done = 0;
-        check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        all = all && done != 0;
-      }
-    if (all) return {};
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    backoff.pause(now);
+  try {
+    Backoff backoff(policy);
+    for (;;) {
+      // One test per request (MPI_Testall leaves them all as they were unless every one is
+      // done, and the late ones must be known): a completed one becomes MPI_REQUEST_NULL.
+      bool all = true;
+      for (auto* list : {&recvs, &sends})
+        for (MPI_Request& r : *list) {
+          if (r == MPI_REQUEST_NULL) continue;
+          int done = 0;
+          check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+          all = all && done != 0;
+        }
+      if (all) return {};
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      backoff.pause(now);
+    }
+  } catch (...) {
+    adopt_requests(recvs, on, keep, "a receive of " + what);
+    adopt_requests(sends, on, keep, "a send of " + what);
+    throw;
   }
   std::vector<std::size_t> late;
-  for (std::size_t i = 0; i < recvs.size(); ++i) {
-    if (recvs[i] == MPI_REQUEST_NULL) continue;
-    late.push_back(i);
-    // Not cancelled: while it is pending the communicator is never freed (comm::free_comm), so
-    // its context id is never reused, and a message the late peer sends, or one of ours it never
-    // received, can never be matched by a later communicator's receive.
-    adopt_orphan(recvs[i], on, keep, "a receive of " + what);
-    recvs[i] = MPI_REQUEST_NULL;
-  }
-  for (MPI_Request& r : sends) {
-    if (r == MPI_REQUEST_NULL) continue;
-    adopt_orphan(r, on, keep, "a send of " + what);
-    r = MPI_REQUEST_NULL;
-  }
+  for (std::size_t i = 0; i < recvs.size(); ++i)
+    if (recvs[i] != MPI_REQUEST_NULL) late.push_back(i);
+  adopt_requests(recvs, on, keep, "a receive of " + what);
+  adopt_requests(sends, on, keep, "a send of " + what);
   return late;
 }
 

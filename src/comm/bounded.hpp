@@ -40,7 +40,11 @@ void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_
 // and send has completed, and returns an empty list; or, at `deadline`, hands the receives and
 // sends that have not completed to the orphans with `keep` (what MPI may still read or write;
 // they keep `on` from being freed, so no later communicator can match their messages) and
-// returns the indices of those receives (the peers that did not arrive).
+// returns the indices of those receives (the peers that did not arrive). An MPI error adopts
+// them all too before it is thrown.
+// Hands every request of `reqs` that is not MPI_REQUEST_NULL to the orphans with `keep`.
+void adopt_requests(std::vector<MPI_Request>& reqs, MPI_Comm on, const std::shared_ptr<void>& keep,
+                    const std::string& what) noexcept;
 std::vector<std::size_t> wait_messages(std::vector<MPI_Request>& recvs,
                                        std::vector<MPI_Request>& sends, MPI_Comm on,
                                        Deadline deadline, const BackoffPolicy& policy,

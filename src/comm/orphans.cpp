@@ -169,6 +169,15 @@ void free_comm(MPI_Comm* c) noexcept {
     *c = MPI_COMM_NULL;
     return;
   }
+  // A message no receive will ever match (a peer's record for a call this rank skipped): the
+  // communicator is kept, so that its context id is never reused by a later communicator whose
+  // receive could match the stale message.
+  int pending = 0;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, *c, &pending, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+      pending != 0) {
+    *c = MPI_COMM_NULL;
+    return;
+  }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (runs_on(r, *c)) {

@@ -3,9 +3,11 @@
 // by host index, accumulated in f32 / f64 and rounded once) replayed on the inputs gathered with
 // MPI_Allgather, bit for bit, on every rank; MPI_Allreduce (order unspecified) as a sanity check
 // within a tolerance. Counts straddle the one-shot / two-shot boundary and the chunking.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
@@ -305,6 +307,29 @@ TEST_F(AllReduceBadInput, CreateErrorsReachEveryRank) {
   AllReduce op(ctx, {10, DType::kFloat64});
   run_checked(op, DType::kFloat64, pattern_input(DType::kFloat64, 10, r, 1), 10, true,
               pattern_sum(DType::kFloat64, 10, W, 1), "good op after create errors");
+}
+
+// A rank that reaches a decode-sized call after the others timed out on it: the others gave up
+// (kTimeout) after their data had left with their handshake (the latency path, on one host and
+// across hosts of one rank each), and the late rank must fail too — not complete the call with
+// ranks whose op is broken — and the next call is kInvalidUsage on every rank.
+class AllReduceFault : public MpiTest {};
+
+TEST_F(AllReduceFault, LateRankOnTheLatencyPathFailsToo) {
+  const int W = world_size();
+  if (W < 2) GTEST_SKIP() << "needs two ranks";
+  Context ctx(MPI_COMM_WORLD, test_options(1.0));
+  const int late = W - 1;
+  AllReduce op(ctx, {64, DType::kFloat32});
+  std::vector<float> in(64, 1.0f), out(64, 0.0f);
+  op.forward(in.data(), 64, out.data());
+  EXPECT_EQ(out[63], static_cast<float>(W)) << "rank " << ctx.rank();
+  if (ctx.rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  expect_error([&] { op.forward(in.data(), 64, out.data()); }, Errc::kTimeout,
+               {"all_reduce", "timed out"}, "the call the late rank missed");
+  expect_error([&] { op.forward(in.data(), 64, out.data()); }, Errc::kInvalidUsage,
+               {"all_reduce", "failed earlier"}, "the next call");
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // peers (a GatherExchange) while it is computed, and local rank q adds the hosts' sums in host
 // order, rounding once. Small inputs on one host, or across hosts of one rank each, take the
 // latency path instead: each rank's input rides on the call's handshake (a payload published with
-// the call descriptor, one signal round on a host, the descriptors' allgather between hosts), and
+// the call descriptor, one signal round on a host, the descriptors' exchange between hosts), and
 // every rank sums every rank's payload in the same order: the same bits.
 //
 // Element i's result: round(Σ_n (Σ_q x[n][q][i] in acc) in acc), hosts n and local ranks q in
@@ -38,7 +38,7 @@ class AllReduceExchange {
   // The latency path: the handshake payload the op's core must have room for (OpCore::Spec::
   // with_payload), and whether a call of `count` elements takes it. Then the op's descriptor
   // carries the input as its payload (CallDescriptor::payload; the op's GEMM may write it there
-  // directly) and run() sums the host ranks' payloads.
+  // directly) and run() sums every rank's payload.
   std::size_t payload_bytes() const { return one_shot_max_; }
   bool one_shot(int64_t count) const {
     return static_cast<std::size_t>(count) * in_size_ <= one_shot_max_;

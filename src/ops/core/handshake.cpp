@@ -1,6 +1,8 @@
 #include "ops/core/handshake.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -14,6 +16,7 @@ namespace {
 constexpr int kMessage = 512;
 constexpr int kHead = 5 + kCallFields;  // code, origin, mismatch, serial, call, fields
 constexpr int kRailTag = 1;             // (the handshake's own communicator)
+constexpr int kRetractTag = 2;          // "I gave this call up": see rail_step
 }  // namespace
 
 struct Handshake::Info {
@@ -75,14 +78,14 @@ uint64_t Handshake::word(int host_rank) const {
 }
 
 const char* Handshake::payload(int host_rank) const {
-  if (rail_payload_) return rail_record(ctx_->node_id()) + rail_head_bytes();  // (host rank 0)
+  if (rail_payload_) return payload_of(ctx_->world_rank_of(ctx_->node_id(), host_rank));
   return payloads_.at(host_rank, static_cast<int>(call_ & 1));
 }
 
 const char* Handshake::payload_of(int world_rank) const {
   const detail::ContextImpl& c = *ctx_;
   if (rail_payload_) return rail_record(c.node_of(world_rank)) + rail_head_bytes();
-  return payload(c.local_of(world_rank));
+  return payloads_.at(c.local_of(world_rank), static_cast<int>(call_ & 1));
 }
 
 const int64_t* Handshake::vector(int world_rank) const {
@@ -172,33 +175,62 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
   const auto deadline = c.deadline();
   const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
+  const std::string what = fmt::format("the {} call handshake", op_);
   std::vector<int> peers;  // the other hosts' rail ranks (host n is rail rank n)
-  std::vector<MPI_Request> recvs, sends;
+  std::vector<MPI_Request> recvs(N - 1, MPI_REQUEST_NULL), sends(N - 1, MPI_REQUEST_NULL);
   for (int i = 1; i < N; ++i) peers.push_back((nid + i) % N);
-  for (int n : peers) {
-    recvs.emplace_back();
-    comm::check_mpi(MPI_Irecv(rail_record(n), static_cast<int>(rail_record_bytes()), MPI_BYTE, n,
-                              kRailTag, rail_.get(), &recvs.back()),
-                    "MPI_Irecv");
-  }
   const std::size_t sent = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
-  for (int n : peers) {
-    sends.emplace_back();
-    comm::check_mpi(MPI_Isend(rail_record(nid), static_cast<int>(sent), MPI_BYTE, n, kRailTag,
-                              rail_.get(), &sends.back()),
-                    "MPI_Isend");
+  try {
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      comm::check_mpi(MPI_Irecv(rail_record(peers[i]), static_cast<int>(rail_record_bytes()),
+                                MPI_BYTE, peers[i], kRailTag, rail_.get(), &recvs[i]),
+                      "MPI_Irecv");
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      comm::check_mpi(MPI_Isend(rail_record(nid), static_cast<int>(sent), MPI_BYTE, peers[i],
+                                kRailTag, rail_.get(), &sends[i]),
+                      "MPI_Isend");
+  } catch (...) {  // what was posted may still touch the records
+    comm::adopt_requests(recvs, rail_.get(), rail_buf_, "a receive of " + what);
+    comm::adopt_requests(sends, rail_.get(), rail_buf_, "a send of " + what);
+    throw;
   }
   const std::vector<std::size_t> late =
-      comm::wait_messages(recvs, sends, rail_.get(), deadline, wait, rail_buf_,
-                          fmt::format("the {} call handshake", op_));
+      comm::wait_messages(recvs, sends, rail_.get(), deadline, wait, rail_buf_, what);
   if (!late.empty()) {
     std::string who;
     for (std::size_t i : late)
       who += fmt::format("{}{}", who.empty() ? "" : ", ", c.world_rank_of(peers[i], me));
+    // The late peers already have our record of this call (with the payload on the latency
+    // path): tell them this rank gave the call up, so that a late one that arrives fails too
+    // instead of completing with a peer whose op is broken (or, had it skipped a call, pairing
+    // two different calls).
+    auto retraction = std::make_shared<std::array<int64_t, 2>>(
+        std::array<int64_t, 2>{static_cast<int64_t>(call), static_cast<int64_t>(c.world_rank())});
+    std::vector<MPI_Request> notes(late.size(), MPI_REQUEST_NULL);
+    for (std::size_t j = 0; j < late.size(); ++j)
+      MPI_Isend(retraction->data(), 2, MPI_INT64_T, peers[late[j]], kRetractTag, rail_.get(),
+                &notes[j]);
+    comm::adopt_requests(notes, rail_.get(), retraction, "a retraction of " + what);
     raise(Errc::kTimeout,
           "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
           "rank {})",
           op_, c.config().timeout_s, who, c.world_rank());
+  }
+  // A peer that gave this call up before our record reached it (its retraction follows its
+  // record): the call fails here too.
+  for (int n : peers) {
+    int flag = 0;
+    MPI_Status st;
+    comm::check_mpi(MPI_Iprobe(n, kRetractTag, rail_.get(), &flag, &st), "MPI_Iprobe");
+    if (flag == 0) continue;
+    std::array<int64_t, 2> note{};
+    comm::check_mpi(MPI_Recv(note.data(), 2, MPI_INT64_T, n, kRetractTag, rail_.get(), &st),
+                    "MPI_Recv");
+    const int peer = c.world_rank_of(n, me);
+    v.merge({Errc::kTimeout, peer, false,
+             fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call "
+                         "{} and gave the call up; the op must be destroyed",
+                         op_, peer, c.world_rank(), note[0])});
   }
   auto missing = [&] {
     return fmt::format("{}: timed out after {} s exchanging error messages in the call handshake "
@@ -260,7 +292,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   Verdict v;
   if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
   if (rail_.get() != MPI_COMM_NULL) {
-    // A timed-out allgather's orphan may still write its buffers: never reuse those.
+    // A timed-out exchange's orphans may still use its buffers: never reuse those.
     if (!rail_buf_ || rail_buf_.use_count() > 1) {
       rail_buf_ = std::make_shared<Rail>(rail_record_bytes(), c.num_nodes());
     }
@@ -303,8 +335,20 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   for (int i = 1; i < L; ++i) {
     const int q = (me + i) % L, peer = c.world_rank_of(nid, q);
     uint64_t observed = 0;
-    if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed))
+    if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed)) {
+      // Our published descriptor (and payload) of this call now says that we gave it up, so a
+      // late peer fails too instead of completing with a rank whose op is broken.
+      const std::string gone =
+          fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call {} "
+                      "and gave the call up; the op must be destroyed",
+                      op_, c.world_rank(), peer, call);
+      std::snprintf(own.message, kMessage, "%s", gone.c_str());
+      own.origin = c.world_rank();
+      std::atomic_thread_fence(std::memory_order_release);
+      reinterpret_cast<std::atomic<int64_t>&>(own.code)
+          .store(static_cast<int64_t>(Errc::kTimeout), std::memory_order_release);
       raise_timeout(c, op_, peer, header_.label(parity), call, observed);
+    }
     check_peer(call, d.fields, info(q, parity), peer, v);
   }
   if (v.origin < 0) return;

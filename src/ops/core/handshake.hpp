@@ -8,11 +8,11 @@
 // with the buffers of the previous call.
 //
 // Within a host it costs one cache line per peer (headers in the op's segment, double-buffered by
-// call parity); across hosts one small MPI_Iallgather among the rail peers (the ranks with the
-// same local rank on every host), whose result each rank republishes on its host, so the whole
-// world agrees after one hop of each kind. Vectors travel the same two hops: after a call's
+// call parity); across hosts a small point-to-point exchange among the rail peers (the ranks with
+// the same local rank on every host), whose result each rank republishes on its host, so the
+// whole world agrees after one hop of each kind. Vectors travel the same two hops: after a call's
 // handshake every rank can read every rank's vector. Payloads (the latency path's data) ride on
-// the host's round, or, with one rank per host, on the rail's allgather.
+// the host's round, or, with one rank per host, in the rail records (only the call's bytes).
 #pragma once
 
 #include <array>
@@ -74,7 +74,7 @@ class Handshake {
   const int64_t* vector(int world_rank) const;
   // A host rank's payload of the current call (written by CallDescriptor::payload), and the
   // room for one. Across hosts (one rank per host only: latency_payload_bytes) the payloads
-  // travel in the rail's allgather; payload_of(g) reads any world rank's, on one host or across.
+  // travel in the rail records; payload_of(g) reads any world rank's, on one host or across.
   const char* payload(int host_rank) const;
   const char* payload_of(int world_rank) const;
   std::size_t payload_bytes() const { return payload_bytes_; }
@@ -88,7 +88,7 @@ class Handshake {
     void merge(const Verdict& o);
   };
   struct Info;  // one rank's published descriptor (call-info slot)
-  struct Rail;  // the rail allgather's buffers, kept from call to call
+  struct Rail;  // the rail exchange's records, kept from call to call
   Info& info(int host_rank, int parity) const;
   void rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len, Verdict& v);
   std::size_t rail_head_bytes() const;
@@ -110,7 +110,7 @@ class Handshake {
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
   shm::SlotArray payloads_;  // [2] by parity
   comm::UniqueComm rail_;
-  std::shared_ptr<Rail> rail_buf_;  // (a timed-out allgather's orphan keeps its own reference)
+  std::shared_ptr<Rail> rail_buf_;  // (a timed-out exchange's orphans keep their own reference)
   bool rail_payload_ = false;       // payloads travel on the rail (one rank per host)
 };
 

@@ -175,8 +175,8 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
 // sizes up to which every rank reading every peer's data in one round beats two rounds on a
 // share; docs/design.md); 0 elsewhere (no latency path). `across_hosts`: the op's latency path
 // reads every rank's payload (Handshake::payload_of), so it also runs across hosts when each has
-// one rank: there the payloads ride on the rail's allgather, up to 256 KiB (the descriptors'
-// round trip carries the data, instead of a round trip before the data moves).
+// one rank: there the payloads ride in the rail records, up to 256 KiB / (hosts - 1) (the
+// descriptors' round trip carries the data, instead of a round trip before the data moves).
 std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes,
                                   bool across_hosts = false);
 

@@ -169,9 +169,8 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
         o.c = a.output + static_cast<std::size_t>(i0) * out_row;
         o.bias = first ? a.bias : nullptr;
         o.accumulate = !first;
-        ops::tiled_gemm(*core_, slice,
-                        a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row, K, i1 - i0,
-                        0, opts_.n, o, {}, ops::Tiling::kFixed);
+        ops::tiled_gemm(*core_, slice, a.a2a + static_cast<std::size_t>(i0) * a2a_row + s * blk_row,
+                        K, i1 - i0, 0, opts_.n, o, {}, ops::Tiling::kFixed);
       }
       first = false;
     };

@@ -124,7 +124,8 @@ void AllReduceExchange::sum_payloads(char* output) {
   const int L = c_->node_size(), N = c_->num_nodes();
   std::vector<const void*> srcs;
   for (int n = 0; n < N; ++n)
-    for (int q = 0; q < L; ++q) srcs.push_back(core_->handshake().payload_of(c_->world_rank_of(n, q)));
+    for (int q = 0; q < L; ++q)
+      srcs.push_back(core_->handshake().payload_of(c_->world_rank_of(n, q)));
   core_->skip_release();  // no rank read a peer's input slot
   kernels::reduce_sum(in_, srcs.data(), N * L, out_, output, count_);
 }

@@ -64,8 +64,8 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
   rail_payload_ = payload_bytes > 0 && c.num_nodes() > 1;
   if (rail_payload_ && c.node_size() > 1)
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
-  payloads_ = layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0,
-                           payload_bytes);
+  payloads_ =
+      layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
   if (c.num_nodes() > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
 }
 
@@ -233,9 +233,10 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
                          op_, peer, c.world_rank(), note[0])});
   }
   auto missing = [&] {
-    return fmt::format("{}: timed out after {} s exchanging error messages in the call handshake "
-                       "with the other hosts (this is rank {})",
-                       op_, c.config().timeout_s, c.world_rank());
+    return fmt::format(
+        "{}: timed out after {} s exchanging error messages in the call handshake "
+        "with the other hosts (this is rank {})",
+        op_, c.config().timeout_s, c.world_rank());
   };
   MPI_Request req;
   auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
@@ -338,15 +339,15 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
     if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed)) {
       // Our published descriptor (and payload) of this call now says that we gave it up, so a
       // late peer fails too instead of completing with a rank whose op is broken.
-      const std::string gone =
-          fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call {} "
-                      "and gave the call up; the op must be destroyed",
-                      op_, c.world_rank(), peer, call);
+      const std::string gone = fmt::format(
+          "{}: rank {} timed out waiting for rank {} in the call handshake of call {} "
+          "and gave the call up; the op must be destroyed",
+          op_, c.world_rank(), peer, call);
       std::snprintf(own.message, kMessage, "%s", gone.c_str());
       own.origin = c.world_rank();
       std::atomic_thread_fence(std::memory_order_release);
-      reinterpret_cast<std::atomic<int64_t>&>(own.code)
-          .store(static_cast<int64_t>(Errc::kTimeout), std::memory_order_release);
+      reinterpret_cast<std::atomic<int64_t>&>(own.code).store(static_cast<int64_t>(Errc::kTimeout),
+                                                              std::memory_order_release);
       raise_timeout(c, op_, peer, header_.label(parity), call, observed);
     }
     check_peer(call, d.fields, info(q, parity), peer, v);

@@ -37,8 +37,9 @@ std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_
   // Across hosts every rank sends its payload to each other host: 256 KiB in all.
   const std::size_t N = static_cast<std::size_t>(c.num_nodes());
   if (N > 1)
-    return across_hosts && c.node_size() == 1 ? std::min<std::size_t>(max_bytes, (256 << 10) / (N - 1))
-                                              : 0;
+    return across_hosts && c.node_size() == 1
+               ? std::min<std::size_t>(max_bytes, (256 << 10) / (N - 1))
+               : 0;
   if (c.node_size() == 1) return 0;
   return std::min<std::size_t>(max_bytes, c.node_size() <= 2 ? 256 << 10 : 64 << 10);
 }

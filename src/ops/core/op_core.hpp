@@ -137,7 +137,7 @@ class OpCore {
   uint64_t epoch_ = 0;
   uint64_t released_epoch_ = 0;  // the last call that released the host peers
   bool skip_release_ = false;
-  std::string broken_;           // the first failure that broke the op
+  std::string broken_;  // the first failure that broke the op
 };
 
 // RAII: the context is in use by this thread for the scope (kInvalidUsage for a second thread).

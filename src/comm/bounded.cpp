@@ -71,19 +71,11 @@ bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy
 }  // namespace
 
 void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what, MPI_Comm* produced) {
-  if (test_until(req, deadline)) return;
-  std::string msg = what();
-  adopt_orphan(req, on, std::move(keep), msg, produced);
-  req = MPI_REQUEST_NULL;
-  throw Error(Errc::kTimeout, std::move(msg));
-}
-
-void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what, const BackoffPolicy& policy) {
+                  const std::function<std::string()>& what, MPI_Comm* produced,
+                  const BackoffPolicy& policy) {
   if (test_until(req, deadline, policy)) return;
   std::string msg = what();
-  adopt_orphan(req, on, std::move(keep), msg, nullptr);
+  adopt_orphan(req, on, std::move(keep), msg, produced);
   req = MPI_REQUEST_NULL;
   throw Error(Errc::kTimeout, std::move(msg));
 }

@@ -30,11 +30,10 @@ using Deadline = std::chrono::steady_clock::time_point;
 // Tests `req` (a collective on `on`) until it completes (yielding the core, then short naps) or
 // `deadline` passes; then hands it over to the orphans with `keep` (and `produced`, for
 // MPI_Comm_idup) and raises kTimeout with the message `what()` returns.
+// `policy`: how it waits (a forward's handshake: comm::peer_wait).
 void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what, MPI_Comm* produced = nullptr);
-// The same, waiting as `policy` says (a forward's handshake: comm::peer_wait).
-void wait_bounded(MPI_Request& req, MPI_Comm on, Deadline deadline, std::shared_ptr<void> keep,
-                  const std::function<std::string()>& what, const BackoffPolicy& policy);
+                  const std::function<std::string()>& what, MPI_Comm* produced = nullptr,
+                  const BackoffPolicy& policy = kCollective);
 
 // Point-to-point messages already posted on `on`: waits (as `policy` says) until every receive
 // and send has completed, and returns an empty list; or, at `deadline`, hands the receives and

@@ -66,7 +66,10 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
   payloads_ =
       layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
-  if (c.num_nodes() > 1) rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+  if (c.num_nodes() > 1) {
+    rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
+    rail_what_ = fmt::format("the {} call handshake", op);
+  }
 }
 
 Handshake::Info& Handshake::info(int host_rank, int parity) const {
@@ -175,7 +178,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
   const auto deadline = c.deadline();
   const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
-  const std::string what = fmt::format("the {} call handshake", op_);
+  const std::string& what = rail_what_;
   std::vector<int> peers;  // the other hosts' rail ranks (host n is rail rank n)
   std::vector<MPI_Request> recvs(N - 1, MPI_REQUEST_NULL), sends(N - 1, MPI_REQUEST_NULL);
   for (int i = 1; i < N; ++i) peers.push_back((nid + i) % N);
@@ -249,7 +252,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
     comm::check_mpi(MPI_Iallgather(b.text.data(), kMessage, MPI_CHAR, b.texts.data(), kMessage,
                                    MPI_CHAR, rail_.get(), &req),
                     "MPI_Iallgather");
-    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, wait);
+    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, nullptr, wait);
   }
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;

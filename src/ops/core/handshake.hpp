@@ -110,6 +110,7 @@ class Handshake {
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
   shm::SlotArray payloads_;  // [2] by parity
   comm::UniqueComm rail_;
+  std::string rail_what_;  // "the OP call handshake", for the orphans of a timed-out exchange
   std::shared_ptr<Rail> rail_buf_;  // (a timed-out exchange's orphans keep their own reference)
   bool rail_payload_ = false;       // payloads travel on the rail (one rank per host)
 };

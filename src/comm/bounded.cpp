@@ -130,25 +130,37 @@ void barrier(MPI_Comm comm) {
   wait_bounded(req, comm, t_deadline, nullptr, [&] { return timed_out("MPI_Ibarrier", comm); });
 }
 
-MPI_Comm dup(MPI_Comm comm) {
+namespace {
+
+// MPI_Comm_idup bounded by the current scope; `then` is for a timeout (orphans.hpp).
+MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Request req;
   check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
-  wait_bounded(
-      req, comm, t_deadline, out, [&] { return timed_out("MPI_Comm_idup", comm); }, out.get());
+  if (!test_until(req, t_deadline)) {
+    std::string msg = timed_out("MPI_Comm_idup", comm);
+    adopt_orphan(req, comm, out, msg, out.get(), std::move(then));
+    throw Error(Errc::kTimeout, std::move(msg));
+  }
   MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
   return *out;
 }
 
-MPI_Comm enter_dup(MPI_Comm comm, const std::string& note) {
+}  // namespace
+
+MPI_Comm dup(MPI_Comm comm) {
+  return dup_then(comm, {});
+}
+
+MPI_Comm enter_dup(MPI_Comm comm, const std::string& note, const Continuation& then) {
   MPI_Request req;
   check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
   if (!test_until(req, t_deadline)) {
     std::string msg = timed_out("MPI_Ibarrier", comm) + note;
-    adopt_entry_barrier(req, comm, msg);
+    adopt_entry_barrier(req, comm, msg, then);
     throw Error(Errc::kTimeout, std::move(msg));
   }
-  return dup(comm);
+  return dup_then(comm, then);
 }
 
 void adopt_requests(std::vector<MPI_Request>& reqs, MPI_Comm on, const std::shared_ptr<void>& keep,

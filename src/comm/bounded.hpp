@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/backoff.hpp"
+#include "comm/orphans.hpp"
 
 namespace fluxcpp::comm {
 
@@ -78,8 +79,10 @@ MPI_Comm dup(MPI_Comm comm);
 // The first step of a context create on the caller's communicator: a barrier, then dup. A rank
 // that never comes leaves the barrier abandoned, not an MPI_Comm_idup; a barrier that completes
 // after this rank's deadline is followed by the idup anyway (orphans.hpp), so every rank runs
-// the same collectives on `comm`. A timeout's message ends with `note`.
-MPI_Comm enter_dup(MPI_Comm comm, const std::string& note);
+// the same collectives on `comm`. `then` is what the caller runs first on the result (blocking
+// steps every rank must join): a rank whose barrier or idup timed out runs it on the idup's
+// communicator once that completes. A timeout's message ends with `note`.
+MPI_Comm enter_dup(MPI_Comm comm, const std::string& note, const Continuation& then);
 
 // Every rank of `comm` sends `token` to every other rank and receives theirs; raises kTimeout
 // naming the ranks (of `comm`, mapped through `name_of` for the message) whose token did not

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include <unistd.h>
 
 #include "comm/affinity.hpp"
 #include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/host_layout.hpp"
 #include "comm/launch_guard.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
@@ -48,11 +50,18 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   // A collective an earlier create abandoned on this communicator and that a rank never joined
   // has put its ranks out of step: fail at once, saying so, rather than time out again.
   comm::check_no_orphans(user_comm, "context create", kOrphanGrace);
+  // Whoever passes the entry, in time or (as an orphan's continuation) late, builds the host
+  // layout on its communicator: blocking splits that every rank must join (comm/host_layout).
+  const int rpn = options.ranks_per_node;
   comm_ = comm::enter_dup(user_comm,
                           ". MPI cannot cancel a collective: if some rank never reaches it, this "
                           "communicator can no longer carry collectives (see 'Failures' in "
-                          "docs/api.md)");
+                          "docs/api.md)",
+                          [rpn](MPI_Comm c) { (void)comm::build_host_layout(c, rpn); });
   try {
+    comm::HostLayout layout = comm::build_host_layout(comm_, rpn);
+    node_comm_ = std::exchange(layout.node, MPI_COMM_NULL);
+    rail_comm_ = std::exchange(layout.rail, MPI_COMM_NULL);
     group_ = std::make_unique<comm::MpiGroup>(comm_);
     rank_ = group_->rank();
     size_ = group_->size();
@@ -63,7 +72,12 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
                         options.ranks_per_node);
     });
     comm::agree_value(comm_, "context", "ranks_per_node", options.ranks_per_node);
-    split_hosts(options.ranks_per_node);
+    comm::agree(comm_, [&] {
+      FLUXCPP_CHECK_ARG(!layout.mixed,
+                        "context: ranks_per_node={} groups ranks of different hosts (rank {})",
+                        options.ranks_per_node, rank_);
+    });
+    place_ranks(layout);
     own_node_group_ = std::make_unique<comm::MpiGroup>(node_comm_);
     node_group_ = own_node_group_.get();
     // Every host rank's pid, for gone_host_peers.
@@ -117,46 +131,11 @@ void ContextImpl::start(const ContextOptions& options, int thread_level) {
       comm_ == MPI_COMM_NULL ? ", without MPI" : "");
 }
 
-void ContextImpl::split_hosts(int ranks_per_node) {
-  // Real hosts first: a forced grouping must not put ranks of different hosts together.
-  MPI_Comm shared = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared),
-            "MPI_Comm_split_type");
-  int shared_leader = rank_;
-  MPI_Comm_size(shared, &shared_size_);
-  MPI_Comm_set_errhandler(shared, MPI_ERRORS_RETURN);
-  try {
-    comm::allreduce(&shared_leader, 1, MPI_INT, MPI_MIN, shared);
-  } catch (...) {
-    MPI_Comm_free(&shared);
-    throw;
-  }
-  MPI_Comm_free(&shared);
-
-  int group_key = shared_leader;  // ranks with the same key form one host
-  if (ranks_per_node > 0) group_key = rank_ / ranks_per_node;
-  comm::barrier(comm_);
-  check_mpi(MPI_Comm_split(comm_, group_key, rank_, &node_comm_), "MPI_Comm_split");
-  MPI_Comm_set_errhandler(node_comm_, MPI_ERRORS_RETURN);
+void ContextImpl::place_ranks(const comm::HostLayout& layout) {
+  shared_size_ = layout.shared_size;
   MPI_Comm_rank(node_comm_, &node_rank_);
   MPI_Comm_size(node_comm_, &node_size_);
-  comm::agree(comm_, [&] {
-    int lh[2] = {shared_leader, ~shared_leader};
-    comm::allreduce(lh, 2, MPI_INT, MPI_MIN, node_comm_);
-    FLUXCPP_CHECK_ARG(lh[0] == ~lh[1],
-                      "context: ranks_per_node={} groups ranks of different hosts (rank {})",
-                      ranks_per_node, rank_);
-  });
-
-  // Layout of every rank: (host, rank on host). Hosts are numbered by their lowest rank.
-  std::vector<int> pairs;
-  comm::agree(comm_, [&] {
-    resize_or_raise(pairs, 2 * static_cast<std::size_t>(size_), "context", "the rank layout");
-  });
-  int leader = rank_;
-  comm::allreduce(&leader, 1, MPI_INT, MPI_MIN, node_comm_);
-  int mine[2] = {leader, node_rank_};
-  comm::allgather(mine, pairs.data(), 2, MPI_INT, comm_);
+  const std::vector<int>& pairs = layout.pairs;  // (host leader, rank on host) per rank
   std::vector<int> leaders;
   for (int r = 0; r < size_; ++r) leaders.push_back(pairs[2 * r]);
   std::sort(leaders.begin(), leaders.end());
@@ -176,9 +155,6 @@ void ContextImpl::split_hosts(int ranks_per_node) {
   node_id_ = node_of_[rank_];
   uniform_ = true;
   for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
-  comm::barrier(comm_);
-  check_mpi(MPI_Comm_split(comm_, node_rank_, node_id_, &rail_comm_), "MPI_Comm_split");
-  MPI_Comm_set_errhandler(rail_comm_, MPI_ERRORS_RETURN);
 }
 
 ContextImpl::~ContextImpl() {

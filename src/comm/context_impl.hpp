@@ -11,6 +11,7 @@
 
 #include "comm/config.hpp"
 #include "comm/group.hpp"
+#include "comm/host_layout.hpp"
 #include "comm/stream.hpp"
 #include "comm/unique_id.hpp"
 #include "deadline.hpp"
@@ -126,8 +127,8 @@ class ContextImpl : public shm::HostTeam {
 
  private:
   void release() noexcept;
-  // Host layout: the node and rail communicators, every rank's host and local rank.
-  void split_hosts(int ranks_per_node);
+  // Every rank's host and local rank, from the layout (node_comm_ taken from it).
+  void place_ranks(const comm::HostLayout& layout);
   // What both constructors end with: the agreed config, the host's pids, the worker threads.
   void start(const ContextOptions& options, int thread_level);
 

@@ -23,7 +23,10 @@ struct Orphan {
   std::shared_ptr<void> keep;
   std::string what;
   MPI_Comm* produced;
-  bool dup_after = false;  // adopt_entry_barrier
+  // Runs on *produced once it completes, before it is freed (a create's host layout).
+  Continuation then;
+  bool dup_after = false;  // adopt_entry_barrier: post the MPI_Comm_idup (with `then`) once done
+  bool gone = false;       // the user freed `on`: nothing more is posted on it, nothing matches it
 };
 
 struct Registry {
@@ -47,15 +50,16 @@ bool mpi_usable() {
 
 bool runs_on(const Registry& r, MPI_Comm c) {
   return std::any_of(r.orphans.begin(), r.orphans.end(),
-                     [c](const Orphan& o) { return o.on == c; });
+                     [c](const Orphan& o) { return o.on == c && !o.gone; });
 }
 
 // Posts the MPI_Comm_idup that follows a completed entry barrier (under r.mu).
-void post_dup(Registry& r, MPI_Comm on, const std::string& what) {
+void post_dup(Registry& r, MPI_Comm on, const std::string& what, Continuation then) {
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Request req = MPI_REQUEST_NULL;
   if (MPI_Comm_idup(on, out.get(), &req) != MPI_SUCCESS) return;
-  r.orphans.push_back(Orphan{req, on, out, "the MPI_Comm_idup after " + what, out.get()});
+  r.orphans.push_back(
+      Orphan{req, on, out, "the MPI_Comm_idup after " + what, out.get(), std::move(then)});
 }
 
 // Under r.mu.
@@ -68,10 +72,22 @@ int progress_locked(Registry& r) {
       ++i;
       continue;
     }
-    if (o.produced != nullptr && *o.produced != MPI_COMM_NULL) MPI_Comm_free(o.produced);
-    Orphan gone = std::move(o);
+    if (o.produced != nullptr && *o.produced != MPI_COMM_NULL) {
+      // The ranks whose wait did not time out run `then` on the same communicator (a create's
+      // blocking host layout): this rank joins them.
+      if (o.then) {
+        try {
+          o.then(*o.produced);
+        } catch (...) {  // an MPI error: nothing to report it to, the communicator goes anyway
+        }
+      }
+      MPI_Comm_free(o.produced);
+    }
+    Orphan done_one = std::move(o);
     r.orphans.erase(r.orphans.begin() + static_cast<std::ptrdiff_t>(i));
-    if (gone.dup_after) post_dup(r, gone.on, gone.what);  // appended: tested in this pass too
+    // Appended: tested in this pass too. Never on a communicator the user has freed.
+    if (done_one.dup_after && !done_one.gone)
+      post_dup(r, done_one.on, done_one.what, std::move(done_one.then));
   }
   for (auto it = r.deferred.begin(); it != r.deferred.end();) {
     if (runs_on(r, *it)) {
@@ -91,8 +107,9 @@ const Orphan* drive(Registry& r, MPI_Comm on, double grace_s) {
                                       std::chrono::duration<double>(grace_s));
   for (Backoff backoff(kOrphans);; backoff.pause()) {
     progress_locked(r);
-    auto it = std::find_if(r.orphans.begin(), r.orphans.end(),
-                           [on](const Orphan& o) { return on == MPI_COMM_NULL || o.on == on; });
+    auto it = std::find_if(r.orphans.begin(), r.orphans.end(), [on](const Orphan& o) {
+      return on == MPI_COMM_NULL || (o.on == on && !o.gone);
+    });
     if (it == r.orphans.end()) return nullptr;
     if (Clock::now() >= end) return &*it;
   }
@@ -106,6 +123,33 @@ int at_finalize(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
+// The delete callback of the attribute adopt_entry_barrier sets on the caller's communicator:
+// runs when the user frees it (or at MPI_Finalize for the predefined ones), while it is still
+// valid. An entry barrier that has completed by then gets its MPI_Comm_idup now; one that has
+// not never will (the communicator is gone), and no orphan on it matches a later communicator
+// that reuses its handle.
+int at_user_free(MPI_Comm comm, int, void*, void*) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  // The predefined ones go in MPI_Finalize, after at_finalize drove the orphans.
+  if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) progress_locked(r);
+  for (Orphan& o : r.orphans)
+    if (o.on == comm) o.gone = true;
+  return MPI_SUCCESS;
+}
+
+void watch_user_comm(MPI_Comm comm) {
+  static int key = MPI_KEYVAL_INVALID;  // under the registry's lock
+  if (key == MPI_KEYVAL_INVALID &&
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_user_free, &key, nullptr) != MPI_SUCCESS)
+    return;
+  // Set once: setting it again would run the delete callback (which takes the lock we hold).
+  void* value = nullptr;
+  int found = 0;
+  if (MPI_Comm_get_attr(comm, key, &value, &found) == MPI_SUCCESS && !found)
+    MPI_Comm_set_attr(comm, key, nullptr);
+}
+
 void hook_finalize(Registry& r) {
   if (r.hooked) return;
   int key = MPI_KEYVAL_INVALID;
@@ -117,11 +161,12 @@ void hook_finalize(Registry& r) {
 }  // namespace
 
 void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std::string what,
-                  MPI_Comm* produced) noexcept {
+                  MPI_Comm* produced, Continuation then) noexcept {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   try {
-    r.orphans.push_back(Orphan{req, on, std::move(keep), std::move(what), produced});
+    r.orphans.push_back(
+        Orphan{req, on, std::move(keep), std::move(what), produced, std::move(then)});
   } catch (...) {
     new std::shared_ptr<void>(std::move(keep));  // out of memory: leak it, MPI may write into it
     return;
@@ -129,14 +174,16 @@ void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std:
   hook_finalize(r);
 }
 
-void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what) noexcept {
+void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
+                         Continuation then) noexcept {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   try {
-    r.orphans.push_back(Orphan{req, on, nullptr, std::move(what), nullptr, true});
+    r.orphans.push_back(Orphan{req, on, nullptr, std::move(what), nullptr, std::move(then), true});
   } catch (...) {
     return;  // out of memory: the request is dropped (nothing of ours for MPI to write)
   }
+  watch_user_comm(on);
   hook_finalize(r);
 }
 

@@ -11,22 +11,32 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace fluxcpp::comm {
 
+// What runs on the communicator an abandoned MPI_Comm_idup produced, once it completes and
+// before it is freed: the blocking steps the ranks that did not time out run on theirs (a
+// context's host layout, comm/host_layout.hpp), so that no rank waits in them for this one.
+// It runs under the registry's lock and must not call back into this file.
+using Continuation = std::function<void(MPI_Comm)>;
+
 // Takes `req` (which did not complete) over, with `keep` (what MPI may still write into) and,
-// for MPI_Comm_idup, `produced` (inside `keep`: the communicator to free once it completes).
-// `what` says what was abandoned, for the errors of later creates on `on`.
+// for MPI_Comm_idup, `produced` (inside `keep`: the communicator to free once it completes, after
+// `then` ran on it). `what` says what was abandoned, for the errors of later creates on `on`.
 void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std::string what,
-                  MPI_Comm* produced = nullptr) noexcept;
+                  MPI_Comm* produced = nullptr, Continuation then = {}) noexcept;
 
 // The barrier that opens a context create on the caller's communicator, abandoned: once it
 // completes (every rank reached it), this rank posts the MPI_Comm_idup that the ranks which saw
 // it complete in time have posted, so that every rank runs the same sequence of collectives on
-// the communicator; that idup is an orphan too and its communicator is freed.
-void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what) noexcept;
+// the communicator; that idup is an orphan too, `then` runs on its communicator, which is then
+// freed. An attribute on `on` tells when the user frees it: a barrier not complete by then never
+// gets its idup, and no orphan on it is taken for one on a later communicator with its handle.
+void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
+                         Continuation then) noexcept;
 
 // Tests every orphan once; a completed one is released. Returns how many are still pending.
 int progress_orphans() noexcept;

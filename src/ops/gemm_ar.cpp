@@ -20,7 +20,9 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   reduce_ =
       ops::AllReduceExchange(c, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_, o.output_dtype);
-  make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().with_payload(reduce_.payload_bytes()));
+  make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
+                .runs_gemm()
+                .with_payload(reduce_.payload_bytes()));
   comm::agree(c.comm(), [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
   });
@@ -29,7 +31,7 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
 void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {
   ops::CallDescriptor d;
-  d.fields = {m, 0, 0, 0};
+  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
   d.error = ops::check_count(*ctx_, kOp, "m", m, opts_.max_m,
                              {{"input", input}, {"weight", weight}, {"output", output}});
   if (d.error.empty() && packed_ != nullptr)

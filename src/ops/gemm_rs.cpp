@@ -26,7 +26,7 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   // The partials are computed into the segment even when alone.
   reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
-  make_core(ops::OpCore::Spec::of(kOp, {"m"})
+  make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()
                 .releasing()
                 .writing_locally()
@@ -151,7 +151,7 @@ void GemmRsImpl::begin(int64_t m) {
 void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {
   ops::CallDescriptor d;
-  d.fields = {m, 0, 0, 0};
+  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
   d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m,
                                {{"input", input}, {"weight", weight}, {"output", output}});
   if (d.error.empty() && packed_ != nullptr)
@@ -245,7 +245,7 @@ void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* wei
 
 void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
   ops::CallDescriptor d;
-  d.fields = {m, 0, 0, 0};
+  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
   d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"output", output}});
   core_->run(ops::Path::kCommOnly, d, m == 0, [&](const ops::Call&) {
     // The partials are whatever the last gemm-only left: publish them for this call.

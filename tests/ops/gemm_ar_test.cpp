@@ -176,6 +176,16 @@ TEST_F(GemmArBadInput, ErrorsReachEveryRankAndOpStaysUsable) {
     expect_error(
         [&] { op.forward(d.input.data(), r == 0 ? 2 : 3, d.weight.data(), nullptr, out.data()); },
         Errc::kInvalidArgument, ar, "different m");
+  if (W > 1) {  // a bias on one rank only: agreed, never rank 0's choice alone
+    const std::vector<float> bias(16, 1.0f);
+    expect_error(
+        [&] {
+          op.forward(d.input.data(), 4, d.weight.data(), r == W - 1 ? bias.data() : nullptr,
+                     out.data());
+        },
+        Errc::kInvalidArgument, {"gemm_ar: ranks disagree on bias"},
+        "a bias on the last rank only");
+  }
   expect_no_throw([&] { op.forward(nullptr, 0, nullptr, nullptr, nullptr); }, "m == 0");
   check_forward(op, p, 4, d, true, "good forward after errors");
 }

@@ -535,6 +535,9 @@ TEST_F(GemmRsBadInput, ForwardErrorsReachEveryRankAndOpStaysUsable) {
     if (W > 1)
       expect_error([&] { op.forward(in, r == W - 1 ? 2 * W : W, w, b, o); }, Errc::kInvalidArgument,
                    needle, tag + " ranks pass different m");
+    if (W > 1)  // whether a bias was passed is agreed
+      expect_error([&] { op.forward(in, W, w, r == 0 ? b : nullptr, o); }, Errc::kInvalidArgument,
+                   {"gemm_rs: ranks disagree on bias"}, tag + " a bias on rank 0 only");
     // The benchmark paths reject an m beyond max_m as well (on every rank: same m everywhere).
     expect_error([&] { op.forward_gemm_only(in, (rows + 1) * W, w); }, Errc::kInvalidArgument,
                  needle, tag + " gemm-only m > max_m");

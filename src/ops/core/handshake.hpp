@@ -30,6 +30,8 @@
 namespace fluxcpp::ops {
 
 inline constexpr int kCallFields = 4;
+// The field name of an optional input whose presence every rank must agree on (1 given, 0 NULL).
+inline constexpr const char* kBiasField = "bias (1: given, 0: NULL)";
 using CallFields = std::array<int64_t, kCallFields>;
 
 // What one rank brings to a call.

@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# Builds fluxcpp and runs every test (CTest; multi-rank tests under mpirun), then the sanitizer
-# builds and their subset (scripts/sanitize.sh; FLUXCPP_SANITIZE=0 leaves them out).
-# Usage: scripts/test.sh [extra ctest args]
+# Builds fluxcpp and runs its tests (CTest; multi-rank tests under mpirun), then the sanitizer
+# builds and their subset (scripts/sanitize.sh; FLUXCPP_SANITIZE=0 leaves them out). What each
+# stage covers and how long it takes: docs/testing.md.
+# Usage: scripts/test.sh [--full] [extra ctest args]
+#   --full  also the tests labelled full (repeats of paths the default run covers: W = 4 on one
+#           host, the examples at W = 4, the FetchContent consumer). The soak (label soak) runs
+#           only on request: ctest --test-dir build -L soak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+if [ "${1:-}" = "--full" ]; then
+  full=1
+  shift
+fi
+stage() {  # stage NAME COMMAND...: runs it and prints how long it took
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: stage '$name' took $((SECONDS - start)) s"
+}
 # --python: PyTorch and mpi4py for the Python module's tests (python.*), not for the library.
-./scripts/install_deps.sh --python
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
-# Serial on purpose: the multi-rank tests already oversubscribe a small machine. The soak
-# (label soak) is left out: ctest --test-dir build -L soak runs it.
-ctest --test-dir build --output-on-failure -LE soak "$@"
+stage deps ./scripts/install_deps.sh --python
+stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+stage build cmake --build build -j"$(nproc)"
+# Tests run side by side while their ranks fit in twice the cores (each test's PROCESSORS is its
+# ranks, tests/CMakeLists.txt); the failure model's tests run alone.
+exclude='soak|full'
+[ "$full" = 1 ] && exclude='soak'
+stage ctest ctest --test-dir build --output-on-failure -j"$((2 * $(nproc)))" -LE "$exclude" "$@"
 if [ "${FLUXCPP_SANITIZE:-1}" != "0" ]; then
-  ./scripts/sanitize.sh
+  stage sanitize ./scripts/sanitize.sh
 fi

@@ -56,6 +56,9 @@ def c_dtype(where, name, dtype):
                         "torch.bfloat16") from None
 
 
+_STRIDED = torch.strided
+
+
 def _describe(t):
     return f"shape {list(t.shape)}, stride {list(t.stride())}"
 
@@ -65,7 +68,7 @@ def tensor(where, name, t, dtype, shape):
     number of dimensions; an entry None matches any size."""
     # Fast path: a handful of attribute reads; any failure goes to _reject for the message.
     try:
-        ok = t.dtype is dtype and t.is_cpu and t.is_contiguous()
+        ok = t.layout is _STRIDED and t.dtype is dtype and t.is_cpu and t.is_contiguous()
     except AttributeError:
         ok = False
     if ok:
@@ -85,6 +88,9 @@ def _reject(where, name, t, dtype, shape):
     """Raises the error for a tensor that failed the fast path: TypeError before ValueError."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{where}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.layout is not _STRIDED:  # sparse, mkldnn: no data pointer to hand to C
+        raise TypeError(f"{where}: {name} has layout {t.layout}; fluxcpp takes dense tensors "
+                        f"(torch.strided): pass {name}.to_dense()")
     if not t.is_cpu:
         raise TypeError(f"{where}: {name} is on device {t.device}; fluxcpp takes CPU tensors")
     if t.dtype is not dtype:

@@ -87,7 +87,7 @@ class AllGather(_Collective, ZeroCopyInput):
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} (input rows x W) exceeds max_m={self.max_m}")
             out, op = output(self._fw, "out", out, self.dtype, (m, self.k))
-        except (TypeError, ValueError):
+        except Exception:  # whatever failed here, the peers must hear of it
             self._poison()
             raise
         return checked(self._fwd(h, ip, m, op), out)
@@ -111,7 +111,7 @@ class ReduceScatter(_Collective):
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} exceeds max_m={self.max_m}")
             out, op = output(self._fw, "out", out, self.dtype, (m // self._W, self.n))
-        except (TypeError, ValueError):
+        except Exception:  # whatever failed here, the peers must hear of it
             self._poison()
             raise
         return checked(self._fwd(h, ip, m, op), out)
@@ -156,7 +156,7 @@ class AllReduce(_Collective, ZeroCopyInput):
                 op = ip
             else:
                 op = self._out(out, shape)
-        except (TypeError, ValueError):
+        except Exception:  # whatever failed here, the peers must hear of it
             self._poison()
             raise
         return checked(self._fwd(h, ip, count, op), out)
@@ -184,7 +184,7 @@ class AgGemm(_GemmOp, ZeroCopyInput):
             out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
             gp = None if gathered_input is None else tensor(
                 fw, "gathered_input", gathered_input, self._in_dtype, (m, self.k))
-        except (TypeError, ValueError):
+        except Exception:  # whatever failed here, the peers must hear of it
             self._poison()
             raise
         return checked(fwd(h, ip, m, wp, bp, op, gp), out)
@@ -206,7 +206,7 @@ class _RowParallel(_GemmOp):
             wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
             out, op = output(fw, "out", out, self._out_dtype, (rows, self.n))
-        except (TypeError, ValueError):
+        except Exception:  # whatever failed here, the peers must hear of it
             self._poison()
             raise
         return checked(fwd(h, ip, m, wp, bp, op), out)

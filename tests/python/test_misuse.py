@@ -62,6 +62,34 @@ with fluxcpp.Context(timeout_s=60) as ctx:
         check(time.monotonic() - t0 < 20, "peers of a bad rank fail without waiting for a timeout")
         equal(op(x, w), good, "ag_gemm usable after one rank's bad tensor")
 
+        # Tensors without a data pointer (sparse, mkldnn), as input or as a bias, on rank 1 only:
+        # refused up front (TypeError naming the layout) and the peers told at once, never
+        # paired with rank 1's next call. Then any other exception while rank 1 prepares its
+        # arguments (here from a tensor subclass's attribute) notifies the peers just the same.
+        class Exploding(torch.Tensor):
+            @property
+            def layout(self):
+                raise RuntimeError("this tensor cannot be read")
+
+        bad_inputs = [("sparse input", lambda: (x.to_sparse(), None), TypeError),
+                      ("sparse bias", lambda: (x, torch.zeros(n).to_sparse()), TypeError),
+                      ("exploding input", lambda: (x.as_subclass(Exploding), None),
+                       RuntimeError)]
+        if torch.backends.mkldnn.is_available():
+            bad_inputs.append(("mkldnn input", lambda: (x.to_mkldnn(), None), TypeError))
+        for what, make, exc in bad_inputs:
+            t0 = time.monotonic()
+            if RANK == 1:
+                xi, bi = make()
+                e = raises(exc, lambda: op(xi, w, bi), f"rank 1's {what}")
+                if exc is TypeError:
+                    check(e is None or "layout" in str(e), f"{what}: the error names the layout")
+            else:
+                raises(fluxcpp.Error, lambda: op(x, w), f"peer of rank 1's {what}",
+                       status=S.INVALID_ARGUMENT)
+            check(time.monotonic() - t0 < 20, f"{what}: peers fail without a timeout")
+            equal(op(x, w), good, f"ag_gemm usable after rank 1's {what}")
+
         # The same for every collective op: rank 0's input has the wrong dtype.
         f32, f64 = torch.float32, torch.float64
         cases = [

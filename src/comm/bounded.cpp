@@ -56,7 +56,9 @@ const std::string& DeadlineScope::context() {
 
 namespace {
 
-// Tests `req` until it completes (true) or `deadline` passes (false).
+// Tests `req` until it completes (true) or `deadline` passes (false). While it waits, the
+// orphans progress too: a late peer may be waiting, in a create's blocking host layout, for the
+// continuation of a collective this rank abandoned (orphans.hpp).
 bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy = kCollective) {
   Backoff backoff(policy);
   for (int done = 0;;) {
@@ -64,6 +66,7 @@ bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy
     if (done) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
+    progress_orphans();
     backoff.pause(now);
   }
 }

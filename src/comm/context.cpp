@@ -57,9 +57,17 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
                           ". MPI cannot cancel a collective: if some rank never reaches it, this "
                           "communicator can no longer carry collectives (see 'Failures' in "
                           "docs/api.md)",
-                          [rpn](MPI_Comm c) { (void)comm::build_host_layout(c, rpn); });
+                          [rpn](MPI_Comm c) { (void)comm::build_host_layout(c, rpn, true); });
   try {
-    comm::HostLayout layout = comm::build_host_layout(comm_, rpn);
+    comm::HostLayout layout = comm::build_host_layout(comm_, rpn, false);
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    if (layout.gave_up >= 0)
+      raise(Errc::kTimeout,
+            "context create: rank {} of the communicator timed out before every rank had entered "
+            "this create, and gave up; so the ranks that entered in time fail too (this is rank "
+            "{}). This communicator can no longer carry collectives: create on one made before "
+            "the failure (see 'Failures' in docs/api.md)",
+            layout.gave_up, rank_);
     node_comm_ = std::exchange(layout.node, MPI_COMM_NULL);
     rail_comm_ = std::exchange(layout.rail, MPI_COMM_NULL);
     group_ = std::make_unique<comm::MpiGroup>(comm_);

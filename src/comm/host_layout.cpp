@@ -46,7 +46,7 @@ HostLayout::~HostLayout() {
   free_now(&rail);
 }
 
-HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node) {
+HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
   HostLayout h;
   int rank = 0, size = 1;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -83,6 +83,8 @@ HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node) {
     if (h.pairs[2 * r + 1] == 0 && h.pairs[2 * r] < lh[2]) ++node_id;
   check_mpi(MPI_Comm_split(comm, node_rank, node_id, &h.rail), "MPI_Comm_split");
   MPI_Comm_set_errhandler(h.rail, MPI_ERRORS_RETURN);
+  h.gave_up = gave_up ? rank : -1;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &h.gave_up, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
   return h;
 }
 

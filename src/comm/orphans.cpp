@@ -125,14 +125,17 @@ int at_finalize(MPI_Comm, int, void*, void*) {
 
 // The delete callback of the attribute adopt_entry_barrier sets on the caller's communicator:
 // runs when the user frees it (or at MPI_Finalize for the predefined ones), while it is still
-// valid. An entry barrier that has completed by then gets its MPI_Comm_idup now; one that has
-// not never will (the communicator is gone), and no orphan on it matches a later communicator
-// that reuses its handle.
+// valid. The orphans on it are driven as in MPI_Finalize: an entry barrier every rank reached
+// completes, its MPI_Comm_idup is posted and completes (the peers drive theirs as they free it
+// too), so nothing of ours is left in flight on a freed communicator (OpenMPI's non-blocking
+// collectives do not keep it alive: progressing one after the free crashed in MPI_Finalize).
+// What a rank never reached stays pending; it is marked gone: nothing more is posted on it and
+// no orphan of it matches a later communicator that reuses its handle.
 int at_user_free(MPI_Comm comm, int, void*, void*) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   // The predefined ones go in MPI_Finalize, after at_finalize drove the orphans.
-  if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) progress_locked(r);
+  if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) drive(r, comm, kFinalizeGrace);
   for (Orphan& o : r.orphans)
     if (o.on == comm) o.gone = true;
   return MPI_SUCCESS;

@@ -6,6 +6,10 @@
  *            communicator may no longer carry collectives; their next create on it fails at once
  *            (INVALID_USAGE "can no longer carry collectives"); a create on a communicator made
  *            before the failure still works on every rank; MPI_Finalize returns on every rank.
+ *   late     the last rank creates on MPI_COMM_WORLD 1.5 s after the others, whose timeout is
+ *            0.5 s: they get TIMEOUT; the late rank gets TIMEOUT too (never a context its peers
+ *            gave up), naming a rank that gave up; then every rank creates on a communicator
+ *            made before the failure (the documented recovery) and all_gather is exact.
  * Every rank prints "abandoned: rank R finalized" after MPI_Finalize; failures go to stderr and
  * the exit status. */
 #include <mpi.h>
@@ -43,6 +47,56 @@ static void timeouts(void) {
            "create %d -> %s: %s", i, fluxcpp_status_string(s), fluxcpp_last_error());
     if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx); /* may time out too: any status */
   }
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* Creates a context on `comm` (timeout 10 s) and checks an all_gather on it. */
+static void recover_on(MPI_Comm comm, const char* what) {
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  c.timeout_s = 10;
+  fluxcpp_context_t ctx = NULL;
+  fluxcpp_status_t s = fluxcpp_context_create(comm, &c, &ctx);
+  EXPECT(s == FLUXCPP_SUCCESS, "create on %s -> %s: %s", what, fluxcpp_status_string(s),
+         fluxcpp_last_error());
+  if (s != FLUXCPP_SUCCESS) return;
+  fluxcpp_all_gather_t ag = NULL;
+  float in[4], out[4 * 8];
+  for (int j = 0; j < 4; ++j) in[j] = (float)(rank * 4 + j);
+  s = fluxcpp_all_gather_create(ctx, world, 4, FLUXCPP_FLOAT32, &ag);
+  EXPECT(s == FLUXCPP_SUCCESS, "all_gather create: %s", fluxcpp_last_error());
+  if (s == FLUXCPP_SUCCESS) {
+    s = fluxcpp_all_gather_forward(ag, in, world, out);
+    EXPECT(s == FLUXCPP_SUCCESS, "all_gather: %s", fluxcpp_last_error());
+    for (int i = 0; s == FLUXCPP_SUCCESS && i < 4 * world; ++i)
+      EXPECT(out[i] == (float)i, "all_gather out[%d] = %g", i, (double)out[i]);
+    fluxcpp_all_gather_destroy(ag);
+  }
+  EXPECT(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "destroy: %s", fluxcpp_last_error());
+}
+
+static void late_rank(void) {
+  MPI_Comm before = MPI_COMM_NULL; /* made before the failure, on every rank */
+  MPI_Comm_dup(MPI_COMM_WORLD, &before);
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  c.timeout_s = 0.5;
+  fluxcpp_context_t ctx = NULL;
+  const int late = rank == world - 1;
+  if (late) sleep_s(1.5);
+  fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &c, &ctx);
+  if (late) {
+    EXPECT(s == FLUXCPP_ERROR_TIMEOUT && strstr(fluxcpp_last_error(), "gave up"),
+           "late create -> %s: %s", fluxcpp_status_string(s), fluxcpp_last_error());
+  } else {
+    EXPECT(s == FLUXCPP_ERROR_TIMEOUT, "create -> %s: %s", fluxcpp_status_string(s),
+           fluxcpp_last_error());
+  }
+  if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx);
+  recover_on(before, "the communicator made before the failure");
+  MPI_Comm_free(&before);
 }
 
 static void null_comm(void) {
@@ -98,6 +152,8 @@ int main(int argc, char** argv) {
   const char* scenario = argc > 1 ? argv[1] : "timeout";
   if (strcmp(scenario, "null") == 0)
     null_comm();
+  else if (strcmp(scenario, "late") == 0)
+    late_rank();
   else
     timeouts();
   fflush(stderr);

@@ -57,19 +57,25 @@ const std::string& DeadlineScope::context() {
 namespace {
 
 // Tests `req` until it completes (true) or `deadline` passes (false). While it waits, the
-// orphans progress too: a late peer may be waiting, in a create's blocking host layout, for the
+// orphans progress too (unless `req` is an MPI_Comm_idup, which a blocking split of theirs would
+// wait for forever): a late peer may be waiting, in a create's blocking host layout, for the
 // continuation of a collective this rank abandoned (orphans.hpp).
-bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy = kCollective) {
+bool test_until(MPI_Request& req, Deadline deadline, const BackoffPolicy& policy = kCollective,
+                bool drive_orphans = true) {
   Backoff backoff(policy);
   for (int done = 0;;) {
     check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    progress_orphans();
+    if (drive_orphans) progress_orphans();
     backoff.pause(now);
   }
 }
+
+// How long a create's entry drives the entry barriers of earlier creates this rank abandoned
+// before it posts its own idup (orphans.hpp, drain_continuations).
+constexpr double kEarlierEntryGrace = 0.1;
 
 }  // namespace
 
@@ -140,7 +146,7 @@ MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   MPI_Request req;
   check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
-  if (!test_until(req, t_deadline)) {
+  if (!test_until(req, t_deadline, kCollective, /*drive_orphans=*/false)) {
     std::string msg = timed_out("MPI_Comm_idup", comm);
     adopt_orphan(req, comm, out, msg, out.get(), std::move(then));
     throw Error(Errc::kTimeout, std::move(msg));
@@ -163,6 +169,8 @@ MPI_Comm enter_dup(MPI_Comm comm, const std::string& note, const Continuation& t
     adopt_entry_barrier(req, comm, msg, then);
     throw Error(Errc::kTimeout, std::move(msg));
   }
+  // Every rank is here: the earlier creates' layouts first, in order, then this one's idup.
+  drain_continuations(kEarlierEntryGrace, t_deadline);
   return dup_then(comm, then);
 }
 

@@ -44,8 +44,9 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   int thread_level = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&thread_level), "MPI_Query_thread");
   // Every collective below is bounded: a rank that never calls create, or died, makes the
-  // others fail with kTimeout instead of hanging. The blocking splits (MPI has no non-blocking
-  // one) each follow a bounded agreement every rank has passed.
+  // others fail with kTimeout instead of hanging. The one exception is the host layout's
+  // blocking splits (MPI has no non-blocking one), which every rank that passed the entry runs,
+  // late or not (comm/host_layout.hpp).
   comm::DeadlineScope scope(deadline_after(create_timeout_s(options)), "context create");
   // A collective an earlier create abandoned on this communicator and that a rank never joined
   // has put its ranks out of step: fail at once, saying so, rather than time out again.
@@ -65,8 +66,8 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
       raise(Errc::kTimeout,
             "context create: rank {} of the communicator timed out before every rank had entered "
             "this create, and gave up; so the ranks that entered in time fail too (this is rank "
-            "{}). This communicator can no longer carry collectives: create on one made before "
-            "the failure (see 'Failures' in docs/api.md)",
+            "{}). Every rank still ran the same collectives: the communicator stays usable once "
+            "every rank has returned from this create",
             layout.gave_up, rank_);
     node_comm_ = std::exchange(layout.node, MPI_COMM_NULL);
     rail_comm_ = std::exchange(layout.rail, MPI_COMM_NULL);

@@ -26,6 +26,7 @@ HostLayout::HostLayout(HostLayout&& o) noexcept
       rail(std::exchange(o.rail, MPI_COMM_NULL)),
       shared_size(o.shared_size),
       mixed(o.mixed),
+      gave_up(o.gave_up),
       pairs(std::move(o.pairs)) {}
 
 HostLayout& HostLayout::operator=(HostLayout&& o) noexcept {
@@ -36,6 +37,7 @@ HostLayout& HostLayout::operator=(HostLayout&& o) noexcept {
     rail = std::exchange(o.rail, MPI_COMM_NULL);
     shared_size = o.shared_size;
     mixed = o.mixed;
+    gave_up = o.gave_up;
     pairs = std::move(o.pairs);
   }
   return *this;

@@ -7,6 +7,7 @@
 
 #include "comm/backoff.hpp"
 #include "error_util.hpp"
+#include "process_owner.hpp"
 
 namespace fluxcpp::comm {
 
@@ -30,6 +31,7 @@ struct Orphan {
 };
 
 struct Registry {
+  ProcessOwner owner;  // a copy made by fork() touches none of the parent's MPI requests
   std::mutex mu;
   std::vector<Orphan> orphans;
   std::vector<MPI_Comm> deferred;  // to free once no orphan runs on them
@@ -53,29 +55,52 @@ bool runs_on(const Registry& r, MPI_Comm c) {
                      [c](const Orphan& o) { return o.on == c && !o.gone; });
 }
 
-// Posts the MPI_Comm_idup that follows a completed entry barrier (under r.mu).
-void post_dup(Registry& r, MPI_Comm on, const std::string& what, Continuation then) {
-  auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  MPI_Request req = MPI_REQUEST_NULL;
-  if (MPI_Comm_idup(on, out.get(), &req) != MPI_SUCCESS) return;
-  r.orphans.push_back(
-      Orphan{req, on, out, "the MPI_Comm_idup after " + what, out.get(), std::move(then)});
+// The MPI_Comm_idup that follows a completed entry barrier, posted in the barrier's place
+// (under r.mu): the creates' steps stay in the order the creates were made. False: it could not
+// be posted (MPI error, out of memory), and the peers' idups will time out.
+bool dup_in_place(Orphan& o) noexcept {
+  try {
+    auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+    Orphan next{MPI_REQUEST_NULL, o.on, out, "the MPI_Comm_idup after " + o.what, out.get(),
+                std::move(o.then)};
+    if (MPI_Comm_idup(o.on, out.get(), &next.req) != MPI_SUCCESS) return false;
+    o = std::move(next);
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
-// Under r.mu.
+// Under r.mu. The steps of abandoned creates (an entry barrier, the idup after it, the host
+// layout on its communicator) run in the order the creates were made, as on every other rank;
+// while an abandoned MPI_Comm_idup is pending, no later one is posted and no later layout runs:
+// OpenMPI allocates context ids in order, so a blocking split would wait for it forever.
 int progress_locked(Registry& r) {
+  bool idup_pending = false;
   for (std::size_t i = 0; i < r.orphans.size();) {
     Orphan& o = r.orphans[i];
+    const bool create_step = o.dup_after || (o.produced != nullptr && o.then);
+    // Gone: on a communicator the user freed, where testing it may crash (at_user_free).
+    if (o.gone || (idup_pending && create_step)) {
+      ++i;
+      continue;
+    }
     int done = 0;
     if (MPI_Test(&o.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 0;
     if (!done) {
+      idup_pending = idup_pending || o.produced != nullptr;
       ++i;
+      continue;
+    }
+    if (o.dup_after) {  // tested again at once, as the idup it now is
+      if (!dup_in_place(o)) r.orphans.erase(r.orphans.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
     if (o.produced != nullptr && *o.produced != MPI_COMM_NULL) {
       // The ranks whose wait did not time out run `then` on the same communicator (a create's
       // blocking host layout): this rank joins them.
       if (o.then) {
+        MPI_Comm_set_errhandler(*o.produced, MPI_ERRORS_RETURN);  // as the in-time ranks' dup
         try {
           o.then(*o.produced);
         } catch (...) {  // an MPI error: nothing to report it to, the communicator goes anyway
@@ -83,11 +108,7 @@ int progress_locked(Registry& r) {
       }
       MPI_Comm_free(o.produced);
     }
-    Orphan done_one = std::move(o);
     r.orphans.erase(r.orphans.begin() + static_cast<std::ptrdiff_t>(i));
-    // Appended: tested in this pass too. Never on a communicator the user has freed.
-    if (done_one.dup_after && !done_one.gone)
-      post_dup(r, done_one.on, done_one.what, std::move(done_one.then));
   }
   for (auto it = r.deferred.begin(); it != r.deferred.end();) {
     if (runs_on(r, *it)) {
@@ -108,7 +129,7 @@ const Orphan* drive(Registry& r, MPI_Comm on, double grace_s) {
   for (Backoff backoff(kOrphans);; backoff.pause()) {
     progress_locked(r);
     auto it = std::find_if(r.orphans.begin(), r.orphans.end(), [on](const Orphan& o) {
-      return on == MPI_COMM_NULL || (o.on == on && !o.gone);
+      return !o.gone && (on == MPI_COMM_NULL || o.on == on);
     });
     if (it == r.orphans.end()) return nullptr;
     if (Clock::now() >= end) return &*it;
@@ -118,6 +139,7 @@ const Orphan* drive(Registry& r, MPI_Comm on, double grace_s) {
 // The delete callback of the MPI_COMM_SELF attribute: runs at the start of MPI_Finalize.
 int at_finalize(MPI_Comm, int, void*, void*) {
   Registry& r = registry();
+  if (!r.owner.here()) return MPI_SUCCESS;
   std::lock_guard<std::mutex> lock(r.mu);
   drive(r, MPI_COMM_NULL, kFinalizeGrace);
   return MPI_SUCCESS;
@@ -133,6 +155,7 @@ int at_finalize(MPI_Comm, int, void*, void*) {
 // no orphan of it matches a later communicator that reuses its handle.
 int at_user_free(MPI_Comm comm, int, void*, void*) {
   Registry& r = registry();
+  if (!r.owner.here()) return MPI_SUCCESS;
   std::lock_guard<std::mutex> lock(r.mu);
   // The predefined ones go in MPI_Finalize, after at_finalize drove the orphans.
   if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) drive(r, comm, kFinalizeGrace);
@@ -192,14 +215,33 @@ void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
 
 int progress_orphans() noexcept {
   Registry& r = registry();
+  if (!r.owner.here()) return 0;
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.orphans.empty() && r.deferred.empty()) return 0;
   if (!mpi_usable()) return static_cast<int>(r.orphans.size());
   return progress_locked(r);
 }
 
+void drain_continuations(double barrier_grace_s,
+                         std::chrono::steady_clock::time_point deadline) noexcept {
+  Registry& r = registry();
+  if (!r.owner.here() || !mpi_usable()) return;
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto grace_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(barrier_grace_s));
+  for (Backoff backoff(kOrphans);; backoff.pause()) {
+    progress_locked(r);
+    const bool in_grace = Clock::now() < grace_end;
+    const bool pending = std::any_of(r.orphans.begin(), r.orphans.end(), [&](const Orphan& o) {
+      return !o.gone && (o.then != nullptr) && (o.produced != nullptr || in_grace);
+    });
+    if (!pending || Clock::now() >= deadline) return;
+  }
+}
+
 void check_no_orphans(MPI_Comm on, const char* op, double grace_s) {
   Registry& r = registry();
+  if (!r.owner.here()) return;
   std::lock_guard<std::mutex> lock(r.mu);
   if (!runs_on(r, on) || !mpi_usable()) return;
   const Orphan* o = drive(r, on, grace_s);
@@ -215,7 +257,7 @@ void check_no_orphans(MPI_Comm on, const char* op, double grace_s) {
 
 void free_comm(MPI_Comm* c) noexcept {
   if (*c == MPI_COMM_NULL) return;
-  if (!mpi_usable()) {
+  if (!mpi_usable() || !registry().owner.here()) {
     *c = MPI_COMM_NULL;
     return;
   }

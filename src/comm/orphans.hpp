@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,7 +21,8 @@ namespace fluxcpp::comm {
 // What runs on the communicator an abandoned MPI_Comm_idup produced, once it completes and
 // before it is freed: the blocking steps the ranks that did not time out run on theirs (a
 // context's host layout, comm/host_layout.hpp), so that no rank waits in them for this one.
-// It runs under the registry's lock and must not call back into this file.
+// It runs under the registry's lock and must not call back into this file. In a copy of the
+// process made by fork() nothing here touches the parent's requests.
 using Continuation = std::function<void(MPI_Comm)>;
 
 // Takes `req` (which did not complete) over, with `keep` (what MPI may still write into) and,
@@ -40,6 +42,16 @@ void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
 
 // Tests every orphan once; a completed one is released. Returns how many are still pending.
 int progress_orphans() noexcept;
+
+// Before a create runs its own blocking host layout: drives the orphans until every abandoned
+// MPI_Comm_idup that has a continuation has completed and run it (every rank posted those, so
+// they complete; each rank runs the layouts of its creates in the order it made them, and no
+// two ranks wait in the layouts of different creates), and abandoned entry barriers that would
+// post one for up to `barrier_grace_s` (one a rank never reached never completes). Gives up at
+// `deadline` (an idup a peer never posted: its entry was abandoned on a communicator the user
+// then freed).
+void drain_continuations(double barrier_grace_s,
+                         std::chrono::steady_clock::time_point deadline) noexcept;
 
 // Drives the orphans on `on` for up to `grace_s` seconds; if one is still pending, raises
 // kInvalidUsage from `op`: the communicator can no longer carry collectives, and what to do.

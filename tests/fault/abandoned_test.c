@@ -1,7 +1,8 @@
 /* Abandoned collectives and MPI_Finalize (C99). Scenarios (argv[1]):
  *   timeout  every rank creates a context with a timeout far too short (1e-4, 1e-3 s) 4 times,
- *            so creates abandon collectives every rank did reach; then MPI_Finalize must return
- *            on every rank (abandoned.cmake runs this 10 times at W = 2 and 3).
+ *            so creates abandon collectives every rank did reach; then a create on a
+ *            communicator made before works (all_gather exact) and MPI_Finalize returns on every
+ *            rank (abandoned.cmake runs this 10 times at W = 2 and 3).
  *   null     the last rank passes MPI_COMM_NULL: the others' create is TIMEOUT saying the
  *            communicator may no longer carry collectives; their next create on it fails at once
  *            (INVALID_USAGE "can no longer carry collectives"); a create on a communicator made
@@ -37,7 +38,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void recover_on(MPI_Comm comm, const char* what);
+
 static void timeouts(void) {
+  MPI_Comm before = MPI_COMM_NULL; /* made before the failures, on every rank */
+  MPI_Comm_dup(MPI_COMM_WORLD, &before);
   fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
   for (int i = 0; i < 4; ++i) {
     c.timeout_s = i % 2 ? 1e-3 : 1e-4;
@@ -47,6 +52,9 @@ static void timeouts(void) {
            "create %d -> %s: %s", i, fluxcpp_status_string(s), fluxcpp_last_error());
     if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx); /* may time out too: any status */
   }
+  /* The abandoned creates' host layouts run first, in order, on every rank: then this works. */
+  recover_on(before, "a communicator made before the timed-out creates");
+  MPI_Comm_free(&before);
 }
 
 static void sleep_s(double s) {

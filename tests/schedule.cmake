@@ -1,0 +1,44 @@
+# Included at the end of tests/CMakeLists.txt, once every test is registered.
+#
+# Scheduling. scripts/test.sh runs ctest -j (2 x cores): a test's PROCESSORS is the ranks, or
+# threads, it runs (CTest caps it at the -j level), so tests run together only while their ranks
+# fit in twice the cores, the oversubscription a W = 4 test already has on its own. Tests that
+# set no PROCESSORS run one rank or thread. The failure model (label fault) and the shaped link
+# (link.*) run alone: they time a deadline or a link.
+set(_fluxcpp_two_cores kernels.gemm inplace_cast.kernels comm.shm_group from_id_capi
+    cmake.options_off python.install python.store_faults python.readme_store)
+get_property(_fluxcpp_tests DIRECTORY PROPERTY TESTS)
+foreach(t IN LISTS _fluxcpp_tests)
+  get_test_property(${t} LABELS _labels)
+  if(_labels MATCHES "fault" OR t MATCHES "^link\\.")
+    set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+  if(t IN_LIST _fluxcpp_two_cores OR t MATCHES "^(consumer|readme)\\.")
+    set_tests_properties(${t} PROPERTIES PROCESSORS 2)
+  endif()
+endforeach()
+
+# Label full: repeats that add no path the default run lacks (docs/testing.md lists each, with
+# the default test that covers its path); scripts/test.sh --full runs them too.
+#  * one host at W = 4 where W = 2 and 3 run the same code on one host and W = 4 runs again as two
+#    simulated hosts of 2 (<op>.np4.hosts2);
+#  * the examples at W = 4 (they run at W = 1 and 2, and through README.md's mpirun lines);
+#  * consumer.fetchcontent: the embedded build of consumer.add_subdirectory, from a tarball.
+set(_fluxcpp_full consumer.fetchcontent)
+foreach(op all_gather ag_gemm reduce_scatter all_reduce gemm_rs gemm_ar all_to_all_single a2a_gemm
+           ulysses zero_copy moe_dispatch moe_combine ag_scatter_grouped_gemm
+           grouped_gemm_gather_rs async_send_recv)
+  list(APPEND _fluxcpp_full ${op}.np4)
+endforeach()
+if(FLUXCPP_BUILD_EXAMPLES)
+  list(APPEND _fluxcpp_full example.ulysses.np4 example.pipeline.np4 example.moe_ffn.np4
+       example.moe_tp.np4)
+endif()
+foreach(t IN LISTS _fluxcpp_full)
+  get_test_property(${t} LABELS _labels)
+  if(NOT _labels)
+    set(_labels "")
+  endif()
+  list(APPEND _labels full)
+  set_tests_properties(${t} PROPERTIES LABELS "${_labels}")
+endforeach()

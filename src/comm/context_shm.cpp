@@ -26,7 +26,7 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
           "(fluxcpp_context_create over an MPI communicator)",
           rank, comm::this_host_name(), parsed.host);
   try {
-    auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size);
+    auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size, parsed.secret);
     host_pids_ = group->pids();
     group_ = std::move(group);
     node_group_ = group_.get();

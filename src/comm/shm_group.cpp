@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -17,9 +18,12 @@ namespace {
 constexpr uint64_t kReady = 0x666c7578626f6f74ull;  // written last by the creator
 constexpr std::size_t kSlotData = 1024;             // bytes a rank moves per round
 
+constexpr std::size_t kSecretBytes = 16;
+
 struct alignas(64) Header {
   std::atomic<uint64_t> ready;
-  int64_t size;  // the creator's world size
+  int64_t size;               // the creator's world size
+  char secret[kSecretBytes];  // the id's secret, zero-padded
 };
 
 std::string who(const std::function<int(int)>& name_of, int r) {
@@ -39,14 +43,18 @@ ShmGroup::Slot& ShmGroup::slot(int r) const {
   return reinterpret_cast<Slot*>(base)[r];
 }
 
-ShmGroup::ShmGroup(const std::string& name, int rank, int size) : rank_(rank), size_(size) {
+ShmGroup::ShmGroup(const std::string& name, int rank, int size, const std::string& secret)
+    : rank_(rank), size_(size) {
   const std::size_t bytes = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(size);
+  char want[kSecretBytes] = {};
+  std::memcpy(want, secret.data(), std::min(secret.size(), kSecretBytes));
   const Deadline deadline = DeadlineScope::current();
   const std::string& what = DeadlineScope::context();
   if (rank == 0) {
     seg_ = shm::Segment::create_named(name, bytes);  // zero-filled
     auto* h = static_cast<Header*>(seg_.data());
     h->size = size;
+    std::memcpy(h->secret, want, kSecretBytes);
     h->ready.store(kReady, std::memory_order_release);
   } else {
     Backoff backoff(kCollective);
@@ -66,6 +74,14 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size) : rank_(rank), s
     }
   }
   auto* h = static_cast<Header*>(seg_.data());
+  // Before a byte of it is trusted: this job's rendezvous carries the id's secret, which no
+  // name shows (Segment::try_open has checked it is this user's, mode 0600).
+  if (seg_.size() < sizeof(Header) || std::memcmp(h->secret, want, kSecretBytes) != 0)
+    raise(Errc::kInvalidUsage,
+          "context: the rendezvous segment {} does not carry this id's secret (this is rank {}): "
+          "it is not this job's (a stale segment, or another process's under the same name); "
+          "refusing it",
+          name, rank);
   if (h->size != size || seg_.size() < bytes)
     raise(Errc::kInvalidArgument, "context: world_size={} on rank {}, but rank 0 passed {}", size,
           rank, h->size);
@@ -81,12 +97,12 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size) : rank_(rank), s
     round(&me, all.data(), sizeof me, sizeof me, "the rendezvous");
   } catch (...) {
     // Give the rank back (a retry by this process may claim it again; its published round
-    // stays, so the others do not name it as missing), and remove the name if rank 0 is gone:
-    // whoever fails here leaves nothing behind.
+    // stays, so the others do not name it as missing). Only rank 0, which created it, removes
+    // the name: a rank that gives up early must not take the rendezvous from the others (a dead
+    // rank 0's segment goes with the sweep of segments whose liveness lock nobody holds).
     int64_t mine = me;
     slot(rank).pid.compare_exchange_strong(mine, 0);
     seg_.unlink();
-    if (rank != 0) shm_unlink(name.c_str());
     throw;
   }
   for (int r = 0; r < size; ++r) pids_[r] = static_cast<long>(all[r]);

@@ -20,7 +20,10 @@ class ShmGroup : public Group {
   // others wait for it). Bounded by the current DeadlineScope: kTimeout naming the ranks that
   // did not arrive. kInvalidArgument when ranks pass different sizes, or two pass one rank.
   // Once every rank has mapped it, rank 0 removes the name: nothing is left in /dev/shm.
-  ShmGroup(const std::string& name, int rank, int size);
+  // `secret` (at most 16 bytes, the id's): rank 0 writes it into the segment, the others accept
+  // the segment only when it carries it (kInvalidUsage otherwise: a stale segment or another
+  // process's under the name); a rank that fails never removes a name it did not create.
+  ShmGroup(const std::string& name, int rank, int size, const std::string& secret = {});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

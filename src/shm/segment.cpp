@@ -61,6 +61,14 @@ int create_locked(const std::string& name) {
     errno = err == EWOULDBLOCK ? EAGAIN : err;
     return -1;
   }
+  // The mode exactly, whatever the umask: peers (this user) open it read-write, nobody else.
+  if (fchmod(fd, 0600) != 0) {
+    const int err = errno;
+    if (name_refers_to(name, fd)) shm_unlink(name.c_str());
+    close(fd);
+    errno = err;
+    return -1;
+  }
   // A cleaner may have locked, checked and removed the name between shm_open and flock.
   if (!name_refers_to(name, fd)) {
     close(fd);
@@ -156,6 +164,16 @@ bool Segment::open_sized(const std::string& name, std::size_t bytes, bool missin
     int err = errno;
     close(fd);
     raise_errno(err, "shm: cannot stat peer segment {}", name);
+  }
+  // Only this user's, readable by nobody else (as create_locked makes them): a segment another
+  // user made under the name, or one opened up to others, is never trusted.
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    close(fd);
+    raise(Errc::kInvalidUsage,
+          "shm: segment {} belongs to uid {} with mode {:o}, not to this user (uid {}) with "
+          "mode 600: another user's, refusing it",
+          name, static_cast<long>(st.st_uid), static_cast<unsigned>(st.st_mode & 0777),
+          static_cast<long>(geteuid()));
   }
   if (bytes == 0) s.size_ = static_cast<std::size_t>(st.st_size);  // any size
   if (static_cast<std::size_t>(st.st_size) != s.size_ || st.st_size == 0) {

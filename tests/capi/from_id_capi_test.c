@@ -125,6 +125,14 @@ int main(void) {
   fluxcpp_unique_id_t bad = other;
   bad.internal[0] ^= 1;
   fails(&bad, 1, 0, 0, FLUXCPP_ERROR_INVALID_ARGUMENT, "fluxcpp_get_unique_id");
+  /* Any other byte corrupted (the name's random part, the boot id, the secret): the checksum
+   * says so, instead of a rendezvous that times out or a host that "differs" from itself. */
+  const int corrupt_at[] = {8, 30, 100, 110, 127};
+  for (size_t i = 0; i < sizeof corrupt_at / sizeof corrupt_at[0]; ++i) {
+    bad = other;
+    bad.internal[corrupt_at[i]] ^= 0x10;
+    fails(&bad, 1, 0, 0, FLUXCPP_ERROR_INVALID_ARGUMENT, "corrupted");
+  }
   fails(&other, 1, 0, 2, FLUXCPP_ERROR_INVALID_ARGUMENT, "ranks_per_node=2");
   /* A NULL out-pointer on a one-rank context: the create fails, saying so. */
   fluxcpp_unique_id_t third;

@@ -3,7 +3,10 @@
 // check_in), their errors and timeouts. Single process plus forked children, no MPI.
 #include "comm/shm_group.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,9 +82,9 @@ TEST(ShmGroup, ChunkedAllgatherAndPids) {
         for (std::size_t i = 0; i < mine.size(); ++i)
           if (all[q * 5000 + i] != ((q * 31 + i * 7 + call) & 0xFF)) return 1;
     }
-    const bool ok = max_value(g, r * 10) == 20 &&
-                    allgather_strings(g, std::string(r + 1, 'a' + r)) ==
-                        std::vector<std::string>{"a", "bb", "ccc"};
+    const bool ok =
+        max_value(g, r * 10) == 20 && allgather_strings(g, std::string(r + 1, 'a' + r)) ==
+                                          std::vector<std::string>{"a", "bb", "ccc"};
     return ok ? 0 : 1;
   });
   EXPECT_EQ(st, (std::vector<int>{0, 0, 0}));
@@ -169,6 +172,45 @@ TEST(ShmGroup, MissingCreatorAndBadArguments) {
                : 1;
   });
   EXPECT_EQ(sizes, (std::vector<int>{0, 0}));
+}
+
+// Identity before trust: a rank accepts the rendezvous only when it carries the id's secret (in
+// no name), and only a segment of this user's with mode 600. A segment made under the name by a
+// stranger, or by another job that knows the name, is refused with INVALID_USAGE, never joined.
+TEST(ShmGroup, StrangersSegmentIsRefused) {
+  char id[kUniqueIdBytes];
+  make_unique_id(id);
+  const ParsedId p = parse_unique_id(id);
+  ASSERT_EQ(p.secret.size(), kIdSecretBytes);
+  // Another "job" creates the rendezvous under this name with another secret: rank 1 of this
+  // job refuses it at once; that job's rank 0 times out (nobody joined it).
+  const auto st = run_ranks(2, [&](int r) -> int {
+    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(2), "x");
+    auto [c, t] = caught(
+        [&] { ShmGroup g(p.segment, r, 2, r == 0 ? std::string(kIdSecretBytes, 'x') : p.secret); });
+    if (r == 0) return c == static_cast<int>(Errc::kTimeout) ? 0 : 1;
+    if (c == static_cast<int>(Errc::kInvalidUsage) &&
+        t.find("does not carry this id's secret") != std::string::npos)
+      return 0;
+    std::fprintf(stderr, "rank 1: %d '%s'\n", c, t.c_str());
+    return 1;
+  });
+  EXPECT_EQ(st, (std::vector<int>{0, 0}));
+  EXPECT_NE(access(("/dev/shm" + p.segment).c_str(), F_OK), 0) << "name left: " << p.segment;
+
+  // A segment under the name that others may write (mode 666), as a squatter would leave it:
+  // refused before a byte of it is read.
+  const std::string squat = fresh_name();
+  const int fd = shm_open(squat.c_str(), O_CREAT | O_EXCL | O_RDWR, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fchmod(fd, 0666), 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
+  close(fd);
+  DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(2), "x");
+  auto [c, t] = caught([&] { ShmGroup g(squat, 1, 2); });
+  shm_unlink(squat.c_str());
+  EXPECT_EQ(c, static_cast<int>(Errc::kInvalidUsage)) << t;
+  EXPECT_NE(t.find("mode 666"), std::string::npos) << t;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 # set no PROCESSORS run one rank or thread. The failure model (label fault) and the shaped link
 # (link.*) run alone: they time a deadline or a link.
 set(_fluxcpp_two_cores kernels.gemm inplace_cast.kernels comm.shm_group from_id_capi
-    cmake.options_off python.install python.store_faults python.readme_store)
+    cmake.options_off python.install python.store_faults python.store_identity
+    python.readme_store)
 get_property(_fluxcpp_tests DIRECTORY PROPERTY TESTS)
 foreach(t IN LISTS _fluxcpp_tests)
   get_test_property(${t} LABELS _labels)

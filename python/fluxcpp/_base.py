@@ -1,12 +1,12 @@
 """fluxcpp.Context and the base of every op class (create, close, with, __del__)."""
 import ctypes
-import datetime
 import numbers
 import warnings
 
 from . import _lib
 from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
+from ._store import Claim, effective_timeout, get_within, job_tag
 
 
 def _comm_handle(comm):
@@ -51,21 +51,6 @@ class _Handle:
                           ResourceWarning, stacklevel=2)
 
 
-def _get_within(store, key, timeout_s):
-    """store.get(key), waiting at most timeout_s (when positive and finite) instead of the
-    store's own timeout. (Store.wait with a timeout can hang on a FileStore whose file does not
-    exist yet in torch 1.13, so the store's timeout is set for the get and put back.)"""
-    if not (0 < timeout_s < 1e9) or not callable(getattr(store, "set_timeout", None)):
-        return store.get(key)
-    saved = getattr(store, "timeout", None)
-    store.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
-    try:
-        return store.get(key)
-    finally:
-        if saved is not None:
-            store.set_timeout(saved)
-
-
 class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
@@ -97,47 +82,60 @@ class Context(_Handle):
         stack starts them): rank 0 makes an id and sets it in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
         rank creates the context from it. Collective over the world_size ranks. key None: one
-        key per call to from_store in this process (counted even when the call fails, so the
-        ranks stay paired), the same on every rank as long as the ranks make the same calls in
-        the same order; groups of ranks that share one store pass keys of their own (or a
-        PrefixStore). Rank 0 deletes the key once every rank has read it."""
+        key per job and call to from_store in this process (the job: the launcher's job id,
+        else the parent process; the call counted even when it fails, so the ranks stay
+        paired), the same on every rank as long as the ranks make the same calls in the same
+        order; ranks of one job started by different parents without a launcher's job id, and
+        groups of ranks that share one store, pass keys of their own (or a PrefixStore). Each rank claims its rank under the key with the store's atomic add: a
+        rank claimed twice, or an id set by two rank 0s, is INVALID_USAGE (another job shares
+        the store and key), never a context made of two jobs' ranks. Every store wait is bounded
+        by timeout_s (0: FLUXCPP_TIMEOUT_S or 60 s) whatever the store offers. Rank 0 removes
+        the id and the claims once every rank has read it; a failed call gives its claim back,
+        so a retry under the same key works."""
         where = "Context.from_store"
         Context._from_store_count += 1  # first: a call that fails below still takes its key
+        hint = ""
         if key is None:
-            key = f"fluxcpp/unique_id/{Context._from_store_count}"
+            key = f"fluxcpp/unique_id/{job_tag()}/{Context._from_store_count}"
+            hint = (f" (the default key names the job by {job_tag()}: ranks of one job started "
+                    "by different parent processes pass a key of their own)")
         world_size = size(where, "world_size", world_size, 1, INT32_MAX)
         rank = size(where, "rank", rank, 0, INT32_MAX)
         if rank >= world_size:
             raise ValueError(f"{where}: rank={rank} must be < world_size={world_size}")
-        for method in ("set", "get"):
+        for method in ("set", "get", "add"):
             if not callable(getattr(store, method, None)):
-                raise TypeError(f"{where}: store must be a torch.distributed Store (set/get), "
+                raise TypeError(f"{where}: store must be a torch.distributed Store (set/get/add), "
                                 f"got {type(store).__name__}")
         self = cls.__new__(cls)
         self._handle = None
         self._comm = None
         cfg = self._config(where, 0, timeout_s, compute_threads, comm_threads)
         uid = _UniqueId()
-        if rank == 0:
-            _lib.checked(_lib.fn("fluxcpp_get_unique_id")(ctypes.byref(uid)))
-            store.set(key, bytes(uid))  # all 128 bytes (.internal stops at a NUL)
-        else:
-            try:
-                raw = _get_within(store, key, timeout_s)
-            except RuntimeError as e:  # the store's timeout (or a lost connection), said our way
-                raise Error(Status.TIMEOUT, f"{where}: rank 0 did not set the id under key "
-                            f"{key!r} in the store (this is rank {rank}): {e}") from e
-            ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
-        out = c_void_p()
-        create = _lib.fn("fluxcpp_context_create_from_id")
-        _lib.checked(create(ctypes.byref(uid), world_size, rank, ctypes.byref(cfg),
-                            ctypes.byref(out)))
+        wait_s = effective_timeout(float(timeout_s))
+        claim = Claim(store, key, rank, world_size, wait_s, where)
+        try:
+            if rank == 0:
+                _lib.checked(_lib.fn("fluxcpp_get_unique_id")(ctypes.byref(uid)))
+                claim.set_id(bytes(uid))  # all 128 bytes (.internal stops at a NUL)
+            else:
+                try:
+                    raw = get_within(store, key, wait_s, f"{where}: waiting for key {key!r}")
+                except RuntimeError as e:  # the store's timeout (or a lost connection)
+                    raise Error(Status.TIMEOUT, f"{where}: rank 0 did not set the id under key "
+                                f"{key!r} in the store (this is rank {rank}){hint}: "
+                                f"{getattr(e, 'message', e)}") from e
+                claim.check_writer()
+                ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
+            out = c_void_p()
+            create = _lib.fn("fluxcpp_context_create_from_id")
+            _lib.checked(create(ctypes.byref(uid), world_size, rank, ctypes.byref(cfg),
+                                ctypes.byref(out)))
+        except BaseException:
+            claim.release()
+            raise
         self._adopt(out.value)
-        if rank == 0:  # every rank has read the id (they all met in the rendezvous)
-            try:
-                store.delete_key(key)
-            except (AttributeError, RuntimeError):
-                pass  # a store without delete_key keeps it; a key is used once either way
+        claim.done()  # rank 0: every rank has read the id and claimed (they all met)
         return self
 
     _from_store_count = 0

@@ -1,0 +1,172 @@
+"""The store side of Context.from_store: one id per key and job, claimed, every wait bounded.
+
+The default key names the job (job_tag: the launcher's job id, else the parent process), so two
+jobs sharing a store never meet under it.
+
+Under `key` the store holds the id (set by rank 0) and one claim counter per rank
+(`<key>/claim/<rank>`, raised with the store's atomic `add`). A rank that finds its counter
+above 1 is not alone with that rank under that key: another job (or process) shares the store
+and the key, and the rank fails saying so instead of joining somebody else's id. Rank 0 claims
+before it sets the id, so a second writer never overwrites the first's; a rank 0 that loses the
+claim marks the key (`<key>/conflict`), and a rank that reads the id checks that exactly one
+rank 0 claimed it and that no second one came: later ranks of either job fail rather than join. A rank whose create fails gives its claim back
+(rank 0 first removes its id), so a retry under the same key works; rank 0 removes the id and
+every claim once the context exists (every rank has read and claimed by then)."""
+import datetime
+import math
+import os
+import threading
+
+from ._lib import Error, Status
+
+
+def job_tag():
+    """What the ranks of one job share and another job's do not: the launcher's job id
+    (torchrun's run id, Slurm's job and step, PMIx's namespace) or else the parent process (the
+    launcher, multiprocessing's parent, the serving stack's process)."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if run and run != "none":
+        return f"torchrun-{run}"
+    if os.environ.get("SLURM_JOB_ID"):
+        return f"slurm-{os.environ['SLURM_JOB_ID']}.{os.environ.get('SLURM_STEP_ID', '')}"
+    if os.environ.get("PMIX_NAMESPACE"):
+        return f"pmix-{os.environ['PMIX_NAMESPACE']}"
+    return f"ppid-{os.getppid()}"
+
+
+def effective_timeout(timeout_s):
+    """timeout_s as the library reads it: 0 is FLUXCPP_TIMEOUT_S or its default (60 s)."""
+    if timeout_s > 0:
+        return float(timeout_s)
+    try:
+        t = float(os.environ.get("FLUXCPP_TIMEOUT_S", "60"))
+    except ValueError:
+        return 60.0  # the C create says what is wrong with it
+    return t if t > 0 else 60.0
+
+
+def call_within(fn, timeout_s, what):
+    """fn() on a helper thread, waiting at most timeout_s (inf: forever). A store call that blocks
+    past it (a store without set_timeout, a lost server) is left on its daemon thread; the
+    caller gets TIMEOUT saying what it waited for."""
+    if math.isinf(timeout_s):
+        return fn()
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="fluxcpp-store-wait", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        raise Error(Status.TIMEOUT, f"{what}: no answer from the store within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def get_within(store, key, timeout_s, what):
+    """store.get(key), waiting at most timeout_s: through the store's own timeout when it has
+    set_timeout (put back after), and on a helper thread bounded the same whatever it has.
+    (Store.wait with a timeout can hang on a FileStore whose file does not exist yet in torch
+    1.13, so it is not used.)"""
+    def get():
+        if not callable(getattr(store, "set_timeout", None)) or math.isinf(timeout_s):
+            return store.get(key)
+        saved = getattr(store, "timeout", None)
+        store.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
+        try:
+            return store.get(key)
+        finally:
+            if saved is not None:
+                store.set_timeout(saved)
+    # The thread's bound is a little longer: the store's own timeout, when it has one, is the
+    # one that normally answers (its error names the key).
+    return call_within(get, timeout_s + 1.0, what)
+
+
+def _claim_key(key, rank):
+    return f"{key}/claim/{rank}"
+
+
+class Claim:
+    """This rank's claim on `key`: taken in __init__ (INVALID_USAGE when another process holds
+    the same rank under the key), given back by release() when the create fails, removed with
+    the id by rank 0's done()."""
+
+    def __init__(self, store, key, rank, world_size, timeout_s, where):
+        self.store, self.key, self.rank, self.world_size = store, key, rank, world_size
+        self.timeout_s, self.where = timeout_s, where
+        self.held = False
+        n = self._add(_claim_key(key, rank), 1)
+        self.held = True
+        if n != 1:
+            self.held = False
+            try:  # give it back (not the id: it is the other claimant's), mark the key
+                self._add(_claim_key(key, rank), -1)
+                if rank == 0:
+                    self._add(f"{key}/conflict", 1)
+            except Exception:
+                pass
+            raise Error(Status.INVALID_USAGE,
+                        f"{where}: rank {rank} is claimed {n} times under key {key!r} in this "
+                        "store: another job (or process) uses the same store and key, or a job "
+                        "that failed left its claim; pass a key of this job's own (or a fresh "
+                        "store)")
+
+    def _add(self, k, v):
+        return int(call_within(lambda: self.store.add(k, v), self.timeout_s,
+                               f"{self.where}: store.add({k!r}) (this is rank {self.rank})"))
+
+    def set_id(self, raw):
+        """Rank 0: the id under the key (the claim made it this rank's alone)."""
+        call_within(lambda: self.store.set(self.key, raw), self.timeout_s,
+                    f"{self.where}: store.set({self.key!r}) (this is rank 0)")
+
+    def check_writer(self):
+        """A rank that read the id: exactly one rank 0 claimed the key, so the id is not a mix of
+        two jobs' (one overwriting the other's)."""
+        n = self._add(_claim_key(self.key, 0), 0)
+        n += self._add(f"{self.key}/conflict", 0)
+        if n != 1:
+            raise Error(Status.INVALID_USAGE,
+                        f"{self.where}: {n} processes claimed rank 0 under key {self.key!r} in "
+                        f"this store (this is rank {self.rank}): another job uses the same store "
+                        "and key; pass a key of this job's own (or a fresh store)")
+
+    def release(self):
+        """Give the claim back after a failure (best effort: the store may be gone). Rank 0
+        first removes the id it set, so a retry's ranks never read the failed attempt's."""
+        if not self.held:
+            return
+        self.held = False
+        try:
+            if self.rank == 0 and callable(getattr(self.store, "delete_key", None)):
+                self._delete(self.key)
+                self._delete(f"{self.key}/conflict")
+            self._add(_claim_key(self.key, self.rank), -1)
+        except Exception:  # the failure being reported matters more
+            pass
+
+    def _delete(self, k):
+        call_within(lambda: self.store.delete_key(k), self.timeout_s,
+                    f"{self.where}: store.delete_key({k!r})")
+
+    def done(self):
+        """Rank 0, once the context exists: the id and every claim go (a key is then free for a
+        later job). A store without delete_key keeps them: the next use of the key fails, saying
+        so, rather than reading this id."""
+        self.held = False
+        if self.rank != 0 or not callable(getattr(self.store, "delete_key", None)):
+            return
+        try:
+            self._delete(self.key)
+            self._delete(f"{self.key}/conflict")
+            for r in range(self.world_size):
+                self._delete(_claim_key(self.key, r))
+        except Exception:
+            pass

@@ -152,6 +152,7 @@ MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
     throw Error(Errc::kTimeout, std::move(msg));
   }
   MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+  note_comm(*out);
   return *out;
 }
 

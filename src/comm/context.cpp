@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <utility>
 
@@ -30,6 +31,11 @@ constexpr uint64_t kDestroyToken = 0xD35720D35720ull;
 // (they complete if every rank took part) before it calls the communicator out of step.
 constexpr double kOrphanGrace = 0.1;
 
+// Create calls this process made on MPI_COMM_NULL since its last create that entered: each is a
+// create it missed, which its next create must not hide (it would pair with the others' earlier
+// call). The next entry takes the count and the ranks agree on it.
+std::atomic<long long> g_null_creates{0};
+
 }  // namespace
 
 ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
@@ -40,7 +46,10 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   if (!initialized || finalized)
     raise(Errc::kInvalidUsage, "context: MPI is not initialised (call MPI_Init_thread first)");
   // A rank that cannot take part fails alone; the others time out.
-  if (user_comm == MPI_COMM_NULL) raise(Errc::kInvalidArgument, "context: comm is MPI_COMM_NULL");
+  if (user_comm == MPI_COMM_NULL) {
+    g_null_creates.fetch_add(1);
+    raise(Errc::kInvalidArgument, "context: comm is MPI_COMM_NULL");
+  }
   int thread_level = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&thread_level), "MPI_Query_thread");
   // Every collective below is bounded: a rank that never calls create, or died, makes the
@@ -54,6 +63,7 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   // Whoever passes the entry, in time or (as an orphan's continuation) late, builds the host
   // layout on its communicator: blocking splits that every rank must join (comm/host_layout).
   const int rpn = options.ranks_per_node;
+  const long long missed = g_null_creates.exchange(0);
   comm_ = comm::enter_dup(user_comm,
                           ". MPI cannot cancel a collective: if some rank never reaches it, this "
                           "communicator can no longer carry collectives (see 'Failures' in "
@@ -74,6 +84,12 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     group_ = std::make_unique<comm::MpiGroup>(comm_);
     rank_ = group_->rank();
     size_ = group_->size();
+    // The call's identity: a rank that missed a create (on MPI_COMM_NULL) would otherwise pair
+    // this call with the others' earlier one.
+    comm::agree_value(comm_, "context create",
+                      "the create calls made on MPI_COMM_NULL since the previous create (a rank "
+                      "that missed one would pair this call with the others' earlier call)",
+                      missed);
     comm::agree(comm_, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
       comm::check_launch(user_comm, size_);

@@ -1,7 +1,9 @@
 #include "comm/orphans.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -37,6 +39,21 @@ struct Registry {
   std::vector<MPI_Comm> deferred;  // to free once no orphan runs on them
   bool hooked = false;
 };
+
+// Collectives of this process that timed out (each adopted here): the epoch note_comm records.
+std::atomic<uint64_t> g_timeouts{0};
+
+// The attribute holding a communicator's epoch (MPI_KEYVAL_INVALID if it cannot be made).
+int born_key() {
+  static const int key = [] {
+    int k = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr) !=
+        MPI_SUCCESS)
+      k = MPI_KEYVAL_INVALID;
+    return k;
+  }();
+  return key;
+}
 
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: MPI_Finalize may run after statics die
@@ -188,6 +205,7 @@ void hook_finalize(Registry& r) {
 
 void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std::string what,
                   MPI_Comm* produced, Continuation then) noexcept {
+  g_timeouts.fetch_add(1);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   try {
@@ -202,6 +220,7 @@ void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std:
 
 void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
                          Continuation then) noexcept {
+  g_timeouts.fetch_add(1);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   try {
@@ -255,9 +274,25 @@ void check_no_orphans(MPI_Comm on, const char* op, double grace_s) {
         op, o->what);
 }
 
+void note_comm(MPI_Comm c) noexcept {
+  const int key = born_key();
+  if (c == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return;
+  MPI_Comm_set_attr(c, key, reinterpret_cast<void*>(static_cast<std::intptr_t>(g_timeouts.load())));
+}
+
 void free_comm(MPI_Comm* c) noexcept {
   if (*c == MPI_COMM_NULL) return;
   if (!mpi_usable() || !registry().owner.here()) {
+    *c = MPI_COMM_NULL;
+    return;
+  }
+  // Alive when a collective timed out here: dropped, never freed (its context id stays taken).
+  void* born = nullptr;
+  int found = 0;
+  const int key = born_key();
+  if (key != MPI_KEYVAL_INVALID) MPI_Comm_get_attr(*c, key, &born, &found);
+  const auto epoch = found ? static_cast<uint64_t>(reinterpret_cast<std::intptr_t>(born)) : 0;
+  if (g_timeouts.load() > epoch) {
     *c = MPI_COMM_NULL;
     return;
   }

@@ -57,8 +57,16 @@ void drain_continuations(double barrier_grace_s,
 // kInvalidUsage from `op`: the communicator can no longer carry collectives, and what to do.
 void check_no_orphans(MPI_Comm on, const char* op, double grace_s);
 
+// Records that `c` was made now (a communicator the library made and will free with free_comm).
+// Takes no lock: a continuation may call it.
+void note_comm(MPI_Comm c) noexcept;
+
 // Frees `*c` now, or once the orphans that run on it have completed (at MPI_Finalize the
-// communicators still pending are left to MPI). Sets *c to MPI_COMM_NULL.
+// communicators still pending are left to MPI). Sets *c to MPI_COMM_NULL. A communicator that
+// was alive when a collective of this process timed out (or made before note_comm) is never
+// freed, only dropped: a peer whose side of the timed-out call went on (it returned SUCCESS, or
+// is still sending) may have messages on their way to it, and a freed communicator's context
+// id is reused by the next one made, whose receives would match them.
 void free_comm(MPI_Comm* c) noexcept;
 
 }  // namespace fluxcpp::comm

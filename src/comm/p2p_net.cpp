@@ -7,6 +7,7 @@
 #include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
+#include "comm/orphans.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -51,7 +52,7 @@ P2pNet::~P2pNet() {
     (void)pairs_.release();
     return;
   }
-  MPI_Comm_free(&comm_);
+  free_comm(&comm_);
 }
 
 int P2pNet::find(int peer) const {

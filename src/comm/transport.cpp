@@ -7,6 +7,7 @@
 #include "comm/backoff.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
+#include "comm/orphans.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -30,7 +31,7 @@ Transport::~Transport() {
   if (!idle()) abandon(Error(Errc::kInternal, op_ + ": transfers abandoned by destroy"));
   // A poisoned communicator may still carry a transfer; freeing it is legal in MPI, but keep
   // nothing to chance: it is leaked with the memory the transfer may touch.
-  if (!poisoned_) MPI_Comm_free(&comm_);
+  if (!poisoned_) free_comm(&comm_);
 }
 
 void Transport::post(std::vector<Transfer> batch) {

@@ -6,7 +6,13 @@
  *   null     the last rank passes MPI_COMM_NULL: the others' create is TIMEOUT saying the
  *            communicator may no longer carry collectives; their next create on it fails at once
  *            (INVALID_USAGE "can no longer carry collectives"); a create on a communicator made
- *            before the failure still works on every rank; MPI_Finalize returns on every rank.
+ *            before the failure is INVALID_ARGUMENT on every rank naming the create the last
+ *            rank missed (on MPI_COMM_NULL), the next one works on every rank; MPI_Finalize
+ *            returns on every rank.
+ *   null_then the last rank passes MPI_COMM_NULL and then MPI_COMM_WORLD, the others
+ *            MPI_COMM_WORLD once: that create pairs the others' first call with the last rank's
+ *            second, so it is INVALID_ARGUMENT on every rank naming the missed create (never
+ *            SUCCESS); the next create on MPI_COMM_WORLD works on every rank.
  *   late     the last rank creates on MPI_COMM_WORLD 1.5 s after the others, whose timeout is
  *            0.5 s: they get TIMEOUT; the late rank gets TIMEOUT too (never a context its peers
  *            gave up), naming a rank that gave up; then every rank creates on a communicator
@@ -107,6 +113,8 @@ static void late_rank(void) {
   MPI_Comm_free(&before);
 }
 
+static void missed_then_works(MPI_Comm comm, const fluxcpp_context_config_t* c);
+
 static void null_comm(void) {
   const int victim = world - 1;
   MPI_Comm before = MPI_COMM_NULL; /* made before the failure, on every rank */
@@ -129,11 +137,41 @@ static void null_comm(void) {
            "second create -> %s: %s", fluxcpp_status_string(s), fluxcpp_last_error());
     EXPECT(took < 0.4, "the second create took %.2f s (at once expected)", took);
   }
-  /* Every rank goes on with the communicator made before the failure. */
+  /* Every rank goes on with the communicator made before the failure: its first create there is
+   * told of the create the last rank missed, the next one works. */
   c.timeout_s = 10;
-  fluxcpp_status_t s = fluxcpp_context_create(before, &c, &ctx);
-  EXPECT(s == FLUXCPP_SUCCESS, "create on the earlier communicator -> %s: %s",
-         fluxcpp_status_string(s), fluxcpp_last_error());
+  missed_then_works(before, &c);
+  MPI_Comm_free(&before);
+}
+
+/* The issue's reproduction: the last rank's create on MPI_COMM_NULL, then on MPI_COMM_WORLD,
+ * meets the others' only create on MPI_COMM_WORLD. */
+static void null_then_world(void) {
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  c.timeout_s = 10;
+  fluxcpp_context_t ctx = NULL;
+  if (rank == world - 1) {
+    fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_NULL, &c, &ctx);
+    EXPECT(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "create on MPI_COMM_NULL -> %s",
+           fluxcpp_status_string(s));
+  }
+  missed_then_works(MPI_COMM_WORLD, &c);
+}
+
+/* A create on comm is INVALID_ARGUMENT on every rank naming the last rank's missed create; the
+ * next create on comm works (all_gather exact). */
+static void missed_then_works(MPI_Comm comm, const fluxcpp_context_config_t* c) {
+  fluxcpp_context_t ctx = NULL;
+  fluxcpp_status_t s = fluxcpp_context_create(comm, c, &ctx);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d passed 1", world - 1);
+  EXPECT(s == FLUXCPP_ERROR_INVALID_ARGUMENT && strstr(fluxcpp_last_error(), "MPI_COMM_NULL") &&
+             strstr(fluxcpp_last_error(), want) && strstr(fluxcpp_last_error(), "passed 0"),
+         "create after the missed one -> %s: %s", fluxcpp_status_string(s), fluxcpp_last_error());
+  if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx);
+  s = fluxcpp_context_create(comm, c, &ctx);
+  EXPECT(s == FLUXCPP_SUCCESS, "the next create -> %s: %s", fluxcpp_status_string(s),
+         fluxcpp_last_error());
   if (s == FLUXCPP_SUCCESS) {
     fluxcpp_all_gather_t ag = NULL;
     float in[4], out[4 * 8];
@@ -149,7 +187,6 @@ static void null_comm(void) {
     }
     EXPECT(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "destroy: %s", fluxcpp_last_error());
   }
-  MPI_Comm_free(&before);
 }
 
 int main(int argc, char** argv) {
@@ -160,6 +197,8 @@ int main(int argc, char** argv) {
   const char* scenario = argc > 1 ? argv[1] : "timeout";
   if (strcmp(scenario, "null") == 0)
     null_comm();
+  else if (strcmp(scenario, "null_then") == 0)
+    null_then_world();
   else if (strcmp(scenario, "late") == 0)
     late_rank();
   else

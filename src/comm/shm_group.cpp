@@ -24,11 +24,21 @@ struct alignas(64) Header {
   std::atomic<uint64_t> ready;
   int64_t size;               // the creator's world size
   char secret[kSecretBytes];  // the id's secret, zero-padded
+  // Written by a process that asked for a rank another holds: rank + 1, and its pid. Every rank
+  // waiting in the rendezvous fails with it (a duplicate rank means another rank is missing).
+  std::atomic<int64_t> clash;
+  std::atomic<int64_t> clash_pid;
+  // Rank 0 gave up on this segment (and removes its name): the waiting ranks meet its retry in
+  // the segment it makes next under the name.
+  std::atomic<uint64_t> abandoned;
 };
 
 std::string who(const std::function<int(int)>& name_of, int r) {
   return std::to_string(name_of ? name_of(r) : r);
 }
+
+// Thrown inside the rendezvous round when rank 0 abandoned the segment: the rank joins again.
+struct Rejoin {};
 
 }  // namespace
 
@@ -45,9 +55,22 @@ ShmGroup::Slot& ShmGroup::slot(int r) const {
 
 ShmGroup::ShmGroup(const std::string& name, int rank, int size, const std::string& secret)
     : rank_(rank), size_(size) {
-  const std::size_t bytes = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(size);
   char want[kSecretBytes] = {};
   std::memcpy(want, secret.data(), std::min(secret.size(), kSecretBytes));
+  for (;;) {
+    try {
+      join(name, want);
+      return;
+    } catch (const Rejoin&) {
+      round_ = 0;  // rank 0 retries: meet it in its next segment, within the same deadline
+      seg_ = shm::Segment();
+    }
+  }
+}
+
+void ShmGroup::join(const std::string& name, const char* want) {
+  const int rank = rank_, size = size_;
+  const std::size_t bytes = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(size);
   const Deadline deadline = DeadlineScope::current();
   const std::string& what = DeadlineScope::context();
   if (rank == 0) {
@@ -59,11 +82,18 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, const std::strin
   } else {
     Backoff backoff(kCollective);
     for (;;) {
-      // Any size: a rank 0 with another world size made another one, said below.
-      if (shm::Segment::try_open(name, 0, &seg_) &&
-          static_cast<Header*>(seg_.data())->ready.load(std::memory_order_acquire) == kReady)
-        break;
+      // Any size: a rank 0 with another world size made another one, said below. One rank 0
+      // abandoned is skipped: its name goes at once, and its retry makes a new one.
+      if (shm::Segment::try_open(name, 0, &seg_)) {
+        const auto* h = static_cast<const Header*>(seg_.data());
+        if (h->ready.load(std::memory_order_acquire) == kReady && h->abandoned.load() == 0) break;
+      }
       const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline && !missing_at_rejoin_.empty())
+        raise(Errc::kTimeout,
+              "{}{}timed out in the rendezvous: rank(s) {} did not take part, and rank 0 gave up "
+              "(this is rank {})",
+              what, what.empty() ? "" : ": ", missing_at_rejoin_, rank);
       if (now >= deadline)
         raise(Errc::kTimeout,
               "{}{}timed out in the rendezvous: rank(s) 0 did not take part (this is rank {}; "
@@ -85,23 +115,31 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, const std::strin
   if (h->size != size || seg_.size() < bytes)
     raise(Errc::kInvalidArgument, "context: world_size={} on rank {}, but rank 0 passed {}", size,
           rank, h->size);
-  int64_t none = 0;
+  int64_t holder = 0;
   const int64_t me = static_cast<int64_t>(getpid());
-  if (!slot(rank).pid.compare_exchange_strong(none, me))
+  if (!slot(rank).pid.compare_exchange_strong(holder, me)) {
+    h->clash_pid.store(me);
+    h->clash.store(rank + 1);  // the ranks waiting in the rendezvous fail with this
     raise(Errc::kInvalidArgument,
           "context: rank {} is taken already (by pid {}): every rank passes its own rank, once",
-          rank, none);
+          rank, holder);
+  }
   pids_.assign(static_cast<std::size_t>(size), 0);
   std::vector<int64_t> all(static_cast<std::size_t>(size));
   try {
+    rendezvous_ = true;
     round(&me, all.data(), sizeof me, sizeof me, "the rendezvous");
+    rendezvous_ = false;
   } catch (...) {
-    // Give the rank back (a retry by this process may claim it again; its published round
-    // stays, so the others do not name it as missing). Only rank 0, which created it, removes
-    // the name: a rank that gives up early must not take the rendezvous from the others (a dead
-    // rank 0's segment goes with the sweep of segments whose liveness lock nobody holds).
+    rendezvous_ = false;
+    // Withdraw: the round (the others wait for this rank again and name it if it does not come
+    // back), then the rank (a retry by this process claims it again). Only rank 0, which created
+    // it, removes the name, after marking the segment abandoned so that the ranks still waiting
+    // meet its retry; a rank that gives up early must not take the rendezvous from the others.
+    slot(rank).round.store(0, std::memory_order_release);
     int64_t mine = me;
     slot(rank).pid.compare_exchange_strong(mine, 0);
+    if (rank == 0) h->abandoned.store(1);
     seg_.unlink();
     throw;
   }
@@ -110,6 +148,28 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, const std::strin
   // first), so it goes even if rank 0 died after publishing its round.
   seg_.unlink();
   shm_unlink(name.c_str());
+}
+
+// In the rendezvous, while some rank has not published its round: a rank passed twice, or rank 0
+// gone to a retry, ends the wait.
+void ShmGroup::check_rendezvous() {
+  const auto* h = static_cast<const Header*>(seg_.data());
+  if (const int64_t clash = h->clash.load(); clash > 0) {
+    const int r = static_cast<int>(clash - 1);
+    const std::string& what = DeadlineScope::context();
+    raise(Errc::kInvalidArgument,
+          "{}{}two processes passed rank {} (pid {} holds it, pid {} asked for it too; this is "
+          "rank {}): every process passes its own rank, once",
+          what, what.empty() ? "" : ": ", r, slot(r).pid.load(), h->clash_pid.load(), rank_);
+  }
+  if (rank_ != 0 && h->abandoned.load() != 0) {
+    // Said if rank 0 does not come back: who was missing when it gave up.
+    missing_at_rejoin_.clear();
+    for (int q = 1; q < size_; ++q)
+      if (slot(q).round.load(std::memory_order_acquire) < round_)
+        missing_at_rejoin_ += (missing_at_rejoin_.empty() ? "" : ", ") + std::to_string(q);
+    throw Rejoin{};
+  }
 }
 
 void ShmGroup::round(const void* mine, void* all, std::size_t bytes, std::size_t stride,
@@ -125,6 +185,7 @@ void ShmGroup::round(const void* mine, void* all, std::size_t bytes, std::size_t
       ++r;
       continue;
     }
+    if (rendezvous_) check_rendezvous();
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       std::string missing;

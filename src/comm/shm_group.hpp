@@ -18,7 +18,10 @@ class ShmGroup : public Group {
  public:
   // The rendezvous of rank `rank` of `size` through segment `name`, which rank 0 creates (the
   // others wait for it). Bounded by the current DeadlineScope: kTimeout naming the ranks that
-  // did not arrive. kInvalidArgument when ranks pass different sizes, or two pass one rank.
+  // did not arrive. kInvalidArgument when ranks pass different sizes, or two pass one rank (on
+  // every rank waiting in the rendezvous). A rank that fails withdraws (the others wait for it
+  // again), so the same process may retry while they wait; when rank 0 fails and retries, the
+  // ranks still waiting meet it in its new segment.
   // Once every rank has mapped it, rank 0 removes the name: nothing is left in /dev/shm.
   // `secret` (at most 16 bytes, the id's): rank 0 writes it into the segment, the others accept
   // the segment only when it carries it (kInvalidUsage otherwise: a stale segment or another
@@ -37,12 +40,18 @@ class ShmGroup : public Group {
  private:
   struct Slot;
   Slot& slot(int r) const;
+  // One attempt at the rendezvous in the segment now under `name` (throws Rejoin, inside the .cpp,
+  // when rank 0 abandoned it for a retry).
+  void join(const std::string& name, const char* secret);
+  void check_rendezvous();
   // One round of at most a slot's bytes; kTimeout naming who is missing, in `step`.
   void round(const void* mine, void* all, std::size_t bytes, std::size_t stride, const char* step);
 
   shm::Segment seg_;
   int rank_ = 0, size_ = 1;
   uint64_t round_ = 0;
+  bool rendezvous_ = false;  // in the first round: check_rendezvous while waiting
+  std::string missing_at_rejoin_;  // the ranks missing when rank 0 gave up (for the timeout)
   std::vector<long> pids_;
 };
 

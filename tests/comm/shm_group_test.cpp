@@ -143,20 +143,23 @@ TEST(ShmGroup, MissingCreatorAndBadArguments) {
   auto [code, text] = caught([&] { ShmGroup g(fresh_name(), 1, 2); });
   EXPECT_EQ(code, static_cast<int>(Errc::kTimeout));
   EXPECT_NE(text.find("rank(s) 0 did not take part"), std::string::npos) << text;
-  // Two processes pass rank 1 of 3 and nobody passes rank 2, so the rendezvous stays open
-  // until the deadline: one claimant is told at once (status 2), rank 0 and the other time out
-  // naming rank 2 (status 0).
+  // Two processes pass rank 1 of 3 (so nobody passes rank 2): the second claimant is told at
+  // once (status 2), and every rank waiting in the rendezvous fails with INVALID_ARGUMENT naming
+  // the rank and both pids (status 0), long before the deadline.
   const std::string name = fresh_name();
   auto st = run_ranks(3, [&](int r) -> int {
-    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(2), "x");
+    DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(10), "x");
+    const auto t0 = std::chrono::steady_clock::now();
     auto [c, t] = caught([&] { ShmGroup g(name, r == 0 ? 0 : 1, 3); });
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(8)) return 1;
     if (c == static_cast<int>(Errc::kInvalidArgument) &&
         t.find("rank 1 is taken already") != std::string::npos)
       return 2;
-    return c == static_cast<int>(Errc::kTimeout) &&
-                   t.find("rank(s) 2 did not take part") != std::string::npos
-               ? 0
-               : 1;
+    if (c == static_cast<int>(Errc::kInvalidArgument) &&
+        t.find("two processes passed rank 1") != std::string::npos)
+      return 0;
+    std::fprintf(stderr, "rank %d: %d '%s'\n", r, c, t.c_str());
+    return 1;
   });
   std::sort(st.begin(), st.end());
   EXPECT_EQ(st, (std::vector<int>{0, 0, 2}));
@@ -172,6 +175,33 @@ TEST(ShmGroup, MissingCreatorAndBadArguments) {
                : 1;
   });
   EXPECT_EQ(sizes, (std::vector<int>{0, 0}));
+}
+
+// Retries while the others wait: a non-zero rank that timed out withdraws and, retrying, meets
+// them; rank 0 that timed out marks its segment abandoned, and the ranks still waiting meet its
+// retry in the next one. Rank 2 arrives 1 s late; every rank ends with the rendezvous made.
+TEST(ShmGroup, RetriesMeetTheRanksStillWaiting) {
+  for (const int quick : {1, 0}) {  // the rank whose first deadline is too short
+    const std::string name = fresh_name();
+    const auto st = run_ranks(3, [&](int r) -> int {
+      if (r == 2) usleep(1000 * 1000);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (r == quick) {
+        DeadlineScope scope(t0 + std::chrono::milliseconds(300), "first");
+        auto [c, t] = caught([&] { ShmGroup g(name, r, 3); });
+        if (c != static_cast<int>(Errc::kTimeout) ||
+            t.find("rank(s) 2 did not take part") == std::string::npos) {
+          std::fprintf(stderr, "rank %d first: %d '%s'\n", r, c, t.c_str());
+          return 1;
+        }
+      }
+      DeadlineScope scope(std::chrono::steady_clock::now() + std::chrono::seconds(8), "retry");
+      ShmGroup g(name, r, 3);
+      return g.pids().size() == 3 && g.pids()[r] == getpid() ? 0 : 1;
+    });
+    EXPECT_EQ(st, (std::vector<int>{0, 0, 0})) << "rank " << quick << " retried";
+    EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0) << "rendezvous name left: " << name;
+  }
 }
 
 // Identity before trust: a rank accepts the rendezvous only when it carries the id's secret (in

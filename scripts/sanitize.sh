@@ -22,7 +22,7 @@ kinds=("$@")
 configure() {
   local dir=$1 flags=$2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Sanitize -DFLUXCPP_BUILD_BENCH=OFF \
-    -DFLUXCPP_BUILD_EXAMPLES=OFF \
+    -DFLUXCPP_BUILD_EXAMPLES=OFF -DFLUXCPP_FAULT_INJECTION=ON \
     "-DCMAKE_C_FLAGS=-O1 -g1 -fno-omit-frame-pointer $flags" \
     "-DCMAKE_CXX_FLAGS=-O1 -g1 -fno-omit-frame-pointer $flags" \
     "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags" >/dev/null

@@ -21,7 +21,7 @@ stage() {  # stage NAME COMMAND...: runs it and prints how long it took
 }
 # --python: PyTorch and mpi4py for the Python module's tests (python.*), not for the library.
 stage deps ./scripts/install_deps.sh --python
-stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLUXCPP_FAULT_INJECTION=ON
 stage build cmake --build build -j"$(nproc)"
 # Tests run side by side while their ranks fit in twice the cores (each test's PROCESSORS is its
 # ranks, tests/CMakeLists.txt); the failure model's tests run alone.

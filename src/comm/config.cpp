@@ -1,5 +1,7 @@
 #include "comm/config.hpp"
 
+#include <iterator>
+
 #include <cstdlib>
 #include <string>
 
@@ -59,15 +61,13 @@ std::string env_value(const char* name) {
   raise(Errc::kInternal, "config: undeclared variable {}", name);
 }
 
-int env_choice(const char* name, std::initializer_list<const char*> choices) {
+int env_choice(const char* name, const char* const* choices, int n) {
   const std::string v = env_value(name);
   std::string list;  // "a, b or c"
-  int i = 0;
-  for (const char* c : choices) {
-    if (v == c) return i;
-    if (i > 0) list += i + 1 == static_cast<int>(choices.size()) ? " or " : ", ";
-    list += c;
-    ++i;
+  for (int i = 0; i < n; ++i) {
+    if (v == choices[i]) return i;
+    if (i > 0) list += i + 1 == n ? " or " : ", ";
+    list += choices[i];
   }
   raise(Errc::kInvalidArgument, "config: {}='{}' must be {}", name, v, list);
 }
@@ -134,7 +134,8 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
   c.chunk_bytes = parse_long("FLUXCPP_CHUNK_KB", 4, 1L << 20) * 1024;
   c.net_chunk_bytes = parse_long("FLUXCPP_NET_CHUNK_KB", 4, 1L << 20) * 1024;
   c.copy_engine =
-      static_cast<CopyEngine>(env_choice("FLUXCPP_COPY_ENGINE", {"auto", "shm", "cma"}));
+      static_cast<CopyEngine>(env_choice("FLUXCPP_COPY_ENGINE", kCopyEngineNames,
+                                         static_cast<int>(std::size(kCopyEngineNames))));
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
   const int off = env_choice("FLUXCPP_COPY_OFFLOAD", {"auto", "on", "off"});
   c.copy_offload = off == 0 ? cpus_per_rank > c.compute_threads : off == 1;

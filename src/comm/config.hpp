@@ -30,7 +30,12 @@ std::string env_value(const char* name);
 // kInvalidArgument "config: NAME='value' must be a, b or c" otherwise. Ops read their own
 // settings with it (declared in env_vars() like every other, so --help-env lists them), inside
 // their collective create so that a bad value fails on every rank.
-int env_choice(const char* name, std::initializer_list<const char*> choices);
+int env_choice(const char* name, const char* const* choices, int n);
+inline int env_choice(const char* name, std::initializer_list<const char*> choices) {
+  return env_choice(name, choices.begin(), static_cast<int>(choices.size()));
+}
+// FLUXCPP_COPY_ENGINE's values in CopyEngine's order (parsed, and named when ranks disagree).
+inline constexpr const char* kCopyEngineNames[] = {"auto", "shm", "cma"};
 
 struct Config {
   double timeout_s = 60.0;

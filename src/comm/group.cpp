@@ -68,6 +68,21 @@ void Group::agree_values(const char* op, const char* const* names, const long lo
   }
 }
 
+void agree_choice(Group& g, const char* op, const char* name, int value, const char* const* names,
+                  int n) {
+  std::vector<long long> all(static_cast<std::size_t>(g.size()));
+  const long long mine = value;
+  g.allgather(&mine, all.data(), sizeof mine);
+  const auto [lo, hi] = std::minmax_element(all.begin(), all.end());
+  if (*lo == *hi) return;
+  auto label = [&](long long v) {
+    return v >= 0 && v < n ? std::string(names[v]) : fmt::format("value {}", v);
+  };
+  throw AgreedError(Errc::kInvalidArgument,
+                    fmt::format("{}: ranks disagree on {}: rank {} has {}, rank {} has {}", op,
+                                name, lo - all.begin(), label(*lo), hi - all.begin(), label(*hi)));
+}
+
 long long max_value(Group& g, long long value) {
   std::vector<long long> all(static_cast<std::size_t>(g.size()));
   g.allgather(&value, all.data(), sizeof value);

@@ -51,6 +51,10 @@ inline void agree_values(Group& g, const char* op, const char* const* names,
                          const long long* values, int n) {
   g.agree_values(op, names, values, n);
 }
+// agree_value for a setting with named values (value indexes names[0..n)): the error names them,
+// "<op>: ranks disagree on <name>: rank a has x, rank b has y".
+void agree_choice(Group& g, const char* op, const char* name, int value, const char* const* names,
+                  int n);
 // The largest of every rank's value.
 long long max_value(Group& g, long long value);
 // Every rank's string, in rank order.

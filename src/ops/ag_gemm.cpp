@@ -16,6 +16,12 @@
 namespace fluxcpp {
 namespace detail {
 
+namespace {
+// FLUXCPP_AG_GEMM_MODE's values in AgGemmMode's order (parsed, and named when ranks disagree).
+constexpr const char* kModeNames[] = {"auto", "zero_copy", "copy"};
+constexpr int kModes = 3;
+}  // namespace
+
 void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const AgGemmOptions o = opts_;
   comm::Group& comm = c.comm();
@@ -26,9 +32,10 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
     mode_ = o.mode != AgGemmMode::kAuto
                 ? o.mode
                 : static_cast<AgGemmMode>(
-                      env_choice("FLUXCPP_AG_GEMM_MODE", {"auto", "zero_copy", "copy"}));
+                      env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
   });
-  comm::agree_value(comm, kOp, "mode", static_cast<int>(mode_));
+  comm::agree_choice(comm, kOp, "mode (FLUXCPP_AG_GEMM_MODE or the option)", static_cast<int>(mode_),
+                     kModeNames, kModes);
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);

@@ -206,6 +206,25 @@ TEST_F(ContextTest, EnvChoiceReadsADeclaredVariable) {
               "undeclared variable FLUXCPP_NOT_DECLARED");
 }
 
+// Settings the protocols depend on must agree; a mismatch names the values, not enum numbers.
+TEST_F(ContextTest, SettingsThatDisagreeAreNamed) {
+  if (world_size() < 2) return;
+  if (world_rank() == 0) setenv("FLUXCPP_COPY_ENGINE", "shm", 1);
+  Context ctx(MPI_COMM_WORLD, test_options());
+  unsetenv("FLUXCPP_COPY_ENGINE");
+  expect_code([&] { AllGather op(ctx, {16 * world_size(), 8, DType::kFloat32}); },
+              Errc::kInvalidArgument,
+              "ranks disagree on FLUXCPP_COPY_ENGINE: rank 1 has auto, rank 0 has shm");
+  if (world_rank() == 0) setenv("FLUXCPP_AG_GEMM_MODE", "copy", 1);
+  AgGemmOptions o;
+  o.max_m = 16 * world_size();
+  o.n = 8;
+  o.k = 8;
+  expect_code([&] { AgGemm op(ctx, o); }, Errc::kInvalidArgument, "rank 0 has copy");
+  unsetenv("FLUXCPP_AG_GEMM_MODE");
+  ctx.close();
+}
+
 TEST_F(ContextTest, BindingToCoresWorks) {
   setenv("FLUXCPP_BIND", "core", 1);
   Context c(MPI_COMM_WORLD, test_options());

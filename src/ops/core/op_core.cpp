@@ -1,6 +1,7 @@
 #include "ops/core/op_core.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "comm/drive_wait.hpp"
 #include "comm/mpi_util.hpp"
@@ -68,7 +69,8 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
   // Settings the protocols depend on: every rank must use the same.
   comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
   comm::agree_value(comm, op, "FLUXCPP_NET_CHUNK_KB", c.config().net_chunk_bytes / 1024);
-  comm::agree_value(comm, op, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine));
+  comm::agree_choice(comm, op, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine),
+                     kCopyEngineNames, static_cast<int>(std::size(kCopyEngineNames)));
   comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
   comm::agree(comm, [&] {
     if (c.num_nodes() > 1 && !c.uniform_nodes())

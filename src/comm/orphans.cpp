@@ -215,6 +215,9 @@ void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std:
     new std::shared_ptr<void>(std::move(keep));  // out of memory: leak it, MPI may write into it
     return;
   }
+  // An MPI_Comm_idup in progress reads its parent (OpenMPI builds the new communicator from it):
+  // a parent the user frees meanwhile crashed the next MPI progress, so its free drives it first.
+  if (produced != nullptr) watch_user_comm(on);
   hook_finalize(r);
 }
 

@@ -13,6 +13,9 @@
  *            MPI_COMM_WORLD once: that create pairs the others' first call with the last rank's
  *            second, so it is INVALID_ARGUMENT on every rank naming the missed create (never
  *            SUCCESS); the next create on MPI_COMM_WORLD works on every rank.
+ *   freed    as timeout, on a communicator the user dups first and frees after the creates
+ *            (the orphans on it are driven as it goes, nothing is posted on it afterwards);
+ *            then the recovery and MPI_Finalize as in timeout.
  *   late     the last rank creates on MPI_COMM_WORLD 1.5 s after the others, whose timeout is
  *            0.5 s: they get TIMEOUT; the late rank gets TIMEOUT too (never a context its peers
  *            gave up), naming a rank that gave up; then every rank creates on a communicator
@@ -46,18 +49,21 @@ static double now_s(void) {
 
 static void recover_on(MPI_Comm comm, const char* what);
 
-static void timeouts(void) {
+static void timeouts(int freed) {
   MPI_Comm before = MPI_COMM_NULL; /* made before the failures, on every rank */
   MPI_Comm_dup(MPI_COMM_WORLD, &before);
+  MPI_Comm on = MPI_COMM_WORLD;
+  if (freed) MPI_Comm_dup(MPI_COMM_WORLD, &on);
   fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
   for (int i = 0; i < 4; ++i) {
     c.timeout_s = i % 2 ? 1e-3 : 1e-4;
     fluxcpp_context_t ctx = NULL;
-    fluxcpp_status_t s = fluxcpp_context_create(MPI_COMM_WORLD, &c, &ctx);
+    fluxcpp_status_t s = fluxcpp_context_create(on, &c, &ctx);
     EXPECT(s == FLUXCPP_SUCCESS || s == FLUXCPP_ERROR_TIMEOUT || s == FLUXCPP_ERROR_INVALID_USAGE,
            "create %d -> %s: %s", i, fluxcpp_status_string(s), fluxcpp_last_error());
     if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx); /* may time out too: any status */
   }
+  if (freed) MPI_Comm_free(&on);
   /* The abandoned creates' host layouts run first, in order, on every rank: then this works. */
   recover_on(before, "a communicator made before the timed-out creates");
   MPI_Comm_free(&before);
@@ -202,7 +208,7 @@ int main(int argc, char** argv) {
   else if (strcmp(scenario, "late") == 0)
     late_rank();
   else
-    timeouts();
+    timeouts(strcmp(scenario, "freed") == 0);
   fflush(stderr);
   MPI_Finalize();
   printf("abandoned: rank %d finalized%s\n", rank, failed ? " (FAILED)" : "");

@@ -6,7 +6,7 @@ import warnings
 from . import _lib
 from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
-from ._store import Claim, effective_timeout, get_within, job_tag
+from ._store import Claim, effective_timeout, get_within, job_tag, store_wait
 
 
 def _comm_handle(comm):
@@ -81,24 +81,29 @@ class Context(_Handle):
         """A context without MPI for ranks on one host (as torchrun, multiprocessing or a serving
         stack starts them): rank 0 makes an id and sets it in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
-        rank creates the context from it. Collective over the world_size ranks. key None: one
-        key per job and call to from_store in this process (the job: the launcher's job id,
-        else the parent process; the call counted even when it fails, so the ranks stay
-        paired), the same on every rank as long as the ranks make the same calls in the same
-        order; ranks of one job started by different parents without a launcher's job id, and
-        groups of ranks that share one store, pass keys of their own (or a PrefixStore). Each rank claims its rank under the key with the store's atomic add: a
-        rank claimed twice, or an id set by two rank 0s, is INVALID_USAGE (another job shares
-        the store and key), never a context made of two jobs' ranks. Every store wait is bounded
-        by timeout_s (0: FLUXCPP_TIMEOUT_S or 60 s) whatever the store offers. Rank 0 removes
-        the id and the claims once every rank has read it; a failed call gives its claim back,
-        so a retry under the same key works."""
+        rank creates the context from it. Collective over the world_size ranks.
+
+        key None: one key per job and call to from_store in this process (the job: the parent
+        process, and torchrun's restart count; the call counted even when it fails, so the ranks
+        stay paired), the same on every rank as long as the ranks make the same calls in the
+        same order. Ranks of one job started by different parent processes, and groups of ranks
+        that share one store, pass keys of their own (or a PrefixStore). Each rank claims its
+        rank under the key with the store's atomic add: a rank claimed twice, or a key claimed
+        twice and read afterwards, is INVALID_USAGE naming the key (an explicit key must be the
+        job's own: ranks of two jobs that claim it before they collide cannot be told apart).
+
+        The wait for the id is bounded by timeout_s (0: the store's own timeout, else
+        FLUXCPP_TIMEOUT_S or 60 s), every other store call and the create by timeout_s (0:
+        FLUXCPP_TIMEOUT_S or 60 s), whatever the store offers. Rank 0 removes the id and the
+        claims once every rank has read it; a failed call gives its claim back, so a retry under
+        the same key works."""
         where = "Context.from_store"
         Context._from_store_count += 1  # first: a call that fails below still takes its key
         hint = ""
         if key is None:
             key = f"fluxcpp/unique_id/{job_tag()}/{Context._from_store_count}"
-            hint = (f" (the default key names the job by {job_tag()}: ranks of one job started "
-                    "by different parent processes pass a key of their own)")
+            hint = (f" (the default key names the job by its parent process, {job_tag()}: "
+                    "ranks of one job started by different parents pass a key of their own)")
         world_size = size(where, "world_size", world_size, 1, INT32_MAX)
         rank = size(where, "rank", rank, 0, INT32_MAX)
         if rank >= world_size:
@@ -120,7 +125,8 @@ class Context(_Handle):
                 claim.set_id(bytes(uid))  # all 128 bytes (.internal stops at a NUL)
             else:
                 try:
-                    raw = get_within(store, key, wait_s, f"{where}: waiting for key {key!r}")
+                    raw = get_within(store, key, store_wait(store, float(timeout_s)),
+                                     f"waiting for key {key!r}")
                 except RuntimeError as e:  # the store's timeout (or a lost connection)
                     raise Error(Status.TIMEOUT, f"{where}: rank 0 did not set the id under key "
                                 f"{key!r} in the store (this is rank {rank}){hint}: "

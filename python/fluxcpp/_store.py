@@ -1,15 +1,17 @@
 """The store side of Context.from_store: one id per key and job, claimed, every wait bounded.
 
-The default key names the job (job_tag: the launcher's job id, else the parent process), so two
-jobs sharing a store never meet under it.
+The default key names the job (job_tag: the parent process, and torchrun's restart count), so
+two jobs sharing a store never meet under it.
 
 Under `key` the store holds the id (set by rank 0) and one claim counter per rank
 (`<key>/claim/<rank>`, raised with the store's atomic `add`). A rank that finds its counter
 above 1 is not alone with that rank under that key: another job (or process) shares the store
 and the key, and the rank fails saying so instead of joining somebody else's id. Rank 0 claims
-before it sets the id, so a second writer never overwrites the first's; a rank 0 that loses the
+before it sets the id, so a second writer never overwrites the first's; any rank that loses a
 claim marks the key (`<key>/conflict`), and a rank that reads the id checks that exactly one
-rank 0 claimed it and that no second one came: later ranks of either job fail rather than join. A rank whose create fails gives its claim back
+rank 0 claimed it and that the key is unmarked: the ranks that come after the collision fail
+rather than join. (Ranks of two jobs that claim an explicit key before they collide cannot be
+told apart: an explicit key must be the job's own.) A rank whose create fails gives its claim back
 (rank 0 first removes its id), so a retry under the same key works; rank 0 removes the id and
 every claim once the context exists (every rank has read and claimed by then)."""
 import datetime
@@ -21,17 +23,24 @@ from ._lib import Error, Status
 
 
 def job_tag():
-    """What the ranks of one job share and another job's do not: the launcher's job id
-    (torchrun's run id, Slurm's job and step, PMIx's namespace) or else the parent process (the
-    launcher, multiprocessing's parent, the serving stack's process)."""
-    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
-    if run and run != "none":
-        return f"torchrun-{run}"
-    if os.environ.get("SLURM_JOB_ID"):
-        return f"slurm-{os.environ['SLURM_JOB_ID']}.{os.environ.get('SLURM_STEP_ID', '')}"
-    if os.environ.get("PMIX_NAMESPACE"):
-        return f"pmix-{os.environ['PMIX_NAMESPACE']}"
-    return f"ppid-{os.getppid()}"
+    """What the ranks of one job on one host share and another job's do not: their parent
+    process (the launcher: torchrun's agent, mpirun's daemon, multiprocessing's parent, the
+    serving stack), and torchrun's restart count (a restart's workers get a key of their own,
+    whatever the killed ones left in the agent's store)."""
+    tag = f"ppid-{os.getppid()}"
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    return f"{tag}-restart{restart}" if restart else tag
+
+
+def store_wait(store, timeout_s):
+    """How long a rank waits in the store for rank 0's id: timeout_s when given, else the store's
+    own timeout (rank 0 may load a checkpoint first), else FLUXCPP_TIMEOUT_S or 60 s."""
+    if timeout_s > 0:
+        return float(timeout_s)
+    own = getattr(store, "timeout", None)
+    if isinstance(own, datetime.timedelta) and own.total_seconds() > 0:
+        return own.total_seconds()
+    return effective_timeout(0.0)
 
 
 def effective_timeout(timeout_s):
@@ -103,24 +112,34 @@ class Claim:
         self.timeout_s, self.where = timeout_s, where
         self.held = False
         n = self._add(_claim_key(key, rank), 1)
-        self.held = True
         if n != 1:
-            self.held = False
-            try:  # give it back (not the id: it is the other claimant's), mark the key
-                self._add(_claim_key(key, rank), -1)
-                if rank == 0:
-                    self._add(f"{key}/conflict", 1)
-            except Exception:
-                pass
+            # Mark the key first (the ranks that read it from now on fail too), then give the
+            # claim back; the id is the other claimant's.
+            self._quietly(lambda: self._add(f"{key}/conflict", 1))
+            self._quietly(lambda: self._give_back(_claim_key(key, rank)))
             raise Error(Status.INVALID_USAGE,
                         f"{where}: rank {rank} is claimed {n} times under key {key!r} in this "
                         "store: another job (or process) uses the same store and key, or a job "
                         "that failed left its claim; pass a key of this job's own (or a fresh "
                         "store)")
+        self.held = True
 
     def _add(self, k, v):
         return int(call_within(lambda: self.store.add(k, v), self.timeout_s,
                                f"{self.where}: store.add({k!r}) (this is rank {self.rank})"))
+
+    def _give_back(self, k):
+        # A counter rank 0 removed meanwhile comes back at -1: remove it again, never leave it
+        # below zero (every later claim would then fail).
+        if self._add(k, -1) <= 0 and callable(getattr(self.store, "delete_key", None)):
+            self._delete(k)
+
+    @staticmethod
+    def _quietly(fn):
+        try:
+            fn()
+        except Exception:  # cleanup after a failure: the failure being reported matters more
+            pass
 
     def set_id(self, raw):
         """Rank 0: the id under the key (the claim made it this rank's alone)."""
@@ -128,45 +147,40 @@ class Claim:
                     f"{self.where}: store.set({self.key!r}) (this is rank 0)")
 
     def check_writer(self):
-        """A rank that read the id: exactly one rank 0 claimed the key, so the id is not a mix of
-        two jobs' (one overwriting the other's)."""
-        n = self._add(_claim_key(self.key, 0), 0)
-        n += self._add(f"{self.key}/conflict", 0)
-        if n != 1:
+        """A rank that read the id: exactly one rank 0 claimed the key and no rank was claimed
+        twice so far, so the id is not another job's (nor one overwritten by another job's)."""
+        zeros = self._add(_claim_key(self.key, 0), 0)
+        conflicts = self._add(f"{self.key}/conflict", 0)
+        if zeros != 1 or conflicts != 0:
             raise Error(Status.INVALID_USAGE,
-                        f"{self.where}: {n} processes claimed rank 0 under key {self.key!r} in "
-                        f"this store (this is rank {self.rank}): another job uses the same store "
-                        "and key; pass a key of this job's own (or a fresh store)")
-
-    def release(self):
-        """Give the claim back after a failure (best effort: the store may be gone). Rank 0
-        first removes the id it set, so a retry's ranks never read the failed attempt's."""
-        if not self.held:
-            return
-        self.held = False
-        try:
-            if self.rank == 0 and callable(getattr(self.store, "delete_key", None)):
-                self._delete(self.key)
-                self._delete(f"{self.key}/conflict")
-            self._add(_claim_key(self.key, self.rank), -1)
-        except Exception:  # the failure being reported matters more
-            pass
+                        f"{self.where}: key {self.key!r} in this store is used by more than one "
+                        f"job ({zeros} claims of rank 0, {conflicts} of a rank claimed twice; "
+                        f"this is rank {self.rank}); pass a key of this job's own (or a fresh "
+                        "store)")
 
     def _delete(self, k):
         call_within(lambda: self.store.delete_key(k), self.timeout_s,
                     f"{self.where}: store.delete_key({k!r})")
 
+    def release(self):
+        """Give the claim back after a failure (best effort: the store may be gone). Rank 0
+        first removes the id it set and the key's mark, so a retry's ranks never read the failed
+        attempt's id and a retry under the key works."""
+        if not self.held:
+            return
+        self.held = False
+        if self.rank == 0 and callable(getattr(self.store, "delete_key", None)):
+            self._quietly(lambda: self._delete(self.key))
+            self._quietly(lambda: self._delete(f"{self.key}/conflict"))
+        self._quietly(lambda: self._give_back(_claim_key(self.key, self.rank)))
+
     def done(self):
-        """Rank 0, once the context exists: the id and every claim go (a key is then free for a
-        later job). A store without delete_key keeps them: the next use of the key fails, saying
-        so, rather than reading this id."""
+        """Rank 0, once the context exists: the id, the mark and every claim go (the key is
+        then free for a later job). A store without delete_key keeps them: the next use of the
+        key fails, saying so, rather than reading this id."""
         self.held = False
         if self.rank != 0 or not callable(getattr(self.store, "delete_key", None)):
             return
-        try:
-            self._delete(self.key)
-            self._delete(f"{self.key}/conflict")
-            for r in range(self.world_size):
-                self._delete(_claim_key(self.key, r))
-        except Exception:
-            pass
+        for k in [self.key, f"{self.key}/conflict"] + [_claim_key(self.key, r)
+                                                        for r in range(self.world_size)]:
+            self._quietly(lambda k=k: self._delete(k))

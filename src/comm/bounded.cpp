@@ -144,6 +144,7 @@ namespace {
 // MPI_Comm_idup bounded by the current scope; `then` is for a timeout (orphans.hpp).
 MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  const uint64_t epoch = comm_epoch();
   MPI_Request req;
   check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
   if (!test_until(req, t_deadline, kCollective, /*drive_orphans=*/false)) {
@@ -152,7 +153,7 @@ MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
     throw Error(Errc::kTimeout, std::move(msg));
   }
   MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
-  note_comm(*out);
+  note_comm(*out, epoch);
   return *out;
 }
 

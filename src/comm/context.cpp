@@ -63,12 +63,24 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
   // Whoever passes the entry, in time or (as an orphan's continuation) late, builds the host
   // layout on its communicator: blocking splits that every rank must join (comm/host_layout).
   const int rpn = options.ranks_per_node;
-  const long long missed = g_null_creates.exchange(0);
-  comm_ = comm::enter_dup(user_comm,
-                          ". MPI cannot cancel a collective: if some rank never reaches it, this "
-                          "communicator can no longer carry collectives (see 'Failures' in "
-                          "docs/api.md)",
-                          [rpn](MPI_Comm c) { (void)comm::build_host_layout(c, rpn, true); });
+  // This call's count of missed creates, given back if the call fails before the ranks agree
+  // on it (the next create carries it then).
+  long long missed = g_null_creates.exchange(0);
+  try {
+    comm_ = comm::enter_dup(
+        user_comm,
+        ". MPI cannot cancel a collective: if some rank never reaches it, this communicator can no "
+        "longer carry collectives (see 'Failures' in docs/api.md)",
+        [rpn](MPI_Comm c) {
+          // A late rank's layout: its communicators belong to a create that failed, and are
+          // dropped, never freed (comm::free_comm says why).
+          comm::HostLayout h = comm::build_host_layout(c, rpn, true);
+          h.node = h.rail = MPI_COMM_NULL;
+        });
+  } catch (...) {
+    g_null_creates.fetch_add(missed);
+    throw;
+  }
   try {
     comm::HostLayout layout = comm::build_host_layout(comm_, rpn, false);
     check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -86,10 +98,16 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     size_ = group_->size();
     // The call's identity: a rank that missed a create (on MPI_COMM_NULL) would otherwise pair
     // this call with the others' earlier one.
-    comm::agree_value(comm_, "context create",
-                      "the create calls made on MPI_COMM_NULL since the previous create (a rank "
-                      "that missed one would pair this call with the others' earlier call)",
-                      missed);
+    try {
+      comm::agree_value(comm_, "context create",
+                        "the create calls made on MPI_COMM_NULL since the previous create (a rank "
+                        "that missed one would pair this call with the others' earlier call)",
+                        missed);
+    } catch (const AgreedError&) {
+      missed = 0;  // said on every rank: the next create starts afresh
+      throw;
+    }
+    missed = 0;
     comm::agree(comm_, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
       comm::check_launch(user_comm, size_);
@@ -111,6 +129,7 @@ ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
     comm::allgather(&pid, host_pids_.data(), 1, MPI_LONG, node_comm_);
     start(options, thread_level);
   } catch (...) {
+    g_null_creates.fetch_add(missed);
     release();
     throw;
   }

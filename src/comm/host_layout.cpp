@@ -51,6 +51,7 @@ HostLayout::~HostLayout() {
 
 HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
   HostLayout h;
+  const uint64_t epoch = comm_epoch();  // before the splits (orphans.hpp)
   int rank = 0, size = 1;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
@@ -69,7 +70,7 @@ HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
   const int key = ranks_per_node > 0 ? rank / ranks_per_node : shared_leader;
   check_mpi(MPI_Comm_split(comm, key, rank, &h.node), "MPI_Comm_split");
   MPI_Comm_set_errhandler(h.node, MPI_ERRORS_RETURN);
-  note_comm(h.node);
+  note_comm(h.node, epoch);
   int node_rank = 0;
   MPI_Comm_rank(h.node, &node_rank);
   // The lowest and highest real-host leader on this host (equal unless mixed), and the host's
@@ -87,7 +88,7 @@ HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
     if (h.pairs[2 * r + 1] == 0 && h.pairs[2 * r] < lh[2]) ++node_id;
   check_mpi(MPI_Comm_split(comm, node_rank, node_id, &h.rail), "MPI_Comm_split");
   MPI_Comm_set_errhandler(h.rail, MPI_ERRORS_RETURN);
-  note_comm(h.rail);
+  note_comm(h.rail, epoch);
   h.gave_up = gave_up ? rank : -1;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &h.gave_up, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
   return h;

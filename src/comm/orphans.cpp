@@ -120,10 +120,11 @@ int progress_locked(Registry& r) {
         MPI_Comm_set_errhandler(*o.produced, MPI_ERRORS_RETURN);  // as the in-time ranks' dup
         try {
           o.then(*o.produced);
-        } catch (...) {  // an MPI error: nothing to report it to, the communicator goes anyway
+        } catch (...) {  // an MPI error: nothing to report it to
         }
       }
-      MPI_Comm_free(o.produced);
+      // Made by a create that timed out: dropped, never freed (free_comm says why).
+      *o.produced = MPI_COMM_NULL;
     }
     r.orphans.erase(r.orphans.begin() + static_cast<std::ptrdiff_t>(i));
   }
@@ -277,10 +278,14 @@ void check_no_orphans(MPI_Comm on, const char* op, double grace_s) {
         op, o->what);
 }
 
-void note_comm(MPI_Comm c) noexcept {
+uint64_t comm_epoch() noexcept {
+  return g_timeouts.load();
+}
+
+void note_comm(MPI_Comm c, uint64_t epoch) noexcept {
   const int key = born_key();
   if (c == MPI_COMM_NULL || key == MPI_KEYVAL_INVALID) return;
-  MPI_Comm_set_attr(c, key, reinterpret_cast<void*>(static_cast<std::intptr_t>(g_timeouts.load())));
+  MPI_Comm_set_attr(c, key, reinterpret_cast<void*>(static_cast<std::intptr_t>(epoch)));
 }
 
 void free_comm(MPI_Comm* c) noexcept {

@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,9 +58,11 @@ void drain_continuations(double barrier_grace_s,
 // kInvalidUsage from `op`: the communicator can no longer carry collectives, and what to do.
 void check_no_orphans(MPI_Comm on, const char* op, double grace_s);
 
-// Records that `c` was made now (a communicator the library made and will free with free_comm).
-// Takes no lock: a continuation may call it.
-void note_comm(MPI_Comm c) noexcept;
+// The timeout epoch now: read it before making a communicator, and record it on the new one
+// with note_comm (a communicator the library made and will free with free_comm). Neither takes a
+// lock: a continuation may call them.
+uint64_t comm_epoch() noexcept;
+void note_comm(MPI_Comm c, uint64_t epoch) noexcept;
 
 // Frees `*c` now, or once the orphans that run on it have completed (at MPI_Finalize the
 // communicators still pending are left to MPI). Sets *c to MPI_COMM_NULL. A communicator that

@@ -44,7 +44,8 @@ struct Rejoin {};
 
 struct alignas(64) ShmGroup::Slot {
   std::atomic<uint64_t> round;
-  std::atomic<int64_t> pid;  // the process that holds this rank (0: nobody yet)
+  std::atomic<int64_t> pid;       // the process that holds this rank (0: nobody yet)
+  std::atomic<uint32_t> gave_up;  // its holder withdrew from the rendezvous (named as such)
   char data[2][kSlotData];
 };
 
@@ -124,6 +125,7 @@ void ShmGroup::join(const std::string& name, const char* want) {
           "context: rank {} is taken already (by pid {}): every rank passes its own rank, once",
           rank, holder);
   }
+  slot(rank).gave_up.store(0);
   pids_.assign(static_cast<std::size_t>(size), 0);
   std::vector<int64_t> all(static_cast<std::size_t>(size));
   try {
@@ -136,6 +138,7 @@ void ShmGroup::join(const std::string& name, const char* want) {
     // back), then the rank (a retry by this process claims it again). Only rank 0, which created
     // it, removes the name, after marking the segment abandoned so that the ranks still waiting
     // meet its retry; a rank that gives up early must not take the rendezvous from the others.
+    slot(rank).gave_up.store(1);
     slot(rank).round.store(0, std::memory_order_release);
     int64_t mine = me;
     slot(rank).pid.compare_exchange_strong(mine, 0);
@@ -144,15 +147,16 @@ void ShmGroup::join(const std::string& name, const char* want) {
     throw;
   }
   for (int r = 0; r < size; ++r) pids_[r] = static_cast<long>(all[r]);
-  // Every rank has mapped it: the name can go. Every rank removes it (ENOENT for all but the
-  // first), so it goes even if rank 0 died after publishing its round.
+  // Every rank has mapped it: the name can go. Every rank removes it if it still names this
+  // segment (gone already for all but the first), so it goes even if rank 0 died after
+  // publishing its round, and a newer segment of a rank 0 retrying under the name stays.
   seg_.unlink();
-  shm_unlink(name.c_str());
+  seg_.unlink_if_same();
 }
 
 // In the rendezvous, while some rank has not published its round: a rank passed twice, or rank 0
-// gone to a retry, ends the wait.
-void ShmGroup::check_rendezvous() {
+// gone to a retry (before the deadline: past it, the timeout is said), ends the wait.
+void ShmGroup::check_rendezvous(bool past_deadline) {
   const auto* h = static_cast<const Header*>(seg_.data());
   if (const int64_t clash = h->clash.load(); clash > 0) {
     const int r = static_cast<int>(clash - 1);
@@ -162,7 +166,7 @@ void ShmGroup::check_rendezvous() {
           "rank {}): every process passes its own rank, once",
           what, what.empty() ? "" : ": ", r, slot(r).pid.load(), h->clash_pid.load(), rank_);
   }
-  if (rank_ != 0 && h->abandoned.load() != 0) {
+  if (rank_ != 0 && !past_deadline && h->abandoned.load() != 0) {
     // Said if rank 0 does not come back: who was missing when it gave up.
     missing_at_rejoin_.clear();
     for (int q = 1; q < size_; ++q)
@@ -185,16 +189,21 @@ void ShmGroup::round(const void* mine, void* all, std::size_t bytes, std::size_t
       ++r;
       continue;
     }
-    if (rendezvous_) check_rendezvous();
     const auto now = std::chrono::steady_clock::now();
+    if (rendezvous_) check_rendezvous(now >= deadline);
     if (now >= deadline) {
-      std::string missing;
+      std::string missing, gave_up;  // never came; came and gave up (withdrew)
       for (int q = 0; q < size_; ++q)
-        if (slot(q).round.load(std::memory_order_acquire) < n)
-          missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+        if (slot(q).round.load(std::memory_order_acquire) < n) {
+          std::string& list = slot(q).gave_up.load() != 0 ? gave_up : missing;
+          list += (list.empty() ? "" : ", ") + std::to_string(q);
+        }
       const std::string& what = DeadlineScope::context();
-      raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
-            what, what.empty() ? "" : ": ", step, missing, rank_);
+      std::string who = missing.empty() ? "" : "rank(s) " + missing + " did not take part";
+      if (!gave_up.empty())
+        who += (who.empty() ? "rank(s) " : "; rank(s) ") + gave_up + " gave up waiting";
+      raise(Errc::kTimeout, "{}{}timed out in {}: {} (this is rank {})", what,
+            what.empty() ? "" : ": ", step, who, rank_);
     }
     backoff.pause(now);
   }

@@ -43,7 +43,7 @@ class ShmGroup : public Group {
   // One attempt at the rendezvous in the segment now under `name` (throws Rejoin, inside the .cpp,
   // when rank 0 abandoned it for a retry).
   void join(const std::string& name, const char* secret);
-  void check_rendezvous();
+  void check_rendezvous(bool past_deadline);
   // One round of at most a slot's bytes; kTimeout naming who is missing, in `step`.
   void round(const void* mine, void* all, std::size_t bytes, std::size_t stride, const char* step);
 

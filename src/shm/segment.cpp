@@ -126,6 +126,11 @@ Segment Segment::adopt_created(int fd, std::string name, std::size_t bytes) {
   // From here on the destructor removes the name (and releases the lock) on any error.
   s.lock_fd_ = fd;
   s.creator_ = getpid();
+  struct stat st {};
+  if (fstat(fd, &st) == 0) {
+    s.dev_ = st.st_dev;
+    s.ino_ = st.st_ino;
+  }
   if (ftruncate(fd, static_cast<off_t>(s.size_)) != 0)
     raise_errno(errno, "shm: cannot size segment {} to {} bytes", s.name_, s.size_);
   void* p = mmap(nullptr, s.size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -190,6 +195,8 @@ bool Segment::open_sized(const std::string& name, std::size_t bytes, bool missin
     raise_errno(err, "shm: cannot map peer segment {} ({} bytes)", name, s.size_);
   s.name_ = name;
   s.data_ = p;
+  s.dev_ = st.st_dev;
+  s.ino_ = st.st_ino;
   *out = std::move(s);
   return true;
 }
@@ -202,8 +209,16 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
     lock_fd_ = std::exchange(o.lock_fd_, -1);
     creator_ = std::exchange(o.creator_, 0);
+    dev_ = std::exchange(o.dev_, 0);
+    ino_ = std::exchange(o.ino_, 0);
   }
   return *this;
+}
+
+void Segment::unlink_if_same() const noexcept {
+  struct stat st {};
+  if (name_.empty() || stat(("/dev/shm" + name_).c_str(), &st) != 0) return;
+  if (st.st_dev == dev_ && st.st_ino == ino_) shm_unlink(name_.c_str());
 }
 
 void Segment::unlink() noexcept {

@@ -46,6 +46,11 @@ class Segment {
   // mapped it. Idempotent; does nothing outside the creating process.
   void unlink() noexcept;
 
+  // Removes the name if it still names this very segment (same device and inode), whoever
+  // created it: a rank that mapped the segment can remove its name without ever removing a
+  // newer segment made under the same name.
+  void unlink_if_same() const noexcept;
+
   void* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& name() const { return name_; }
@@ -61,6 +66,8 @@ class Segment {
   std::size_t size_ = 0;
   int lock_fd_ = -1;   // open, holding flock(LOCK_EX), while the name we created is linked
   pid_t creator_ = 0;  // the process that created the segment (0: opened, not created)
+  dev_t dev_ = 0;      // the file's identity, for unlink_if_same
+  ino_t ino_ = 0;
 };
 
 }  // namespace fluxcpp::shm

@@ -1,4 +1,4 @@
-"""Context.from_store never makes a context of two jobs' ranks, and its store waits are bounded.
+"""Context.from_store keeps two jobs that share a store apart, and its store waits are bounded.
 
 - default_key: two jobs of 2 ranks share one FileStore file and the default key, started together,
   3 times: each job's ranks meet each other only (the key names the job), every rank returns its
@@ -123,7 +123,7 @@ def shared_key(ctx, path):
         check(all(kind != "sum" for kind, _ in got), f"shared_key: job {job} rank {r}: {got}")
     for job, r in ((1, 0), (1, 1), (0, 1)):
         kind, text = out.get((job, r), [("missing", "")])[0]
-        check(kind == "INVALID_USAGE" and "'shared'" in text and "same store and key" in text,
+        check(kind == "INVALID_USAGE" and "'shared'" in text and "a key of this job's own" in text,
               f"shared_key: job {job} rank {r} got {kind}: {text}")
     kind, text = out.get((0, 0), [("missing", "")])[0]
     check(kind == "TIMEOUT" and "rank(s) 1 did not take part" in text,

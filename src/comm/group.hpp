@@ -1,6 +1,6 @@
 // The control plane of a context: the ranks that create and destroy ops together, and the
 // bounded collectives they do it with (gather, agree on an error, agree on values, check in).
-// Two kinds: MpiGroup over a communicator (comm/mpi_group), ShmGroup over one shared-memory
+// Two kinds: MpiGroup over a communicator (below), ShmGroup over one shared-memory
 // segment for ranks on one host started without MPI (comm/shm_group). Ops see only Group; which
 // one a context has is decided once, when it is created. Every collective is bounded by the
 // current DeadlineScope (comm/bounded.hpp) and raises kTimeout naming who did not take part.

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"

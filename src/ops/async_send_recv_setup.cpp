@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "comm/bounded.hpp"
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "ops/core/gemm_call.hpp"

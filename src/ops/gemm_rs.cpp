@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/reduce.hpp"

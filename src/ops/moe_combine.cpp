@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"

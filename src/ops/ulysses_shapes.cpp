@@ -1,6 +1,5 @@
 #include "ops/ulysses_shapes.hpp"
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "ops/core/op_checks.hpp"
 

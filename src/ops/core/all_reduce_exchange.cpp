@@ -81,8 +81,10 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   step_ = piece();
   input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
   result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
-  // A produced input streams in messages of one summed piece, each sent as it is produced.
+  // The latency path: every rank's input came with the handshake's payload; sum it here.
   if (one_shot(count)) return sum_payloads(output);
+  // One rank per host across hosts (streams()): a produced input goes out in messages of one
+  // summed piece, each sent as it is produced; otherwise it is produced whole first.
   const bool stream = produce && streams();
   if (N > 1)
     partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_,

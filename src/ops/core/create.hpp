@@ -1,9 +1,11 @@
-// The collective create of an op, written once. Every op's constructor body runs inside
-// create_op, which:
+// The collective create of an op, written once. Every op's create(ctx, local_error) runs inside
+// create_op (called for every op by OpBase, op_base.hpp; async_send_recv calls it itself), which:
 //  * refuses a closed or broken context, and a context in use by another thread (kInvalidUsage);
 //  * bounds every collective of the body by the timeout (comm::DeadlineScope);
-//  * starts with a check-in on the context's own communicator, so a rank that does not take
-//    part (a NULL context, an early return, a dead process) is named in the others' kTimeout;
+//  * starts with a check-in on the context's control group (ContextImpl::comm(): its MPI
+//    communicator, or the shared-memory group of a context made without MPI), so a rank that
+//    does not take part (a NULL context, an early return, a dead process) is named in the
+//    others' kTimeout;
 //  * on a failure the ranks did not agree on (a timeout, an MPI or system error midway), breaks
 //    the context — its communicator may hold an unmatched collective — and sweeps /dev/shm
 //    (shm::remove_stale_segments: the segment of a host peer that died before removing its

@@ -15,8 +15,6 @@ namespace fluxcpp::ops {
 namespace {
 constexpr int kMessage = 512;
 constexpr int kHead = 5 + kCallFields;  // code, origin, mismatch, serial, call, fields
-constexpr int kRailTag = 1;             // (the handshake's own communicator)
-constexpr int kRetractTag = 2;          // "I gave this call up": see rail_step
 }  // namespace
 
 struct Handshake::Info {
@@ -66,10 +64,8 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
   payloads_ =
       layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
-  if (c.num_nodes() > 1) {
-    rail_ = comm::UniqueComm(detail::ContextImpl::dup_comm(c.rail_comm()));
-    rail_what_ = fmt::format("the {} call handshake", op);
-  }
+  if (c.num_nodes() > 1)
+    rail_ = comm::RecordSwap(c.rail_comm(), fmt::format("the {} call handshake", op));
 }
 
 Handshake::Info& Handshake::info(int host_rank, int parity) const {
@@ -128,21 +124,7 @@ constexpr std::size_t kLine = 64;
 std::size_t round_up(std::size_t bytes) {
   return (bytes + kLine - 1) / kLine * kLine;
 }
-char* line_aligned(std::vector<char>& v) {
-  return reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(v.data())));
-}
 }  // namespace
-
-// A record per host (this rank's too): the header and vector, then the payload (cache-line
-// aligned: the latency path's GEMM writes its output there).
-struct Handshake::Rail {
-  Rail(std::size_t record, int hosts) : all_(record * static_cast<std::size_t>(hosts) + kLine) {}
-  char* all() { return line_aligned(all_); }
-  std::vector<char> text, texts;
-
- private:
-  std::vector<char> all_;
-};
 
 std::size_t Handshake::rail_head_bytes() const {
   return round_up(sizeof(int64_t) * (kHead + static_cast<std::size_t>(vlen_)));
@@ -153,7 +135,7 @@ std::size_t Handshake::rail_record_bytes() const {
 }
 
 char* Handshake::rail_record(int node) const {
-  return rail_buf_->all() + rail_record_bytes() * static_cast<std::size_t>(node);
+  return rail_.record(node);
 }
 
 // Across hosts: the rail peers swap descriptors (and vectors, and with one rank per host the
@@ -166,7 +148,6 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
                           Verdict& v) {
   detail::ContextImpl& c = *ctx_;
   const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
-  Rail& b = *rail_buf_;
   auto* m = reinterpret_cast<int64_t*>(rail_record(nid));
   std::fill(m, m + kHead + vlen_, int64_t{0});
   m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
@@ -178,42 +159,17 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
   const auto deadline = c.deadline();
   const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
-  const std::string& what = rail_what_;
-  std::vector<int> peers;  // the other hosts' rail ranks (host n is rail rank n)
-  std::vector<MPI_Request> recvs(N - 1, MPI_REQUEST_NULL), sends(N - 1, MPI_REQUEST_NULL);
-  for (int i = 1; i < N; ++i) peers.push_back((nid + i) % N);
   const std::size_t sent = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
-  try {
-    for (std::size_t i = 0; i < peers.size(); ++i)
-      comm::check_mpi(MPI_Irecv(rail_record(peers[i]), static_cast<int>(rail_record_bytes()),
-                                MPI_BYTE, peers[i], kRailTag, rail_.get(), &recvs[i]),
-                      "MPI_Irecv");
-    for (std::size_t i = 0; i < peers.size(); ++i)
-      comm::check_mpi(MPI_Isend(rail_record(nid), static_cast<int>(sent), MPI_BYTE, peers[i],
-                                kRailTag, rail_.get(), &sends[i]),
-                      "MPI_Isend");
-  } catch (...) {  // what was posted may still touch the records
-    comm::adopt_requests(recvs, rail_.get(), rail_buf_, "a receive of " + what);
-    comm::adopt_requests(sends, rail_.get(), rail_buf_, "a send of " + what);
-    throw;
-  }
-  const std::vector<std::size_t> late =
-      comm::wait_messages(recvs, sends, rail_.get(), deadline, wait, rail_buf_, what);
+  // The late peers already have our record of this call (with the payload on the latency path):
+  // the retraction tells them this rank gave the call up, so that a late one that arrives fails
+  // too instead of completing with a peer whose op is broken (or, had it skipped a call,
+  // pairing two different calls).
+  const std::vector<int> late =
+      rail_.swap(sent, deadline, wait,
+                 {static_cast<int64_t>(call), static_cast<int64_t>(c.world_rank())});
   if (!late.empty()) {
     std::string who;
-    for (std::size_t i : late)
-      who += fmt::format("{}{}", who.empty() ? "" : ", ", c.world_rank_of(peers[i], me));
-    // The late peers already have our record of this call (with the payload on the latency
-    // path): tell them this rank gave the call up, so that a late one that arrives fails too
-    // instead of completing with a peer whose op is broken (or, had it skipped a call, pairing
-    // two different calls).
-    auto retraction = std::make_shared<std::array<int64_t, 2>>(
-        std::array<int64_t, 2>{static_cast<int64_t>(call), static_cast<int64_t>(c.world_rank())});
-    std::vector<MPI_Request> notes(late.size(), MPI_REQUEST_NULL);
-    for (std::size_t j = 0; j < late.size(); ++j)
-      MPI_Isend(retraction->data(), 2, MPI_INT64_T, peers[late[j]], kRetractTag, rail_.get(),
-                &notes[j]);
-    comm::adopt_requests(notes, rail_.get(), retraction, "a retraction of " + what);
+    for (int n : late) who += fmt::format("{}{}", who.empty() ? "" : ", ", c.world_rank_of(n, me));
     raise(Errc::kTimeout,
           "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
           "rank {})",
@@ -221,14 +177,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   }
   // A peer that gave this call up before our record reached it (its retraction follows its
   // record): the call fails here too.
-  for (int n : peers) {
-    int flag = 0;
-    MPI_Status st;
-    comm::check_mpi(MPI_Iprobe(n, kRetractTag, rail_.get(), &flag, &st), "MPI_Iprobe");
-    if (flag == 0) continue;
-    std::array<int64_t, 2> note{};
-    comm::check_mpi(MPI_Recv(note.data(), 2, MPI_INT64_T, n, kRetractTag, rail_.get(), &st),
-                    "MPI_Recv");
+  for (const auto& [n, note] : rail_.retractions()) {
     const int peer = c.world_rank_of(n, me);
     v.merge({Errc::kTimeout, peer, false,
              fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call "
@@ -241,19 +190,12 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
         "with the other hosts (this is rank {})",
         op_, c.config().timeout_s, c.world_rank());
   };
-  MPI_Request req;
   auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
   bool any_bad = false;
   for (int n = 0; n < N; ++n) any_bad = any_bad || head(n)[0] != 0;
-  if (any_bad) {  // every rail rank sees the same codes, so all of them take this branch
-    b.text.assign(kMessage, '\0');
-    std::snprintf(b.text.data(), kMessage, "%s", v.message.c_str());
-    b.texts.assign(static_cast<std::size_t>(kMessage) * N, '\0');
-    comm::check_mpi(MPI_Iallgather(b.text.data(), kMessage, MPI_CHAR, b.texts.data(), kMessage,
-                                   MPI_CHAR, rail_.get(), &req),
-                    "MPI_Iallgather");
-    comm::wait_bounded(req, rail_.get(), deadline, rail_buf_, missing, nullptr, wait);
-  }
+  std::vector<std::string> texts;
+  // Every rail rank sees the same codes, so all of them gather the texts, or none.
+  if (any_bad) texts = rail_.gather_texts(v.message, deadline, wait, missing);
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;
     const int64_t* p = head(n);
@@ -263,9 +205,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
     peer.serial = static_cast<uint64_t>(p[3]);
     peer.call = static_cast<uint64_t>(p[4]);
     for (int f = 0; f < kCallFields; ++f) peer.fields[f] = p[5 + f];
-    if (any_bad)
-      std::memcpy(peer.message, &b.texts[static_cast<std::size_t>(kMessage) * n], kMessage);
-    peer.message[kMessage - 1] = '\0';
+    if (any_bad) std::snprintf(peer.message, kMessage, "%s", texts[n].c_str());
     check_peer(call, d.fields, peer, c.world_rank_of(n, me), v);
   }
   if (vlen_ > 0) {
@@ -295,11 +235,8 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   call_ = call;
   Verdict v;
   if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
-  if (rail_.get() != MPI_COMM_NULL) {
-    // A timed-out exchange's orphans may still use its buffers: never reuse those.
-    if (!rail_buf_ || rail_buf_.use_count() > 1) {
-      rail_buf_ = std::make_shared<Rail>(rail_record_bytes(), c.num_nodes());
-    }
+  if (rail_.active()) {
+    rail_.prepare(rail_record_bytes());
     // With one rank per host the payload leaves with the descriptor.
     std::size_t payload_len = 0;
     if (rail_payload_ && d.payload) {
@@ -315,8 +252,8 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
       std::fill(area, area + vlen_, int64_t{0});
   }
 
-  // The payload: a peer reads this parity's slot only up to its call - 1 ... call - 2, which it
-  // finished before publishing call - 1 (seen by our previous exchange).
+  // The payload: a peer last read this parity's slot in call - 2, and was done with it before it
+  // published call - 1, which our previous exchange saw: the slot is free to overwrite.
   if (!rail_payload_) write_payload(d, payloads_.at(me, parity), v);
 
   // Publish ours: the descriptor first, then the call number (release).
@@ -349,8 +286,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
       std::snprintf(own.message, kMessage, "%s", gone.c_str());
       own.origin = c.world_rank();
       std::atomic_thread_fence(std::memory_order_release);
-      reinterpret_cast<std::atomic<int64_t>&>(own.code).store(static_cast<int64_t>(Errc::kTimeout),
-                                                              std::memory_order_release);
+      __atomic_store_n(&own.code, static_cast<int64_t>(Errc::kTimeout), __ATOMIC_RELEASE);
       raise_timeout(c, op_, peer, header_.label(parity), call, observed);
     }
     check_peer(call, d.fields, info(q, parity), peer, v);

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "comm/context_impl.hpp"
-#include "comm/mpi_util.hpp"
+#include "comm/record_swap.hpp"
 #include "fluxcpp/error.hpp"
 #include "shm/layout.hpp"
 
@@ -90,7 +90,6 @@ class Handshake {
     void merge(const Verdict& o);
   };
   struct Info;  // one rank's published descriptor (call-info slot)
-  struct Rail;  // the rail exchange's records, kept from call to call
   Info& info(int host_rank, int parity) const;
   void rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len, Verdict& v);
   std::size_t rail_head_bytes() const;
@@ -111,10 +110,8 @@ class Handshake {
   shm::SlotArray info_;      // [2] by call parity
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
   shm::SlotArray payloads_;  // [2] by parity
-  comm::UniqueComm rail_;
-  std::string rail_what_;  // "the OP call handshake", for the orphans of a timed-out exchange
-  std::shared_ptr<Rail> rail_buf_;  // (a timed-out exchange's orphans keep their own reference)
-  bool rail_payload_ = false;       // payloads travel on the rail (one rank per host)
+  comm::RecordSwap rail_;        // the rail peers' records (one per host), kept across calls
+  bool rail_payload_ = false;  // payloads travel on the rail (one rank per host)
 };
 
 // "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,

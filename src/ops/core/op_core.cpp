@@ -4,7 +4,6 @@
 #include <iterator>
 
 #include "comm/drive_wait.hpp"
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::ops {

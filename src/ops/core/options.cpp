@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::ops {

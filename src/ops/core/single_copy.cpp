@@ -1,6 +1,5 @@
 #include "ops/core/single_copy.hpp"
 
-#include "comm/mpi_util.hpp"
 #include "error_util.hpp"
 #include "shm/cma.hpp"
 

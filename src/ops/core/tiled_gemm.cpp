@@ -12,6 +12,21 @@ int64_t fixed_tile_rows(int64_t cols, int64_t k) {
   return std::max<int64_t>(kMinTileRows, static_cast<int64_t>(std::ceil(kTileFlops / per_row)));
 }
 
+int64_t balanced_tile_rows(int64_t rows, int64_t tile) {
+  // As many tiles as tiles of `tile` rows would make, of equal rows rounded up to 16 (oneDNN's
+  // AMX and AVX-512 kernels block rows by 16; some other counts take a path up to 2.5x slower:
+  // 117 rows of 1024 x 1408 bf16 took 1.44 ms where 128 took 0.60), and never below
+  // kMinTileRows unless the whole is.
+  constexpr int64_t kRowBlock = 16;
+  auto split = [&](int64_t count) {
+    const int64_t per = (rows + count - 1) / count;
+    return (per + kRowBlock - 1) / kRowBlock * kRowBlock;
+  };
+  int64_t per = split((rows + tile - 1) / tile);
+  if (per < kMinTileRows) per = split(std::max<int64_t>(1, rows / kMinTileRows));
+  return std::max<int64_t>(1, per);
+}
+
 void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64_t lda,
                 int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out,
                 const std::function<void(int64_t rows_done)>& done, Tiling tiling) {
@@ -22,7 +37,7 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
     if (done) done(rows);
     return;
   }
-  const int64_t tile = fixed_tile_rows(n1 - n0, w.k());
+  const int64_t tile = balanced_tile_rows(rows, fixed_tile_rows(n1 - n0, w.k()));
   const std::size_t a_row = static_cast<std::size_t>(lda) * dtype_size(w.input_dtype());
   const std::size_t c_row = static_cast<std::size_t>(out.ldc) * dtype_size(out.dtype);
   for (int64_t i = 0; i < rows; i += tile) {

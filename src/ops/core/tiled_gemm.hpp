@@ -33,6 +33,10 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
 
 // The rows of a tile of about kTileFlops for a GEMM of `cols` output columns and depth k.
 int64_t fixed_tile_rows(int64_t cols, int64_t k);
+// The rows tiled_gemm gives each tile of a GEMM of `rows` rows when tiles of about `tile` rows
+// are wanted: the same number of tiles, equal, rounded up to a multiple of 16 (the last takes
+// the rest). Depends on the shape only, so the split, and the bits, do not vary between calls.
+int64_t balanced_tile_rows(int64_t rows, int64_t tile);
 
 // The work of one tile: 1–2 ms of one core on the oneDNN engine (f32 ~200, bf16 ~400 GFLOP/s),
 // about what a 10 Gbit/s link moves through the socket buffers between two polls.

@@ -30,7 +30,8 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
                 .releasing()
                 .writing_locally()
                 .with_payload(ops::latency_payload_bytes(
-                    c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_))));
+                    c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
+                    /*across_hosts=*/true)));
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
     if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
@@ -125,13 +126,9 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1, c
 }
 
 void GemmRsImpl::sum_payloads(int64_t m, void* output) {
-  const int L = ctx_->node_size(), me = ctx_->node_rank(), r = ctx_->world_rank();
   const int64_t count = m / ctx_->world_size() * opts_.n;
-  const std::size_t blk = static_cast<std::size_t>(count) * dtype_size(acc_);
-  std::vector<const void*> srcs(L);
-  for (int i = 0; i < L; ++i)
-    srcs[i] = core_->handshake().payload(ops::host_sum_order(me, L, i)) + blk * r;
-  kernels::reduce_sum(acc_, srcs.data(), L, opts_.output_dtype, output, count);
+  reduce_.sum_payloads(*core_, acc_, opts_.output_dtype,
+                       static_cast<std::size_t>(count) * dtype_size(acc_), count, output);
 }
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
@@ -156,9 +153,9 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
   if (d.error.empty() && packed_ != nullptr)
     d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
                                 opts_.transpose_weight);
-  // The latency path (decode sizes on one host): the partials, computed as the one-call path
-  // below computes them, ride on the handshake; every rank then sums its block in the same order
-  // from the host ranks' payloads — the same bits, one signal round.
+  // The latency path (decode sizes on one host, or across hosts of one rank each): the partials,
+  // computed as the one-call path below computes them, ride on the handshake; every rank then
+  // sums its block in the same order from the payloads — the same bits, one exchange.
   const std::size_t partial_bytes = static_cast<std::size_t>(m) * opts_.n * dtype_size(acc_);
   const bool latency = d.error.empty() && m > 0 && m <= ops::kMinTileRows &&
                        partial_bytes <= core_->handshake().payload_bytes();
@@ -172,6 +169,7 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
       kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
       add_bias(m, bias, 0, -1, slot);
     };
+  if (latency) d.payload_len = partial_bytes;  // across hosts only these bytes travel
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     ContextImpl& c = *ctx_;
     if (latency) return sum_payloads(m, output);

@@ -141,4 +141,18 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
   kernels::reduce_sum(acc, hosts.data(), N, out_dtype, output, count);
 }
 
+void ReduceExchange::sum_payloads(const OpCore& core, DType acc, DType out_dtype,
+                                  std::size_t block, int64_t count, void* output) const {
+  const int N = c_->num_nodes(), L = c_->node_size(), me = c_->node_rank(), r = c_->world_rank();
+  std::vector<const void*> srcs;
+  if (N == 1) {
+    for (int i = 0; i < L; ++i)
+      srcs.push_back(core.handshake().payload(host_sum_order(me, L, i)) + block * r);
+  } else {  // one rank per host (the only payload across hosts): by host, as reduce() adds them
+    for (int n = 0; n < N; ++n)
+      srcs.push_back(core.handshake().payload_of(c_->world_rank_of(n, 0)) + block * r);
+  }
+  kernels::reduce_sum(acc, srcs.data(), static_cast<int>(srcs.size()), out_dtype, output, count);
+}
+
 }  // namespace fluxcpp::ops

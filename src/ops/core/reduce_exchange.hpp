@@ -58,6 +58,13 @@ class ReduceExchange {
   void reduce_range(DType acc, DType out_dtype, int64_t e0, int64_t e1, const void* own,
                     void* output);
 
+  // The latency path: every rank's whole set of shares (in acc, W blocks of `block` bytes) came
+  // as its handshake payload; this rank's block summed in the order reduce() sums it (host ranks
+  // as host_sum_order gives them on one host; hosts by index across hosts, one rank per host),
+  // rounded once into out_dtype at `output`: the same bits.
+  void sum_payloads(const OpCore& core, DType acc, DType out_dtype, std::size_t block,
+                    int64_t count, void* output) const;
+
   // Host rank q's share of block t (q != this rank).
   Inbox share_of(int q, int t) const;
 

@@ -10,6 +10,8 @@ import sys
 import tempfile
 import time
 
+from procs import join_all
+
 W = 3
 TIMEOUT = 2.0
 VICTIM = W - 1
@@ -78,15 +80,8 @@ def run(scenario):
         procs[0].kill()
         procs[0].join()
         killed.set()
-    deadline = time.monotonic() + 120
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    hung = join_all(procs)
     check(not hung, f"{scenario}: rank(s) {hung} still running after 120 s (watchdog)")
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
     out = []
     while not results.empty():
         out.append(results.get())

@@ -18,6 +18,8 @@ import tempfile
 import threading
 import time
 
+from procs import join_all
+
 failures = []
 
 
@@ -59,15 +61,8 @@ def start(ctx, args):
 
 
 def finish(procs, results, what):
-    deadline = time.monotonic() + 120
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    hung = [i for i, p in enumerate(procs) if p.is_alive()]
+    hung = join_all(procs)
     check(not hung, f"{what}: process(es) {hung} still running after 120 s (watchdog)")
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
     out = {}
     while not results.empty():
         job, rank, kind, detail = results.get()

@@ -47,25 +47,17 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
 }
 
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
-  ContextImpl& c = *ctx_;
-  const int L = c.node_size(), N = c.num_nodes();
   gather_.begin(*core_, shard);
-  if (N > 1 && !zero_copy) {
-    // MPI sends from our segment: stage the block, chunk by chunk so the sends start early.
-    const ops::Outbox own = gather_.own();
-    own.write(input, shard, core_->transport()->chunk_bytes(), [&] { core_->poll(); });
-  }
+  // Other hosts receive our block from our segment: staged there first, unless it is there.
+  const bool staged = zero_copy || gather_.stage_for_hosts(input, shard);
   if (zero_copy) gather_.own().publish_all();
-  const bool cma = L > 1 && single_copy_.usable() &&
-                   (c.config().copy_engine == CopyEngine::kCma ||
-                    static_cast<long>(shard) >= c.config().cma_min_bytes);
-  if (cma) {
+  if (single_copy_.worth(shard)) {
     gather_cma(input, zero_copy, shard, output);
   } else {
-    gather_shm(input, zero_copy || N > 1, shard, output);
+    gather_shm(input, staged, shard, output);
   }
   // Blocks from other hosts, as they land in the segments of this host's ranks.
-  for (int g : gather_.remote()) gather_.from(g).drain(output + shard * g, 0, shard);
+  gather_.drain_remote(output, shard);
 }
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each

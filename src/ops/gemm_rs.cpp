@@ -23,7 +23,7 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const int W = c.world_size(), N = c.num_nodes();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
-  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true);
+  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true, kOp);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()
@@ -34,7 +34,6 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
                     /*across_hosts=*/true)));
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
-    if (N > 1) resize_or_raise(host_sum_, block, kOp, "the host sum");
     if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
       resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
   });
@@ -133,9 +132,8 @@ void GemmRsImpl::sum_payloads(int64_t m, void* output) {
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
   const int64_t count = m / ctx_->world_size() * opts_.n;
-  reduce_.reduce(
-      acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); }, host_sum_.data(),
-      output);
+  reduce_.reduce(acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); },
+                 output);
 }
 
 void GemmRsImpl::begin(int64_t m) {

@@ -22,11 +22,8 @@ void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
   acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
   reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
-                                ops::needs_data(c));
+                                ops::needs_data(c), kOp);
   make_core(ops::OpCore::Spec::of(kOp, {"m"}));
-  if (c.num_nodes() > 1)
-    comm::agree(c.comm(),
-                [&] { resize_or_raise(host_sum_, elems * dtype_size(acc_), kOp, "the host sum"); });
 }
 
 void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {
@@ -50,7 +47,7 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
     std::memcpy(share.data(), in_block(t), blk);
     share.publish_all();
   }
-  reduce_.reduce(opts_.dtype, acc_, opts_.dtype, count, in_block, host_sum_.data(), output);
+  reduce_.reduce(opts_.dtype, acc_, opts_.dtype, count, in_block, output);
 }
 
 }  // namespace detail

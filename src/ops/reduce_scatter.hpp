@@ -28,7 +28,6 @@ class ReduceScatterImpl : public ops::OpBase<ReduceScatterOptions> {
   void run(const char* input, int64_t m, char* output);
 
   DType acc_ = DType::kFloat32;  // accumulation dtype
-  std::vector<char> host_sum_;   // this host's partial sum of our block (multi-host)
   ops::ReduceExchange reduce_;
 };
 

@@ -34,7 +34,7 @@ A2aExchange::A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_
 
 bool A2aExchange::single_copy(const Plan& plan, const Pull& pull) const {
   const int L = c_->node_size(), nid = c_->node_id();
-  if (pull.copy == nullptr || L == 1 || !pull.copy->usable()) return false;
+  if (pull.copy == nullptr || !pull.copy->usable()) return false;
   // Single copy when the host's blocks are large (every rank decides from the same plan).
   std::size_t largest = 0;
   for (int a = 0; a < L; ++a)
@@ -42,9 +42,7 @@ bool A2aExchange::single_copy(const Plan& plan, const Pull& pull) const {
       if (a != b)
         largest =
             std::max(largest, plan.bytes(c_->world_rank_of(nid, a), c_->world_rank_of(nid, b)));
-  const CopyEngine engine = c_->config().copy_engine;
-  return engine != CopyEngine::kShm &&
-         (engine == CopyEngine::kCma || static_cast<long>(largest) >= c_->config().cma_min_bytes);
+  return pull.copy->worth(largest);
 }
 
 void A2aExchange::begin(OpCore& core, const Plan& plan) {

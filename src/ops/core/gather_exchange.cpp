@@ -60,6 +60,17 @@ Outbox GatherExchange::own() const {
   return Outbox(needed_ ? staged_.at(me) : nullptr, block_, &staged_ready_.at(me), staged_base_);
 }
 
+bool GatherExchange::stage_for_hosts(const char* input, std::size_t block) const {
+  if (c_->num_nodes() == 1) return false;
+  OpCore& core = *core_;
+  own().write(input, block, core.transport()->chunk_bytes(), [&] { core.poll(); });
+  return true;
+}
+
+void GatherExchange::drain_remote(char* out, std::size_t block) const {
+  for (int g : remote_) from(g).drain(out + block * g, 0, block);
+}
+
 Inbox GatherExchange::from(int g) const {
   const int q = c_->local_of(g), n = c_->node_of(g);
   if (n == c_->node_id())

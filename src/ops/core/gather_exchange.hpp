@@ -28,6 +28,12 @@ class GatherExchange {
   void begin(OpCore& core, std::size_t block, std::size_t chunk = 0);
   // This rank's staged block: write it (or have the caller write it: zero-copy input), publish.
   Outbox own() const;
+  // When other hosts read this rank's block (they receive it from its staged slot): writes
+  // `input` there chunk by chunk, each published at once so the sends start early. True when
+  // it did (the block is then staged).
+  bool stage_for_hosts(const char* input, std::size_t block) const;
+  // The other hosts' blocks into out + block * g, as they land.
+  void drain_remote(char* out, std::size_t block) const;
   // World rank g's block, g != this rank.
   Inbox from(int g) const;
   // The other ranks: host peers in ring order first, then each other host's ranks (in the

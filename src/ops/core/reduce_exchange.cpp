@@ -1,5 +1,7 @@
 #include "ops/core/reduce_exchange.hpp"
 
+#include "comm/group.hpp"
+#include "error_util.hpp"
 #include "kernels/reduce.hpp"
 
 namespace fluxcpp::ops {
@@ -13,7 +15,8 @@ int host_sum_order(int me, int L, int i) {
 }
 
 ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
-                               std::size_t max_share_block, std::size_t max_acc_block, bool needed)
+                               std::size_t max_share_block, std::size_t max_acc_block, bool needed,
+                               const char* op)
     : c_(&c) {
   const int W = c.world_size(), N = c.num_nodes();
   shares_ = layout.slots("shares", needed ? 1 : 0, max_share_block * W);
@@ -24,6 +27,8 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
   in_landed_ = layout.signals("host-in-landed", N > 1 ? N : 0);
   for (int t = 0; t < W; ++t)
     if (c.local_of(t) != c.node_rank()) peer_blocks_.push_back(t);
+  if (N > 1)
+    comm::agree(c.comm(), [&] { resize_or_raise(host_sum_, max_acc_block, op, "the host sum"); });
 }
 
 void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block,
@@ -101,8 +106,7 @@ std::vector<const void*> ReduceExchange::host_shares(
 }
 
 void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
-                            const std::function<const void*(int t)>& own, void* host_sum,
-                            void* output) {
+                            const std::function<const void*(int t)>& own, void* output) {
   const int N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
   const int L = c_->node_size(), r = c_->world_rank();
   if (N == 1) {
@@ -124,8 +128,8 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
   std::vector<const void*> srcs = host_shares(r, own);
   const void* mine = srcs[0];
   if (L > 1 || share_dtype != acc) {
-    kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum, count);
-    mine = host_sum;
+    kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_sum_.data(), count);
+    mine = host_sum_.data();
   }
   std::vector<const void*> hosts(N);
   for (int n = 0; n < N; ++n) {

@@ -25,9 +25,10 @@ class ReduceExchange {
  public:
   ReduceExchange() = default;
   // Declares the regions before the core allocates: "shares" (W blocks of max_share_block,
-  // when `needed`) and, across hosts, host-out/host-in slots of max_acc_block per host.
+  // when `needed`) and, across hosts, host-out/host-in slots of max_acc_block per host; across
+  // hosts also allocates the host-sum scratch (collective: a failure is agreed, named for `op`).
   ReduceExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_share_block,
-                 std::size_t max_acc_block, bool needed);
+                 std::size_t max_acc_block, bool needed, const char* op);
 
   // Starts a call with blocks of `share_block` bytes (shares) and `acc_block` bytes (host sums):
   // posts the host-sum transfers (each send goes once its sum is published). `direct`: across
@@ -45,10 +46,9 @@ class ReduceExchange {
 
   // The fixed-order sum of this rank's block, `count` elements: shares are in share_dtype, host
   // sums in acc, the result rounded once into out_dtype at `output`. own(t): this rank's own
-  // share of block t (its input or its shares slot). host_sum: scratch of acc_block bytes (used
-  // across hosts only).
+  // share of block t (its input or its shares slot).
   void reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
-              const std::function<const void*(int t)>& own, void* host_sum, void* output);
+              const std::function<const void*(int t)>& own, void* output);
 
   // Direct mode (see begin): elements [e0, e1) of the same sum, once the other hosts' sums of
   // them have landed — the same bits as reduce(), a few rows at a time, so an op can sum the
@@ -82,6 +82,7 @@ class ReduceExchange {
   std::size_t share_block_ = 0, acc_block_ = 0;
   bool direct_ = false;
   std::vector<int> peer_blocks_;
+  std::vector<char> host_sum_;  // across hosts: this host's sum of this rank's block
 };
 
 }  // namespace fluxcpp::ops

@@ -5,7 +5,8 @@
 
 namespace fluxcpp::ops {
 
-SingleCopy::SingleCopy(detail::ContextImpl& c, shm::Layout& layout) {
+SingleCopy::SingleCopy(detail::ContextImpl& c, shm::Layout& layout)
+    : forced_(c.config().copy_engine == CopyEngine::kCma), min_bytes_(c.config().cma_min_bytes) {
   done_ = layout.signals("read-done", c.node_size());
   withdrawn_ = layout.signals("withdrawn", 1);
 }

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -23,6 +24,12 @@ class SingleCopy {
   // read every host peer's memory; raises on every rank if FLUXCPP_COPY_ENGINE=cma but it cannot.
   void probe(OpCore& core);
   bool usable() const { return ok_; }
+  // Whether a call whose largest host block is `largest_bytes` should read by single copy:
+  // usable, and FLUXCPP_COPY_ENGINE=cma or the block at least FLUXCPP_CMA_MIN_KB. Every rank of
+  // the host decides alike from the same sizes.
+  bool worth(std::size_t largest_bytes) const {
+    return ok_ && (forced_ || static_cast<long>(largest_bytes) >= min_bytes_);
+  }
   pid_t pid(int host_rank) const { return pids_[host_rank]; }
 
   // read(q, g) for every host peer, local rank q and world rank g, in ring order (it reads the
@@ -36,6 +43,8 @@ class SingleCopy {
   shm::SignalArray withdrawn_;  // [1]: the owner gave up waiting at this call
   std::vector<pid_t> pids_;
   bool ok_ = false;
+  bool forced_ = false;  // FLUXCPP_COPY_ENGINE=cma
+  long min_bytes_ = 0;   // FLUXCPP_CMA_MIN_KB
   shm::PtracerGrant grant_;  // held while single copies may be used
 };
 

@@ -57,7 +57,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
     gather_shm(input, staged, shard, output);
   }
   // Blocks from other hosts, as they land in the segments of this host's ranks.
-  gather_.drain_remote(output, shard);
+  gather_.drain_other_hosts(output, shard);
 }
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each
@@ -65,16 +65,14 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
 // `staged`: our block is in the segment already (zero-copy input, or staged for MPI).
 void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
-  const int L = c.node_size();
   char* own_out = output + shard * c.world_rank();
-  if (L == 1) {
+  const std::vector<ops::Inbox> peers = gather_.host_inboxes();
+  if (peers.empty()) {  // alone on the host
     if (input != own_out) std::memcpy(own_out, input, shard);
     return;
   }
   const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
   const ops::Outbox own = gather_.own();
-  std::vector<ops::Inbox> peers;
-  for (int i = 0; i < L - 1; ++i) peers.push_back(gather_.from(gather_.others()[i]));
   auto pull = [&](std::size_t off) {
     const std::size_t len = std::min(chunk, shard - off);
     for (const ops::Inbox& in : peers) {

@@ -67,8 +67,14 @@ bool GatherExchange::stage_for_hosts(const char* input, std::size_t block) const
   return true;
 }
 
-void GatherExchange::drain_remote(char* out, std::size_t block) const {
+void GatherExchange::drain_other_hosts(char* out, std::size_t block) const {
   for (int g : remote_) from(g).drain(out + block * g, 0, block);
+}
+
+std::vector<Inbox> GatherExchange::host_inboxes() const {
+  std::vector<Inbox> out;
+  for (int g : host_peers_) out.push_back(from(g));
+  return out;
 }
 
 Inbox GatherExchange::from(int g) const {

@@ -33,7 +33,9 @@ class GatherExchange {
   // it did (the block is then staged).
   bool stage_for_hosts(const char* input, std::size_t block) const;
   // The other hosts' blocks into out + block * g, as they land.
-  void drain_remote(char* out, std::size_t block) const;
+  void drain_other_hosts(char* out, std::size_t block) const;
+  // The host peers' blocks (ring order), to wait on and read.
+  std::vector<Inbox> host_inboxes() const;
   // World rank g's block, g != this rank.
   Inbox from(int g) const;
   // The other ranks: host peers in ring order first, then each other host's ranks (in the

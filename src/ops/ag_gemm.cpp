@@ -33,8 +33,8 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
                 : static_cast<AgGemmMode>(
                       env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
   });
-  comm::agree_choice(comm, kOp, "mode (FLUXCPP_AG_GEMM_MODE or the option)", static_cast<int>(mode_),
-                     kModeNames, kModes);
+  comm::agree_choice(comm, kOp, "mode (FLUXCPP_AG_GEMM_MODE or the option)",
+                     static_cast<int>(mode_), kModeNames, kModes);
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);

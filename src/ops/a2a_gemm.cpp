@@ -78,7 +78,6 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
       const ops::Outbox box = a2a_.to(t);
       if (!a.zero_copy) std::memcpy(box.data(), a.input + blk * t, blk);
       box.publish_all();
-      core_->poll();
     }
   };
   ops::Offload copies(c);

@@ -123,7 +123,6 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
         const int64_t i1 = std::min(d.rows, (j + 1) * tile);
         pack(t, j * tile, i1, box.data(), blk_row);
         box.publish(static_cast<std::size_t>(i1) * blk_row);
-        core_->poll();
       }
     }
   // Everything tile j of the exchanged rows needs: our own rows, then every source's rows of the
@@ -144,7 +143,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
                     opts_.n, o);
   };
 
-  if (compute && c.num_nodes() > 1 && opts_.output_dtype != DType::kBFloat16) {
+  if (compute && a2a_.networked() && opts_.output_dtype != DType::kBFloat16) {
     // Across hosts the GEMM is split along K by source, out = Σ_s a2a[:, cols of s] ·
     // weight[:, cols of s]ᵀ: our own source first, then the sources in the exchange's receive
     // order (this host's land at memory speed while the other hosts' are still on the link),

@@ -61,7 +61,7 @@ void GemmA2aTransposeImpl::forward_comm_only(int64_t bs, int64_t seq, void* outp
 void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t bs, int64_t seq,
                                const void* weight, const void* bias, char* output) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), L = c.node_size(), r = c.world_rank();
+  const int W = c.world_size(), r = c.world_rank();
   const ops::UlyssesDims d = ops::ulysses_dims(W, bs, seq, opts_.nheads, opts_.head_dim);
   const std::size_t esz = dtype_size(opts_.output_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
@@ -117,7 +117,7 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
   // With copy offload a comm stream places the sources' rows as they land while this thread
   // computes block after block; otherwise this thread places what has landed after each block,
   // and the rest at the end.
-  const bool offload = comm && compute && c.config().copy_offload && L > 1;
+  const bool offload = comm && compute && c.config().copy_offload && a2a_.shm_peers();
   ops::Offload copies(c);
   if (offload)
     copies.start([&] {

@@ -62,7 +62,6 @@ void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const
         gemm(static_cast<const char*>(input) + rows * opts_.k * dtype_size(opts_.input_dtype), r,
              bias, reduce_.input_slot() + rows * opts_.n * dtype_size(acc_));
         rows += r;
-        core_->poll();
       }
     };
     // Unstreamed, the whole partial is there before the all-reduce starts (as its transfers are

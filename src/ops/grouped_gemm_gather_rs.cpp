@@ -236,7 +236,6 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   for (int t : core_->peers().up_self()) {
     if (call.compute()) partial(t, a);
     if (call.comm() && t != r) a2a_.to(t).publish_all();
-    core_->poll();
   }
   if (call.comm()) reduce(a);
 }

@@ -106,7 +106,6 @@ void MoeCombineImpl::stage(int s, const char* input) {
     if (at + cnt * row_ - published >= kPublishBytes) {
       published = at + cnt * row_;
       box.publish(published);
-      core_->poll();
     }
   }
   box.publish_all();

@@ -208,7 +208,6 @@ void MoeDispatchImpl::pack(int t, const MoeDispatchInput& in) {
     if (at + row_ - published >= kPublishBytes) {
       published = at + row_;
       box.publish(published);
-      core_->poll();
     }
   }
   const auto n = static_cast<std::size_t>(j1 - j0);

@@ -80,7 +80,7 @@ void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull) {
 Outbox A2aExchange::to(int t) const {
   if (pull_.copy != nullptr && on_host(t)) return Outbox();  // t reads our input itself
   const int me = c_->node_rank();
-  return Outbox(out_.count() > 0 ? out_.at(me) + send_off_[t] : nullptr, send_bytes_[t],
+  return Outbox(core_, out_.count() > 0 ? out_.at(me) + send_off_[t] : nullptr, send_bytes_[t],
                 &out_ready_.at(me, t), send_base_[t]);
 }
 

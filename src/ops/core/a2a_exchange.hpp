@@ -60,6 +60,10 @@ class A2aExchange {
   // local paths that compute on whatever the buffers hold.
   Inbox held(int s, const Plan& plan) const;
   char* out_slot() const { return out_.count() > 0 ? out_.at(c_->node_rank()) : nullptr; }
+  // The channels this rank's peers are on: some through shared memory (host peers), some over
+  // the network (other hosts' ranks, whose blocks land in pieces).
+  bool shm_peers() const { return c_->node_size() > 1; }
+  bool networked() const { return c_->num_nodes() > 1; }
 
  private:
   bool on_host(int g) const { return c_->node_of(g) == c_->node_id(); }

@@ -44,7 +44,7 @@ char* AllReduceExchange::input_slot() const {
 
 Outbox AllReduceExchange::input_chunk(int q) const {
   const int me = c_->node_rank();
-  return Outbox(inputs_.at(me) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
+  return Outbox(core_, inputs_.at(me) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
                 &input_ready_.at(me, q), input_base_);
 }
 
@@ -56,7 +56,7 @@ Inbox AllReduceExchange::input_of(int p, int q) const {
 
 Outbox AllReduceExchange::result() const {
   const int me = c_->node_rank();
-  return Outbox(results_.at(me), chunk_len(me) * out_size_, &result_ready_.at(me), result_base_);
+  return Outbox(core_, results_.at(me), chunk_len(me) * out_size_, &result_ready_.at(me), result_base_);
 }
 
 Inbox AllReduceExchange::result_of(int p) const {
@@ -114,7 +114,7 @@ void AllReduceExchange::stage(const char* input, bool staged) {
     if (staged) {
       out.publish_all();
     } else if (q != me) {
-      out.write(input + chunk_begin(q) * in_size_, out.bytes(), step, [&] { core_->poll(); });
+      out.write(input + chunk_begin(q) * in_size_, out.bytes(), step);
       if (out.bytes() == 0) out.publish_all();
     }
   }
@@ -159,8 +159,7 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& 
       res.publish(static_cast<std::size_t>(e1) * out_size_);
     } else {
       kernels::reduce_sum(in_, srcs.data(), L, acc_, partial.data() + e0 * acc_size_, e1 - e0);
-      partial.publish(static_cast<std::size_t>(e1) * acc_size_);
-      core_->poll();
+      partial.publish(static_cast<std::size_t>(e1) * acc_size_);  // (drives the transport)
     }
   }
   if (N == 1) {

@@ -29,28 +29,29 @@ namespace fluxcpp::ops {
 class Outbox {
  public:
   Outbox() = default;
-  Outbox(char* data, std::size_t bytes, shm::Signal* signal, uint64_t base)
-      : data_(data), bytes_(bytes), signal_(signal), base_(base) {}
+  // `core`: the call's core, whose transport each publish drives (null: nothing to drive).
+  Outbox(OpCore* core, char* data, std::size_t bytes, shm::Signal* signal, uint64_t base)
+      : core_(core), data_(data), bytes_(bytes), signal_(signal), base_(base) {}
   char* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   // The first n bytes are written (n only grows within a call).
   void publish(std::size_t n) const {
     if (signal_ != nullptr) shm::signal_max(*signal_, base_ + std::min(n, bytes_));
+    if (core_ != nullptr) core_->poll();
   }
   void publish_all() const { publish(bytes_); }
   // Writes src's first n bytes in steps of `step`, each published at once so that host peers and
-  // the transport start on the first, calling between() after each (the op polls its transport).
-  template <class Between>
-  void write(const char* src, std::size_t n, std::size_t step, Between&& between) const {
+  // the transport start on the first.
+  void write(const char* src, std::size_t n, std::size_t step) const {
     assert(step > 0 && n <= bytes_);
     for (std::size_t off = 0; off < n; off += step) {
       std::memcpy(data_ + off, src + off, std::min(step, n - off));
       publish(off + step);
-      between();
     }
   }
 
  private:
+  OpCore* core_ = nullptr;
   char* data_ = nullptr;
   std::size_t bytes_ = 0;
   shm::Signal* signal_ = nullptr;

@@ -96,40 +96,19 @@ void AgGemmImpl::run_latency(const ops::GemmCall& a) {
   // The gather path's rows in the gather buffer, in global order (where gemm-only finds them),
   // from the handshake payloads instead of the staged slots: no staging, no second signal round;
   // then its one GEMM over all m rows, which reads the weight once.
-  ContextImpl& c = *ctx_;
-  const std::size_t blk = static_cast<std::size_t>(a.m / c.world_size()) * in_row_;
-  char* local = local_.data();
-  for (int q = 0; q < c.node_size(); ++q) {
-    const int g = gather_.host()[q];
-    std::memcpy(local + blk * g, g == c.world_rank() ? a.input : core_->handshake().payload(q),
-                blk);
-  }
+  const std::size_t blk = static_cast<std::size_t>(a.m / ctx_->world_size()) * in_row_;
+  gather_.gather_payloads(*core_, local_.data(), a.input, blk);
   core_->skip_release();  // no rank read a peer's staged slot
   ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
-  gemm(local, a.m, a.bias, a.output, /*tiles=*/false);
-  if (a.moved != nullptr) std::memcpy(a.moved, local, static_cast<std::size_t>(a.m) * in_row_);
-}
-
-void AgGemmImpl::stage(const ops::Call& /*call*/, const ops::GemmCall& a, std::size_t blk) {
-  ContextImpl& c = *ctx_;
-  if (c.node_size() == 1 && c.num_nodes() == 1) return;  // nobody reads our block
-  const ops::Outbox own = gather_.own();
-  if (a.zero_copy) {  // the caller wrote it there
-    own.publish_all();
-    core_->poll();  // post the sends now, not after the first GEMM tile
-    return;
-  }
-  // Chunk by chunk, each published at once: host peers and the transport start on the first.
-  const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
-                                             : static_cast<std::size_t>(c.config().chunk_bytes);
-  own.write(a.input, blk, step, [&] { core_->poll(); });
+  gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
+  if (a.moved != nullptr)
+    std::memcpy(a.moved, local_.data(), static_cast<std::size_t>(a.m) * in_row_);
 }
 
 void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ContextImpl& c = *ctx_;
-  const int W = c.world_size(), L = c.node_size();
   const int r = c.world_rank();
-  const int64_t rows = a.m / W;
+  const int64_t rows = a.m / c.world_size();
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
   const bool comm = call.comm(), compute = call.compute();
   const bool gemm_only = call.path == ops::Path::kGemmOnly;
@@ -142,11 +121,11 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   // weight. Every split re-reads (and re-blocks) the weight, and over TCP only part of the
   // transfer hides behind compute (the socket copies run on the same core), so splitting to
   // overlap a transfer smaller than the weight costs more than it hides (docs/benchmarks.md).
-  const std::size_t remote_bytes = static_cast<std::size_t>(W - L) * blk,
+  const std::size_t net_bytes = gather_.networked().size() * blk,
                     weight_bytes =
                         static_cast<std::size_t>(opts_.n * opts_.k) * dtype_size(opts_.input_dtype);
-  const bool whole = gather && c.num_nodes() > 1 && call.path != ops::Path::kCommOnly &&
-                     (a.m <= ops::kMinTileRows || remote_bytes < weight_bytes);
+  const bool whole = gather && net_bytes > 0 && call.path != ops::Path::kCommOnly &&
+                     (a.m <= ops::kMinTileRows || net_bytes < weight_bytes);
   // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
   // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
   const bool direct = call.path == ops::Path::kCommOnly && a.moved != nullptr;
@@ -183,55 +162,41 @@ void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ops::Offload copies(c);
   if (comm) {
     gather_.begin(*core_, blk);
-    if (compute && c.config().copy_offload && !a.zero_copy && (L > 1 || c.num_nodes() > 1))
-      copies.start([&] { stage(call, a, blk); });
+    if (compute && c.config().copy_offload && !a.zero_copy && gather_.read_by_others())
+      copies.start([&] { gather_.stage(a.input, blk, /*zero_copy=*/false); });
     else
-      stage(call, a, blk);
+      gather_.stage(a.input, blk, a.zero_copy);
   }
 
   if (gather) {
     // 2g. Copy the host's rows into `local` (own first, then peers in ring order, chunk by chunk
     // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
-    if (comm) {
-      std::memcpy(local + blk * r, a.input, blk);
-      for (int g : gather_.host_peers()) gather_.from(g).drain(local + blk * g, 0, blk);
-    }
+    // The rows on the link follow: gathered for the one GEMM below (whole), or computed (and
+    // gathered) chunk by chunk as they land while later ones are still in flight.
+    if (comm) gather_.gather_host(local, a.input, blk);
     if (compute && !whole)
       for (const auto& [first, count] : gather_.host_runs())
         gemm(local + blk * first, rows * count, a.bias, out_block(first));
+    if (whole && comm) gather_.drain_other_hosts(local, blk);
+    if (!whole)
+      for (int g : gather_.networked()) consume(g);
   } else {
-    // 2z. Own rows first (they need nothing from anyone), then host peers in ring order, read
-    // straight from their segments; each GEMM covers every row landed so far.
+    // 2z. Own rows first (they need nothing from anyone), then every peer as its rows land: host
+    // peers in ring order, read straight from their segments, then the rows on the link.
     gemm(a.input, rows, a.bias, out_block(r));
-    for (int g : gather_.host_peers()) consume(g);
-  }
-
-  // 3. Rows of other hosts, received by MPI into the segments of this host's ranks: computed
-  // (and gathered) chunk by chunk as they land, while later ones are still in flight.
-  for (int g : gather_.remote()) {
-    if (whole && !comm) break;
-    if (whole) {  // gathered with the rest, for the one GEMM below
-      gather_.from(g).drain(local + blk * g, 0, blk);
-      continue;
-    }
-    consume(g);
+    for (int g : gather_.others()) consume(g);
   }
 
   if (whole && compute) {
     // Nothing polls the transport during this one GEMM: finish this rank's sends first, so no
     // peer waits for our rows while we compute.
-    if (comm && core_->transfers_pending()) core_->transport()->complete(c.deadline());
+    if (comm) core_->finish_transfers();
     gemm(local, a.m, a.bias, out_block(0), /*tiles=*/false);
   }
 
-  // 4. The gathered input, when asked for.
-  char* gout = direct || !comm ? nullptr : a.moved;
-  if (gout != nullptr) {
-    std::memcpy(gout + blk * r, a.input, blk);
-    for (int g : gather_.host_peers())
-      std::memcpy(gout + blk * g, gather ? local + blk * g : gather_.data_of(g), blk);
-    for (int g : gather_.remote()) std::memcpy(gout + blk * g, gather_.data_of(g), blk);
-  }
+  // 3. The gathered input, when asked for.
+  if (!direct && comm && a.moved != nullptr)
+    gather_.copy_out(a.moved, a.input, blk, gather ? local : nullptr);
   copies.finish();
 }
 

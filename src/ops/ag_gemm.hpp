@@ -50,8 +50,6 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   static void enable_latency_path(bool on) { latency_enabled_.store(on); }
 
  private:
-  // Publishes our rows: host peers read them from our segment, MPI sends them from there.
-  void stage(const ops::Call& call, const ops::GemmCall& a, std::size_t blk);
   // C rows [0, rows) of the output block at `out` from A rows at `a`, over the compute workers,
   // in tiles with transfer progress in between while transfers are pending.
   // tiles = false: one call (over the compute workers), nothing in flight to progress.

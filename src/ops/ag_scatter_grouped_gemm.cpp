@@ -126,15 +126,6 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
   }
 }
 
-void AgScatterGroupedGemmImpl::stage(const ops::MoeTpCall& a, std::size_t blk) {
-  ContextImpl& c = *ctx_;
-  if (!ops::needs_data(c)) return;  // nobody reads our tokens
-  const ops::Outbox own = gather_.own();
-  const std::size_t step = c.num_nodes() > 1 ? core_->transport()->chunk_bytes()
-                                             : static_cast<std::size_t>(c.config().chunk_bytes);
-  own.write(a.input, blk, step, [&] { core_->poll(); });
-}
-
 void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
   ContextImpl& c = *ctx_;
   const int r = c.world_rank();
@@ -145,7 +136,7 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
 
   if (comm) {
     gather_.begin(*core_, blk);
-    stage(a, blk);
+    gather_.stage(a.input, blk, /*zero_copy=*/false);
   }
   auto rows_of = [&](const char* block, int64_t t0) {
     return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
@@ -185,21 +176,17 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
       compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), g * per), a);
       return true;
     };
-    for (int g : gather_.host_peers()) {
-      const auto& slots = routing_.slots_from(g);
-      if (local(g) || slots.empty()) continue;
-      const ops::Inbox in = gather_.from(g);
-      in.wait_all();
-      compute(slots, 0, slots.size(), rows_of(in.data(), g * per), a);
-    }
-    for (int g : gather_.remote()) {
+    for (int g : gather_.others()) {
       const auto& slots = routing_.slots_from(g);
       const int64_t t0 = g * per;
       if (local(g) || slots.empty()) continue;
       const ops::Inbox in = gather_.from(g);
       const int64_t L = routing_.num_local_experts();
+      // A block on the link in pieces, as it lands; a host peer's whole (it is there at once).
       const int64_t pieces =
-          std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1, kMaxPieces);
+          gather_.networked(g) ? std::clamp<int64_t>(static_cast<int64_t>(slots.size()) /
+                                                         (L * kPieceRows), 1, kMaxPieces)
+                               : 1;
       const int64_t piece = (per + pieces - 1) / pieces;
       std::size_t next = 0;
       for (int64_t done = 0; done < per && next < slots.size();) {

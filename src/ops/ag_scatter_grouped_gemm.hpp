@@ -38,8 +38,6 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
  private:
   void call(ops::Path path, const ops::MoeTpCall& a);
   void run(const ops::Call& call, const ops::MoeTpCall& a);
-  // Publishes our tokens chunk by chunk: host peers read them in our segment, MPI sends them.
-  void stage(const ops::MoeTpCall& a, std::size_t blk);
   // Where global token t's row is read.
   using RowSource = std::function<const char*(int32_t t)>;
   // The rows of slots [begin, end) of `slots`: gathered expert by expert, one GEMM per expert.

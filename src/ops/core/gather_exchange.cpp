@@ -1,6 +1,7 @@
 #include "ops/core/gather_exchange.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace fluxcpp::ops {
 
@@ -57,18 +58,51 @@ void GatherExchange::begin(OpCore& core, std::size_t block, std::size_t chunk) {
 
 Outbox GatherExchange::own() const {
   const int me = c_->node_rank();
-  return Outbox(needed_ ? staged_.at(me) : nullptr, block_, &staged_ready_.at(me), staged_base_);
+  return Outbox(core_, needed_ ? staged_.at(me) : nullptr, block_, &staged_ready_.at(me), staged_base_);
+}
+
+void GatherExchange::stage(const char* input, std::size_t block, bool zero_copy) const {
+  if (!read_by_others()) return;
+  const Outbox mine = own();
+  if (zero_copy) return mine.publish_all();  // (the publish posts the sends now)
+  // Between hosts in the transport's messages; within one, in the configured chunks.
+  const std::size_t step = !remote_.empty() ? core_->transport()->chunk_bytes()
+                                            : static_cast<std::size_t>(c_->config().chunk_bytes);
+  mine.write(input, block, step);
 }
 
 bool GatherExchange::stage_for_hosts(const char* input, std::size_t block) const {
-  if (c_->num_nodes() == 1) return false;
-  OpCore& core = *core_;
-  own().write(input, block, core.transport()->chunk_bytes(), [&] { core.poll(); });
+  if (remote_.empty()) return false;
+  own().write(input, block, core_->transport()->chunk_bytes());
   return true;
+}
+
+void GatherExchange::gather_host(char* out, const char* own, std::size_t block) const {
+  std::memcpy(out + block * c_->world_rank(), own, block);
+  for (int g : host_peers_) from(g).drain(out + block * g, 0, block);
+}
+
+void GatherExchange::gather_payloads(const OpCore& core, char* out, const char* own,
+                                     std::size_t block) const {
+  for (std::size_t q = 0; q < host_.size(); ++q) {
+    const int g = host_[q];
+    std::memcpy(out + block * g,
+                g == c_->world_rank() ? own : core.handshake().payload(static_cast<int>(q)),
+                block);
+  }
 }
 
 void GatherExchange::drain_other_hosts(char* out, std::size_t block) const {
   for (int g : remote_) from(g).drain(out + block * g, 0, block);
+}
+
+void GatherExchange::copy_out(char* out, const char* own, std::size_t block,
+                              const char* host_gathered) const {
+  std::memcpy(out + block * c_->world_rank(), own, block);
+  for (int g : host_peers_)
+    std::memcpy(out + block * g, host_gathered != nullptr ? host_gathered + block * g : data_of(g),
+                block);
+  for (int g : remote_) std::memcpy(out + block * g, data_of(g), block);
 }
 
 std::vector<Inbox> GatherExchange::host_inboxes() const {
@@ -86,6 +120,8 @@ Inbox GatherExchange::from(int g) const {
   return Inbox(core_, g, rail_in_.at(q, n), block_, &rail_landed_.at(q, n), rail_base_,
                &rail_landed_, n, q);
 }
+
+bool GatherExchange::networked(int g) const { return c_->node_of(g) != c_->node_id(); }
 
 const char* GatherExchange::data_of(int g) const {
   const int q = c_->local_of(g), n = c_->node_of(g);

@@ -2,8 +2,8 @@
 // Within a host peers read a rank's block in its segment ("staged"). Across hosts a block travels
 // once per host, between rail peers (the ranks with the same local rank), into "rail-in[host]" of
 // the receiver's segment, where the receiver's host peers read it too. from(g) hides all of that:
-// an op waits on each rank's Inbox the same way, in the order of others() (or of host_peers() and
-// remote(), when it treats the two differently).
+// an op waits on each rank's Inbox the same way, in the order of others() (or gathers the host's
+// blocks first and then treats networked(), the blocks still on the link).
 #pragma once
 
 #include <cstdint>
@@ -28,22 +28,40 @@ class GatherExchange {
   void begin(OpCore& core, std::size_t block, std::size_t chunk = 0);
   // This rank's staged block: write it (or have the caller write it: zero-copy input), publish.
   Outbox own() const;
+  // Whether any rank reads this rank's block (a host peer or another host).
+  bool read_by_others() const { return !others_.empty(); }
+  // Publishes this rank's block: `input` written into own() in the channel's chunks, each
+  // published at once so that host peers and the transport start on the first; or, zero-copy
+  // (the caller wrote it there), published whole. Nothing when no rank reads it.
+  void stage(const char* input, std::size_t block, bool zero_copy) const;
   // When other hosts read this rank's block (they receive it from its staged slot): writes
   // `input` there chunk by chunk, each published at once so the sends start early. True when
   // it did (the block is then staged).
   bool stage_for_hosts(const char* input, std::size_t block) const;
+  // The host's blocks (this rank's from `own`, the host peers' as they land) into
+  // out + block * g.
+  void gather_host(char* out, const char* own, std::size_t block) const;
+  // The same from the call's handshake payloads (the latency path: every host rank's block
+  // rode on `core`'s handshake; no begin()), and this rank's from `own`.
+  void gather_payloads(const OpCore& core, char* out, const char* own, std::size_t block) const;
   // The other hosts' blocks into out + block * g, as they land.
   void drain_other_hosts(char* out, std::size_t block) const;
+  // Every rank's block into out + block * g once it is there: this rank's from `own`, the host
+  // peers' from `host_gathered` (a buffer gather_host filled) or their slots when it is null,
+  // the other hosts' from where they landed.
+  void copy_out(char* out, const char* own, std::size_t block, const char* host_gathered) const;
   // The host peers' blocks (ring order), to wait on and read.
   std::vector<Inbox> host_inboxes() const;
   // World rank g's block, g != this rank.
   Inbox from(int g) const;
-  // The other ranks: host peers in ring order first, then each other host's ranks (in the
-  // order their blocks reach this host).
+  // The other ranks in the order their blocks are there: host peers (read in place) in ring
+  // order first, then the ranks whose blocks the network channel brings, in arrival order.
   const std::vector<int>& others() const { return others_; }
-  // others() split: the host peers, then the other hosts' ranks.
-  const std::vector<int>& host_peers() const { return host_peers_; }
-  const std::vector<int>& remote() const { return remote_; }
+  // The tail of others() that the network channel brings (in pieces, as the transport moves
+  // them); empty on one host. Bytes of those blocks: networked() * block.
+  const std::vector<int>& networked() const { return remote_; }
+  // Whether world rank g's block is one of those.
+  bool networked(int g) const;
   // This host's world ranks (this one included) by local rank, and the same ranks as runs of
   // consecutive world ranks, (first, count) in world order: where the host's blocks sit together
   // in a buffer in world-rank order.

@@ -105,6 +105,11 @@ class OpCore {
     if (transport_ && !transport_->idle()) transport_->progress();
   }
   bool transfers_pending() const { return transport_ && !transport_->idle(); }
+  // Completes what is in flight (before a long stretch with no progress, e.g. one big GEMM, so
+  // no peer waits for this rank's bytes meanwhile); kTimeout at the context's deadline.
+  void finish_transfers() {
+    if (transfers_pending()) transport_->complete(ctx_->deadline());
+  }
   // Waits until `s` reaches `target`, driving the transport while it has work (the signal may be
   // raised by it, and this rank's own sends need progress too). Raises the transport's error if
   // it failed, kTimeout naming `peer` and `what` when nothing arrives within the timeout,

@@ -54,7 +54,7 @@ void AsyncSendRecvImpl::deliver(Pair& p, uint64_t q, const char* data, std::size
                                 int64_t m) noexcept {
   const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
   if (p.local >= 0) {
-    const int me = ctx_->node_rank();
+    const int me = self_;
     if (bytes > 0) std::memcpy(out_.at(me, p.mine * slots_ + s), data, bytes);
     rows_.at(me, p.mine * slots_ + s)
         .value.store(static_cast<uint64_t>(m), std::memory_order_relaxed);
@@ -198,7 +198,7 @@ int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, Stea
   if (m > 0)
     std::memcpy(out, out_.at(p.local, p.theirs * slots_ + s), static_cast<std::size_t>(m) * row_);
   p.received = q;
-  shm::signal_set(released_.at(ctx_->node_rank(), p.mine), q);
+  shm::signal_set(released_.at(self_, p.mine), q);
   return m;
 }
 

@@ -73,6 +73,7 @@ class AsyncSendRecvImpl {
   AsyncSendRecvOptions opts_;
   std::size_t row_ = 0, slot_bytes_ = 0;
   int slots_ = 1;
+  int self_ = 0;  // this rank's row in the host's slot arrays (PairPlan::self)
   uint64_t serial_ = 0;
   std::vector<int> peers_;
   std::vector<std::unique_ptr<Pair>> pairs_;  // in the order of peers_

@@ -109,6 +109,7 @@ void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
     p->stream = streams > 0 ? static_cast<int>(k % static_cast<std::size_t>(streams)) : -1;
     pairs_.push_back(std::move(p));
   }
+  self_ = plan.self();
   const int host_slots = plan.host_slots();
   if (host_slots > 0) {
     const int n = host_slots * slots_;
@@ -123,7 +124,7 @@ void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
     buf_ = shm::SymmetricBuffer(c, layout_.bytes(), c.creating_tag());
     layout_.bind(buf_);
   });
-  if (c.num_nodes() > 1) net_.emplace(c, kOp, slot_bytes_, slots_, plan.net_peers());
+  if (plan.networked()) net_.emplace(c, kOp, slot_bytes_, slots_, plan.net_peers());
 }
 
 void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {

@@ -20,7 +20,7 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   comm::Group& comm = c.comm();
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const int W = c.world_size(), N = c.num_nodes();
+  const int W = c.world_size();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
   reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true, kOp);
@@ -34,9 +34,8 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
                     /*across_hosts=*/true)));
   comm::agree(comm, [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
-    if (N == 1 && c.node_size() > 2 && c.config().copy_offload)
-      resize_or_raise(presum_, block, kOp, "the offloaded partial sum");
   });
+  reduce_.allow_presum(block, kOp);
 }
 
 char* GemmRsImpl::partial(int t, int64_t m) const {
@@ -55,7 +54,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = acc_;
-  if (W == 1 || (opts_.n >= rows && c.num_nodes() == 1) || m <= ops::kMinTileRows) {
+  if (W == 1 || (opts_.n >= rows && !reduce_.networked()) || m <= ops::kMinTileRows) {
     // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
     // more than the overlap per block would win when the weight is wider than a block is tall —
     // unless a block has to cross hosts, whose transfer then hides behind the next block's GEMM.
@@ -86,7 +85,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
       prev = done;
     };
     const char* a = input + in_row * rows * t;
-    if (c.num_nodes() > 1) {
+    if (reduce_.networked()) {
       ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o, on_tile,
                       ops::Tiling::kSerial);
     } else {
@@ -182,7 +181,7 @@ void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const
                 add_bias(m, bias, r0, r1);
                 reduce_.reduce_range(acc_, opts_.output_dtype, r0 * n, r1 * n, own, output);
               });
-    } else if (c.config().copy_offload && c.num_nodes() == 1 && c.node_size() > 2) {
+    } else if (reduce_.presums()) {
       compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
     } else {
       compute(static_cast<const char*>(input), m, weight, /*publish=*/true);
@@ -201,31 +200,14 @@ void GemmRsImpl::forward(const void* input, int64_t m, const kernels::PackedWeig
 void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
                                    const void* bias, void* output) {
   // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
-  // (in host_sum_order, which is the order the ring-ordered peers finish them) while this thread
-  // computes; our own partial, computed last, is added at the end. Same order, same bits as
-  // reduce().
-  ContextImpl& c = *ctx_;
-  const int L = c.node_size(), me = c.node_rank(), r = c.world_rank();
-  const int64_t count = m / c.world_size() * opts_.n;
-  char* acc = presum_.data();
-  ops::Offload copies(c);
-  copies.start([&] {
-    for (int i = 0; i < L - 1; ++i) {
-      const ops::Inbox in = reduce_.share_of(ops::host_sum_order(me, L, i), r);
-      in.wait_all(copies.stop());
-      if (i == 0) {
-        std::memcpy(acc, in.data(), static_cast<std::size_t>(count) * dtype_size(acc_));
-      } else {
-        const void* srcs[2] = {acc, in.data()};
-        kernels::reduce_sum(acc_, srcs, 2, acc_, acc, count);
-      }
-    }
-  });
+  // while this thread computes; our own partial, computed last, is added at the end.
+  const int64_t count = m / ctx_->world_size() * opts_.n;
+  ops::Offload copies(*ctx_);
+  reduce_.start_presum(copies, acc_, count);
   compute(input, m, weight, /*publish=*/true);
   add_bias(m, bias);
-  copies.finish();
-  const void* srcs[2] = {acc, partial(r, m)};
-  kernels::reduce_sum(acc_, srcs, 2, opts_.output_dtype, output, count);
+  reduce_.finish_presum(copies, acc_, partial(ctx_->world_rank(), m), opts_.output_dtype, output,
+                        count);
 }
 
 void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {

@@ -56,7 +56,6 @@ class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
   kernels::GemmWeight weight_;
   const kernels::PackedWeight* packed_ = nullptr;  // the weight during a packed forward
   std::vector<char> bias_acc_;                     // bias widened to the accumulation dtype
-  std::vector<char> presum_;  // copy offload: the peers' partials of our block, summed
   // The shares of the reduce exchange are this rank's partial products, [m, n] densely in the
   // accumulation dtype (block t at t * m/W rows).
   ops::ReduceExchange reduce_;

@@ -8,6 +8,8 @@ namespace fluxcpp::ops {
 
 PairPlan::PairPlan(const detail::ContextImpl& c, const std::vector<int>& all, int width) {
   const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
+  networked_ = c.num_nodes() > 1;
+  self_ = c.node_rank();
   auto listed = [&](int a, int k) { return all[static_cast<std::size_t>(a) * width + k]; };
   // Position of rank b among rank a's peers on a's host.
   auto host_position = [&](int a, int b) {

@@ -33,10 +33,15 @@ class PairPlan {
   int host_slots() const { return host_slots_; }
   // This rank's peers on other hosts, in list order.
   const std::vector<int>& net_peers() const { return net_peers_; }
+  // Whether the context has ranks on other hosts: every rank then opens the network channel
+  // (a collective), with or without peers there.
+  bool networked() const { return networked_; }
+  // This rank's row in the host's slot arrays (its local rank).
+  int self() const { return self_; }
 
  private:
-  bool crosses_ = false;
-  int host_slots_ = 0;
+  bool crosses_ = false, networked_ = false;
+  int host_slots_ = 0, self_ = 0;
   std::vector<PairRoute> routes_;
   std::vector<int> net_peers_;
 };

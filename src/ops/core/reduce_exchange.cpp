@@ -1,5 +1,7 @@
 #include "ops/core/reduce_exchange.hpp"
 
+#include <cstring>
+
 #include "comm/group.hpp"
 #include "error_util.hpp"
 #include "kernels/reduce.hpp"
@@ -59,7 +61,7 @@ void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t ac
 }
 
 Outbox ReduceExchange::share(int t) const {
-  return Outbox(shares() + share_block_ * t, share_block_, &share_ready_.at(c_->node_rank(), t),
+  return Outbox(core_, shares() + share_block_ * t, share_block_, &share_ready_.at(c_->node_rank(), t),
                 share_base_);
 }
 
@@ -143,6 +145,40 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
     hosts[n] = in.data();
   }
   kernels::reduce_sum(acc, hosts.data(), N, out_dtype, output, count);
+}
+
+bool ReduceExchange::networked() const { return c_->num_nodes() > 1; }
+
+void ReduceExchange::allow_presum(std::size_t max_acc_block, const char* op) {
+  const bool qualifies =
+      c_->num_nodes() == 1 && c_->node_size() > 2 && c_->config().copy_offload;
+  comm::agree(c_->comm(), [&] {
+    if (qualifies) resize_or_raise(presum_, max_acc_block, op, "the offloaded partial sum");
+  });
+}
+
+void ReduceExchange::start_presum(Offload& copies, DType acc, int64_t count) {
+  const int L = c_->node_size(), me = c_->node_rank(), r = c_->world_rank();
+  copies.start([this, &copies, acc, count, L, me, r] {
+    char* sum = presum_.data();
+    for (int i = 0; i < L - 1; ++i) {
+      const Inbox in = share_of(host_sum_order(me, L, i), r);
+      in.wait_all(copies.stop());
+      if (i == 0) {
+        std::memcpy(sum, in.data(), static_cast<std::size_t>(count) * dtype_size(acc));
+      } else {
+        const void* srcs[2] = {sum, in.data()};
+        kernels::reduce_sum(acc, srcs, 2, acc, sum, count);
+      }
+    }
+  });
+}
+
+void ReduceExchange::finish_presum(Offload& copies, DType acc, const void* own, DType out_dtype,
+                                   void* output, int64_t count) {
+  copies.finish();
+  const void* srcs[2] = {presum_.data(), own};
+  kernels::reduce_sum(acc, srcs, 2, out_dtype, output, count);
 }
 
 void ReduceExchange::sum_payloads(const OpCore& core, DType acc, DType out_dtype,

@@ -12,6 +12,7 @@
 
 #include "fluxcpp/types.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/offload.hpp"
 
 namespace fluxcpp::ops {
 
@@ -68,6 +69,22 @@ class ReduceExchange {
   // Host rank q's share of block t (q != this rank).
   Inbox share_of(int q, int t) const;
 
+  // Whether the shares leave this host over the network channel (then an op publishes them tile
+  // by tile, so a share crosses the link while the next is computed).
+  bool networked() const;
+
+  // The sum with copy offload (one host of more than two ranks, Config::copy_offload): a comm
+  // stream sums the host peers' shares of this rank's block as they land (in host_sum_order:
+  // the order ring-ordered producers finish them) while the op computes; finish_presum adds this
+  // rank's own share (`own`, ready by then) and rounds once. The same order and bits as reduce().
+  // allow_presum (at create; collective) allocates the scratch when the context qualifies;
+  // presums() tells whether it did.
+  void allow_presum(std::size_t max_acc_block, const char* op);
+  bool presums() const { return !presum_.empty(); }
+  void start_presum(Offload& copies, DType acc, int64_t count);
+  void finish_presum(Offload& copies, DType acc, const void* own, DType out_dtype, void* output,
+                     int64_t count);
+
  private:
   std::vector<const void*> host_shares(int t, const std::function<const void*(int t)>& own) const;
 
@@ -83,6 +100,7 @@ class ReduceExchange {
   bool direct_ = false;
   std::vector<int> peer_blocks_;
   std::vector<char> host_sum_;  // across hosts: this host's sum of this rank's block
+  std::vector<char> presum_;    // copy offload: the host peers' shares of this rank's block
 };
 
 }  // namespace fluxcpp::ops

@@ -142,6 +142,14 @@ def raises(exc, fn, what, status=None, contains=()):
     return None
 
 
+def same_on_every_rank(t, what):
+    """t's bytes are the same on every rank (gathered over COMM)."""
+    blobs = COMM.allgather(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
+    check(all(b == blobs[0] for b in blobs),
+          f"{what}: results differ between ranks (ranks "
+          f"{[r for r, b in enumerate(blobs) if b != blobs[0]]} differ from rank 0)")
+
+
 def available(*c_ops):
     """Whether the library has every op; prints why a test is skipped otherwise."""
     missing = [op for op in c_ops if not fluxcpp.has(f"fluxcpp_{op}_create")

@@ -5,14 +5,13 @@ dtype; counts 1, 7, 1001, the one-shot threshold (64 KiB) and 70001 (above it), 
 allgather of the bytes) and the documented summation order on random data; hosts simulated with
 ranks_per_node=1; bad input (TypeError / ValueError before C, naming op, argument and values;
 one rank's bad input fails its peers at once). Run under mpirun at W = 1, 2, 3."""
-import ctypes
 import time
 
 import torch
 
 import fluxcpp
-from support import (COMM, RANK, STORE_LAUNCH, W, available, check, context, equal, finish,
-                     raises)
+from support import (RANK, STORE_LAUNCH, W, available, check, context, equal, finish, raises,
+                     same_on_every_rank)
 
 S = fluxcpp.Status
 DTYPES = (torch.float32, torch.bfloat16, torch.float64)
@@ -46,17 +45,6 @@ def ordered_sum(make, shape, dtype, seed):
     for r in range(1, W):
         acc = acc + make(shape, dtype, seed, r).to(acc_t)
     return acc.to(dtype)
-
-
-def raw(t):
-    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
-
-
-def same_on_every_rank(t, what):
-    blobs = COMM.allgather(raw(t))
-    check(all(b == blobs[0] for b in blobs),
-          f"{what}: results differ between ranks (ranks "
-          f"{[r for r, b in enumerate(blobs) if b != blobs[0]]} differ from rank 0)")
 
 
 def one_shot_edge(dtype):

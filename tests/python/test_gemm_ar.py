@@ -5,14 +5,13 @@ them and adds the bias (tolerance scaled with K·W). Every dtype pair × transpo
 on every rank (mpi4py allgather of the bytes) and from call to call; bad input (TypeError /
 ValueError before C, naming op, argument and values; one rank's bad input fails its peers at
 once). Run under mpirun at W = 2, 3."""
-import ctypes
 import time
 
 import torch
 
 import fluxcpp
-from support import (COMM, RANK, W, available, check, close, context, equal, failures, finish,
-                     raises, tol_for)
+from support import (RANK, W, available, check, close, context, equal, failures, finish, raises,
+                     same_on_every_rank, tol_for)
 
 S = fluxcpp.Status
 PAIRS = [(torch.float32, torch.float32), (torch.float64, torch.float64),
@@ -47,17 +46,6 @@ def tol(din, dout):
     """As python.dense's GemmRs: a K·W-long dot product, plus the rounding of a bf16 output."""
     return (tol_for(din if dout != torch.float64 else dout, K * W)
             + (tol_for(dout, 1) if dout == torch.bfloat16 else 0))
-
-
-def raw(t):
-    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
-
-
-def same_on_every_rank(t, what):
-    blobs = COMM.allgather(raw(t))
-    check(all(b == blobs[0] for b in blobs),
-          f"{what}: results differ between ranks (ranks "
-          f"{[r for r, b in enumerate(blobs) if b != blobs[0]]} differ from rank 0)")
 
 
 def describe(got, want, what):

@@ -302,12 +302,21 @@ def check_callers(signatures):
             fail(f"python/fluxcpp/{fname}:{line}: fn({name!r}) has no signature in _lib.py")
 
 
+def typedef_body(typedefs, tag, name):
+    """The members of fluxcpp.h's typedef `name` of an enum or a struct (`tag`); None, counted as
+    a failure, if the header has no such typedef."""
+    t = typedefs.get(name)
+    if not t or t[0] != tag:
+        fail(f"fluxcpp.h: no {tag} {name}")
+        return None
+    return t[1]
+
+
 def check_status(lib, typedefs):
-    t = typedefs.get("fluxcpp_status_t")
-    if not t or t[0] != "enum":
-        fail("fluxcpp.h: no enum fluxcpp_status_t")
+    members = typedef_body(typedefs, "enum", "fluxcpp_status_t")
+    if members is None:
         return
-    want = {re.sub(r"^FLUXCPP_(ERROR_)?", "", k): v for k, v in t[1].items()}
+    want = {re.sub(r"^FLUXCPP_(ERROR_)?", "", k): v for k, v in members.items()}
     got = {s.name: int(s) for s in lib.Status}
     for k in sorted(set(want) | set(got)):
         if want.get(k) != got.get(k):
@@ -315,11 +324,9 @@ def check_status(lib, typedefs):
 
 
 def check_config(lib, typedefs):
-    t = typedefs.get("fluxcpp_context_config_t")
-    if not t or t[0] != "struct":
-        fail("fluxcpp.h: no struct fluxcpp_context_config_t")
+    fields = typedef_body(typedefs, "struct", "fluxcpp_context_config_t")
+    if fields is None:
         return
-    fields = t[1]
     got = lib._ConfigStruct._fields_
     if [f for _, f in fields] != [f for f, _ in got]:
         fail(f"_ConfigStruct fields {[f for f, _ in got]} != fluxcpp_context_config_t's "
@@ -332,11 +339,10 @@ def check_config(lib, typedefs):
 
 
 def check_dtypes(typedefs):
-    t = typedefs.get("fluxcpp_dtype_t")
-    if not t or t[0] != "enum":
-        fail("fluxcpp.h: no enum fluxcpp_dtype_t")
+    members = typedef_body(typedefs, "enum", "fluxcpp_dtype_t")
+    if members is None:
         return
-    want = {re.sub(r"^FLUXCPP_", "", k).lower(): v for k, v in t[1].items()}
+    want = {re.sub(r"^FLUXCPP_", "", k).lower(): v for k, v in members.items()}
     got = dtype_codes()
     for k in sorted(set(want) | set(got)):
         if want.get(k) != got.get(k):

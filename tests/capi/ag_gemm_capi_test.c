@@ -93,20 +93,13 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming ag_gemm. */
   s = fluxcpp_ag_gemm_forward(op, in, m + world, w, bias, out, NULL);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
-  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
-        fluxcpp_last_error());
+  EXPECT_INVALID(s, "ag_gemm", "%s m > max_m", name);
   if (world > 1) {
     s = fluxcpp_ag_gemm_forward(op, in, world + 1, w, bias, out, NULL);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m %% W != 0 gave %d", name, (int)s);
-    CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
-          fluxcpp_last_error());
+    EXPECT_INVALID(s, "ag_gemm", "%s m %% W != 0", name);
   }
   s = fluxcpp_ag_gemm_forward(op, in, m, rank == world - 1 ? NULL : w, bias, out, NULL);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL weight on the last rank gave %d", name,
-        (int)s);
-  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "%s last_error: %s", name,
-        fluxcpp_last_error());
+  EXPECT_INVALID(s, "ag_gemm", "%s NULL weight on the last rank", name);
   s = fluxcpp_ag_gemm_forward(op, NULL, 0, NULL, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
   if (dt == FLUXCPP_FLOAT32) { /* a NULL packed weight on one rank, one that does not fit */
@@ -116,8 +109,7 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
     CHECK(s == FLUXCPP_SUCCESS, "packed_weight_create: %s", fluxcpp_last_error());
     s = fluxcpp_ag_gemm_forward_packed(op, in, m, rank == world - 1 ? NULL : packed, bias, out,
                                        NULL);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL or mismatched packed weight gave %d", (int)s);
-    CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "last_error: %s", fluxcpp_last_error());
+    EXPECT_INVALID(s, "ag_gemm", "NULL or mismatched packed weight");
     fluxcpp_packed_weight_destroy(packed);
   }
 
@@ -130,37 +122,31 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   CHECK(fluxcpp_ag_gemm_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
         fluxcpp_last_error());
-  free(in);
-  free(w);
-  free(bias);
-  free(out);
-  free(gathered);
-  free(ref_gathered);
+  free(in), free(w), free(bias), free(out), free(gathered), free(ref_gathered);
+}
+
+/* An invalid create (max_m = 4 W): FLUXCPP_ERROR_INVALID_ARGUMENT naming ag_gemm on every rank,
+ * and no op. */
+static void bad_create(fluxcpp_context_t ctx, int64_t k, fluxcpp_dtype_t in, fluxcpp_dtype_t out,
+                       const char* what) {
+  fluxcpp_ag_gemm_t bad = NULL;
+  EXPECT_INVALID(fluxcpp_ag_gemm_create(ctx, 4 * world, 8, k, in, out, 0, &bad), "ag_gemm", "%s",
+                 what);
+  CHECK(bad == NULL, "%s: create gave an op", what);
 }
 
 int main(int argc, char** argv) {
-  capi_init(&argc, &argv);
-
-  fluxcpp_context_config_t cfg = capi_config();
-  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_context_t ctx = capi_start(&argc, &argv);
   fluxcpp_status_t s;
 
   run_case(ctx, FLUXCPP_FLOAT32, 0, 7, 13, 37);
   run_case(ctx, FLUXCPP_FLOAT64, 1, 5, 11, 29);
 
-  /* Invalid dtype pairs at create: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT. */
-  fluxcpp_ag_gemm_t bad = NULL;
-  s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bf16 -> f64 gave %d", (int)s);
-  CHECK(strstr(fluxcpp_last_error(), "ag_gemm") != NULL, "last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "f32 -> bf16 gave %d", (int)s);
-  /* k differing on one rank. */
-  if (world > 1) {
-    s = fluxcpp_ag_gemm_create(ctx, 4 * world, 8, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32,
-                               FLUXCPP_FLOAT32, 0, &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k differing gave %d", (int)s);
-  }
+  /* Invalid dtype pairs, and k differing on one rank. */
+  bad_create(ctx, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, "bf16 -> f64");
+  bad_create(ctx, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, "f32 -> bf16");
+  if (world > 1)
+    bad_create(ctx, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, "k differing");
   s = fluxcpp_ag_gemm_forward(NULL, NULL, 0, NULL, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
   fluxcpp_packed_weight_t packed64 = NULL;
@@ -170,8 +156,5 @@ int main(int argc, char** argv) {
   CHECK(fluxcpp_packed_weight_destroy(NULL) == FLUXCPP_SUCCESS, "packed destroy NULL");
   CHECK(fluxcpp_ag_gemm_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
 
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-
-  return capi_finish("ag_gemm_capi");
+  return capi_end(ctx, "ag_gemm_capi");
 }

@@ -106,9 +106,7 @@ static void ring(fluxcpp_context_t ctx, int slots, const int* peers, int num_pee
 }
 
 int main(int argc, char** argv) {
-  capi_init(&argc, &argv);
-  fluxcpp_context_config_t cfg = capi_config();
-  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_context_t ctx = capi_start(&argc, &argv);
   fluxcpp_status_t s;
   if (world >= 2) {
     ring(ctx, 1, NULL, 0, "ring, 1 slot");
@@ -125,7 +123,5 @@ int main(int argc, char** argv) {
         "create with peers NULL and num_peers 1 on rank 0: %d %s", (int)s, fluxcpp_last_error());
   s = fluxcpp_async_send_recv_destroy(NULL);
   CHECK(s == FLUXCPP_SUCCESS, "destroy(NULL): %d", (int)s);
-  s = fluxcpp_context_destroy(ctx);
-  CHECK(s == FLUXCPP_SUCCESS, "context_destroy: %s", fluxcpp_last_error());
-  return capi_finish("async_send_recv_capi");
+  return capi_end(ctx, "async_send_recv_capi");
 }

@@ -27,10 +27,6 @@ static int64_t bias_pattern(int64_t j, int call) {
   return (j * 3 + (int64_t)call) % 9 - 4;
 }
 
-static int has_gemm_ar(void) {
-  return strstr(fluxcpp_last_error(), "gemm_ar") != NULL;
-}
-
 /* The first element of out [m, n] that differs bitwise from want, or -1. */
 static int64_t first_diff(const void* out, const void* want, size_t esz, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
@@ -54,8 +50,8 @@ static int same_on_every_rank(const void* buf, size_t bytes) {
  * off on call 1): the forward against the closed-form sums bit for bit, the guard past [m, n]
  * untouched, the same bits on every rank and on a repeated forward, and (f32) the same bits from
  * a packed weight. Then the invalid-argument checks and a good forward after them. */
-static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_weight,
-                     int64_t max_m, int64_t mid, int64_t n, int64_t k) {
+static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_weight, int64_t max_m,
+                     int64_t mid, int64_t n, int64_t k) {
   const char* name = dt == FLUXCPP_FLOAT32 ? "f32" : "f64";
   const size_t esz = dt == FLUXCPP_FLOAT32 ? 4 : 8;
   const int64_t guard = 8;
@@ -108,12 +104,8 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
             name, transpose_weight, (long long)m, (long long)n, (long long)k, world, with_bias,
             (long long)(bad < 0 ? 0 : bad / n), (long long)(bad < 0 ? 0 : bad % n),
             bad < 0 ? 0.0 : load(want, dt, bad), bad < 0 ? 0.0 : load(out, dt, bad));
-      {
-        int touched = 0;
-        for (size_t g = esz * (size_t)(m * n); g < out_cap; ++g)
-          if (out[g] != 0xFF) touched = 1;
-        CHECK(!touched, "%s m=%lld call %d: output written past [m, n]", name, (long long)m, call);
-      }
+      CHECK(untouched(out, esz * (size_t)(m * n), out_cap, 0xFF),
+            "%s m=%lld call %d: output written past [m, n]", name, (long long)m, call);
       CHECK(same_on_every_rank(out, esz * (size_t)(m * n)),
             "%s m=%lld call %d: output differs between ranks", name, (long long)m, call);
 
@@ -148,33 +140,23 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
   /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_ar. (The
    * buffers hold the last call's data: m = max_m, no bias.) */
   s = fluxcpp_gemm_ar_forward(op, in, max_m + 1, w, NULL, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
-  CHECK(has_gemm_ar(), "%s m > max_m last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s m > max_m", name);
   s = fluxcpp_gemm_ar_forward(op, in, -1, w, NULL, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m = -1 gave %d", name, (int)s);
-  CHECK(has_gemm_ar(), "%s m = -1 last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s m = -1", name);
   if (world > 1) {
     s = fluxcpp_gemm_ar_forward(op, in, rank == world - 1 ? last_m : last_m - 1, w, NULL, out);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s different m across ranks gave %d", name, (int)s);
-    CHECK(has_gemm_ar(), "%s different m last_error: %s", name, fluxcpp_last_error());
+    EXPECT_INVALID(s, "gemm_ar", "%s different m across ranks", name);
     s = fluxcpp_gemm_ar_forward(op, in, rank == 0 ? max_m + 1 : last_m, w, NULL, out);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m on rank 0 only gave %d", name,
-          (int)s);
-    CHECK(has_gemm_ar(), "%s m > max_m on rank 0 last_error: %s", name, fluxcpp_last_error());
+    EXPECT_INVALID(s, "gemm_ar", "%s m > max_m on rank 0 only", name);
   }
   s = fluxcpp_gemm_ar_forward(op, in, last_m, rank == world - 1 ? NULL : w, NULL, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL weight on the last rank gave %d", name,
-        (int)s);
-  CHECK(has_gemm_ar(), "%s NULL weight last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s NULL weight on the last rank", name);
   s = fluxcpp_gemm_ar_forward(op, rank == 0 ? NULL : in, last_m, w, NULL, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL input on rank 0 gave %d", name, (int)s);
-  CHECK(has_gemm_ar(), "%s NULL input last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s NULL input on rank 0", name);
   s = fluxcpp_gemm_ar_forward(op, in, last_m, w, NULL, rank == 0 ? NULL : out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL output on rank 0 gave %d", name, (int)s);
-  CHECK(has_gemm_ar(), "%s NULL output last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s NULL output on rank 0", name);
   s = fluxcpp_gemm_ar_forward_packed(op, in, last_m, NULL, NULL, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL packed weight gave %d", name, (int)s);
-  CHECK(has_gemm_ar(), "%s NULL packed weight last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_ar", "%s NULL packed weight", name);
   s = fluxcpp_gemm_ar_forward(op, NULL, 0, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
 
@@ -186,23 +168,22 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   CHECK(fluxcpp_gemm_ar_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
         fluxcpp_last_error());
-  free(in);
-  free(w);
-  free(bias);
-  free(out);
-  free(out2);
-  free(want);
+  free(in), free(w), free(bias), free(out), free(out2), free(want);
+}
+
+/* An invalid create: FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_ar on every rank, and no op. */
+static void bad_create(fluxcpp_context_t ctx, int64_t max_m, int64_t n, int64_t k,
+                       fluxcpp_dtype_t in, fluxcpp_dtype_t out, int transpose_weight,
+                       const char* what) {
+  fluxcpp_gemm_ar_t bad = NULL;
+  fluxcpp_status_t s = fluxcpp_gemm_ar_create(ctx, max_m, n, k, in, out, transpose_weight, &bad);
+  EXPECT_INVALID(s, "gemm_ar", "%s", what);
+  CHECK(bad == NULL, "%s: create gave an op", what);
 }
 
 int main(int argc, char** argv) {
-  capi_init(&argc, &argv);
-
-  fluxcpp_context_config_t cfg = capi_config();
-  {
-    const char* rpn = getenv("FLUXCPP_TEST_RANKS_PER_NODE");
-    if (rpn != NULL) cfg.ranks_per_node = atoi(rpn);
-  }
-  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_context_t ctx = capi_start(&argc, &argv);
+  const fluxcpp_dtype_t f32 = FLUXCPP_FLOAT32;
   fluxcpp_status_t s;
 
   run_case(ctx, FLUXCPP_FLOAT32, 0, 67, 5, 13, 37);
@@ -210,39 +191,18 @@ int main(int argc, char** argv) {
   run_case(ctx, FLUXCPP_FLOAT64, 1, 33, 7, 11, 29);
   run_case(ctx, FLUXCPP_FLOAT64, 0, 5, 3, 9, 64);
 
-  /* Invalid create arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_ar. */
-  fluxcpp_gemm_ar_t bad = NULL;
-  s = fluxcpp_gemm_ar_create(ctx, 8, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bf16 -> f64 gave %d", (int)s);
-  CHECK(has_gemm_ar(), "bf16 -> f64 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_ar_create(ctx, 8, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "f32 -> bf16 gave %d", (int)s);
-  CHECK(has_gemm_ar(), "f32 -> bf16 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_ar_create(ctx, 8, 0, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "n = 0 gave %d", (int)s);
-  CHECK(has_gemm_ar(), "n = 0 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_ar_create(ctx, 8, 8, 0, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k = 0 gave %d", (int)s);
-  CHECK(has_gemm_ar(), "k = 0 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_ar_create(ctx, -1, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "max_m = -1 gave %d", (int)s);
-  CHECK(has_gemm_ar(), "max_m = -1 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_ar_create(ctx, 8, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, NULL);
+  /* Invalid create arguments; the last three differ between ranks. */
+  bad_create(ctx, 8, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, "bf16 -> f64");
+  bad_create(ctx, 8, 8, 8, f32, FLUXCPP_BFLOAT16, 0, "f32 -> bf16");
+  bad_create(ctx, 8, 0, 8, f32, f32, 0, "n = 0");
+  bad_create(ctx, 8, 8, 0, f32, f32, 0, "k = 0");
+  bad_create(ctx, -1, 8, 8, f32, f32, 0, "max_m = -1");
+  s = fluxcpp_gemm_ar_create(ctx, 8, 8, 8, f32, f32, 0, NULL);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL out handle gave %d", (int)s);
   if (world > 1) {
-    s = fluxcpp_gemm_ar_create(ctx, 8, 8, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0,
-                               &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k differing gave %d", (int)s);
-    CHECK(has_gemm_ar(), "k differing last_error: %s", fluxcpp_last_error());
-    s = fluxcpp_gemm_ar_create(ctx, 8, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, rank == world - 1,
-                               &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "transpose differing gave %d",
-          (int)s);
-    CHECK(has_gemm_ar(), "transpose differing last_error: %s", fluxcpp_last_error());
-    s = fluxcpp_gemm_ar_create(ctx, rank == 0 ? 8 : 9, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0,
-                               &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "max_m differing gave %d", (int)s);
-    CHECK(has_gemm_ar(), "max_m differing last_error: %s", fluxcpp_last_error());
+    bad_create(ctx, 8, 8, rank == 0 ? 9 : 8, f32, f32, 0, "k differing");
+    bad_create(ctx, 8, 8, 8, f32, f32, rank == world - 1, "transpose differing");
+    bad_create(ctx, rank == 0 ? 8 : 9, 8, 8, f32, f32, 0, "max_m differing");
   }
   s = fluxcpp_gemm_ar_forward(NULL, NULL, 0, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
@@ -250,8 +210,5 @@ int main(int argc, char** argv) {
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle (forward_packed) gave %d", (int)s);
   CHECK(fluxcpp_gemm_ar_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
 
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-
-  return capi_finish("gemm_ar_capi");
+  return capi_end(ctx, "gemm_ar_capi");
 }

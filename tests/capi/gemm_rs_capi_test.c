@@ -12,10 +12,6 @@
 
 #include "capi_check.h"
 
-static int has_gemm_rs(void) {
-  return strstr(fluxcpp_last_error(), "gemm_rs") != NULL;
-}
-
 /* One op of dtype dt (input = output), rows per rank `rows`; forwards with and without bias
  * against the naive reference, a repeated forward bit for bit, then the invalid-argument checks
  * and a good forward after them. */
@@ -89,12 +85,8 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
     }
     CHECK(bad == 0, "%s call %d (transpose_weight=%d): %d of %lld elements out of tolerance", name,
           call, transpose_weight, bad, (long long)(rows * n));
-    {
-      const unsigned char* guard = (const unsigned char*)out + out_bytes;
-      size_t g = 0;
-      while (g < esz && guard[g] == 0xFF) ++g;
-      CHECK(g == esz, "%s call %d: output written beyond this rank's block", name, call);
-    }
+    CHECK(untouched(out, out_bytes, out_bytes + esz, 0xFF),
+          "%s call %d: output written beyond this rank's block", name, call);
 
     /* The same forward again: the same bits. */
     memset(out2, 0xFF, out_bytes + esz);
@@ -107,26 +99,19 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   /* Invalid arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_rs. */
   s = fluxcpp_gemm_rs_forward(op, in, m + world, w, bias, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m > max_m gave %d", name, (int)s);
-  CHECK(has_gemm_rs(), "%s m > max_m last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_rs", "%s m > max_m", name);
   if (world > 1) {
     s = fluxcpp_gemm_rs_forward(op, in, world + 1 <= m ? world + 1 : 1, w, bias, out);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s m %% W != 0 gave %d", name, (int)s);
-    CHECK(has_gemm_rs(), "%s m %% W != 0 last_error: %s", name, fluxcpp_last_error());
+    EXPECT_INVALID(s, "gemm_rs", "%s m %% W != 0", name);
     s = fluxcpp_gemm_rs_forward(op, in, rank == world - 1 ? m : world, w, bias, out);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s different m across ranks gave %d", name, (int)s);
-    CHECK(has_gemm_rs(), "%s different m last_error: %s", name, fluxcpp_last_error());
+    EXPECT_INVALID(s, "gemm_rs", "%s different m across ranks", name);
   }
   s = fluxcpp_gemm_rs_forward(op, in, m, rank == world - 1 ? NULL : w, bias, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL weight on the last rank gave %d", name,
-        (int)s);
-  CHECK(has_gemm_rs(), "%s NULL weight last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_rs", "%s NULL weight on the last rank", name);
   s = fluxcpp_gemm_rs_forward(op, rank == 0 ? NULL : in, m, w, bias, out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL input on rank 0 gave %d", name, (int)s);
-  CHECK(has_gemm_rs(), "%s NULL input last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_rs", "%s NULL input on rank 0", name);
   s = fluxcpp_gemm_rs_forward(op, in, m, w, bias, rank == 0 ? NULL : out);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL output on rank 0 gave %d", name, (int)s);
-  CHECK(has_gemm_rs(), "%s NULL output last_error: %s", name, fluxcpp_last_error());
+  EXPECT_INVALID(s, "gemm_rs", "%s NULL output on rank 0", name);
   s = fluxcpp_gemm_rs_forward(op, NULL, 0, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_SUCCESS, "%s m == 0 is a no-op: %s", name, fluxcpp_last_error());
 
@@ -139,24 +124,23 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
 
   CHECK(fluxcpp_gemm_rs_destroy(op) == FLUXCPP_SUCCESS, "%s destroy: %s", name,
         fluxcpp_last_error());
-  free(in);
-  free(w);
-  free(bias);
-  free(out);
-  free(out2);
-  free(all_in);
-  free(all_w);
+  free(in), free(w), free(bias), free(out), free(out2), free(all_in), free(all_w);
+}
+
+/* An invalid create (max_m = 4 W): FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_rs on every rank,
+ * and no op. */
+static void bad_create(fluxcpp_context_t ctx, int64_t n, int64_t k, fluxcpp_dtype_t in,
+                       fluxcpp_dtype_t out, int transpose_weight, const char* what) {
+  fluxcpp_gemm_rs_t bad = NULL;
+  fluxcpp_status_t s =
+      fluxcpp_gemm_rs_create(ctx, 4 * world, n, k, in, out, transpose_weight, &bad);
+  EXPECT_INVALID(s, "gemm_rs", "%s", what);
+  CHECK(bad == NULL, "%s: create gave an op", what);
 }
 
 int main(int argc, char** argv) {
-  capi_init(&argc, &argv);
-
-  fluxcpp_context_config_t cfg = capi_config();
-  {
-    const char* rpn = getenv("FLUXCPP_TEST_RANKS_PER_NODE");
-    if (rpn != NULL) cfg.ranks_per_node = atoi(rpn);
-  }
-  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_context_t ctx = capi_start(&argc, &argv);
+  const fluxcpp_dtype_t f32 = FLUXCPP_FLOAT32;
   fluxcpp_status_t s;
 
   run_case(ctx, FLUXCPP_FLOAT32, 0, 7, 13, 37);
@@ -164,37 +148,18 @@ int main(int argc, char** argv) {
   run_case(ctx, FLUXCPP_FLOAT64, 1, 5, 11, 29);
   run_case(ctx, FLUXCPP_FLOAT64, 0, 2, 9, 64);
 
-  /* Invalid create arguments: every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT naming gemm_rs. */
-  fluxcpp_gemm_rs_t bad = NULL;
-  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "bf16 -> f64 gave %d", (int)s);
-  CHECK(has_gemm_rs(), "bf16 -> f64 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "f32 -> bf16 gave %d", (int)s);
-  CHECK(has_gemm_rs(), "f32 -> bf16 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 0, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "n = 0 gave %d", (int)s);
-  CHECK(has_gemm_rs(), "n = 0 last_error: %s", fluxcpp_last_error());
-  s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 0, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32, 0, &bad);
-  CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k = 0 gave %d", (int)s);
-  CHECK(has_gemm_rs(), "k = 0 last_error: %s", fluxcpp_last_error());
+  /* Invalid create arguments; the last two differ between ranks. */
+  bad_create(ctx, 8, 8, FLUXCPP_BFLOAT16, FLUXCPP_FLOAT64, 0, "bf16 -> f64");
+  bad_create(ctx, 8, 8, f32, FLUXCPP_BFLOAT16, 0, "f32 -> bf16");
+  bad_create(ctx, 0, 8, f32, f32, 0, "n = 0");
+  bad_create(ctx, 8, 0, f32, f32, 0, "k = 0");
   if (world > 1) {
-    s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, rank == 0 ? 9 : 8, FLUXCPP_FLOAT32,
-                               FLUXCPP_FLOAT32, 0, &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "k differing gave %d", (int)s);
-    CHECK(has_gemm_rs(), "k differing last_error: %s", fluxcpp_last_error());
-    s = fluxcpp_gemm_rs_create(ctx, 4 * world, 8, 8, FLUXCPP_FLOAT32, FLUXCPP_FLOAT32,
-                               rank == world - 1, &bad);
-    CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT && bad == NULL, "transpose differing gave %d",
-          (int)s);
-    CHECK(has_gemm_rs(), "transpose differing last_error: %s", fluxcpp_last_error());
+    bad_create(ctx, 8, rank == 0 ? 9 : 8, f32, f32, 0, "k differing");
+    bad_create(ctx, 8, 8, f32, f32, rank == world - 1, "transpose differing");
   }
   s = fluxcpp_gemm_rs_forward(NULL, NULL, 0, NULL, NULL, NULL);
   CHECK(s == FLUXCPP_ERROR_INVALID_ARGUMENT, "NULL handle gave %d", (int)s);
   CHECK(fluxcpp_gemm_rs_destroy(NULL) == FLUXCPP_SUCCESS, "destroy NULL");
 
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-
-  return capi_finish("gemm_rs_capi");
+  return capi_end(ctx, "gemm_rs_capi");
 }

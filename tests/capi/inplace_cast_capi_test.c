@@ -16,6 +16,15 @@ static int has(const char* text, const char* needle) {
   return text != NULL && strstr(text, needle) != NULL;
 }
 
+/* buf = the bytes of in, then cast in place from -> to (n elements), checked. */
+static void cast_copy(fluxcpp_context_t ctx, void* buf, const void* in, size_t bytes, int64_t n,
+                      fluxcpp_dtype_t from, fluxcpp_dtype_t to, const char* what) {
+  memcpy(buf, in, bytes);
+  fluxcpp_status_t s = fluxcpp_inplace_cast(ctx, buf, n, from, to);
+  CHECK(s == FLUXCPP_SUCCESS, "%s dtype %d -> %d: %s", what, (int)from, (int)to,
+        fluxcpp_last_error());
+}
+
 /* f32 -> bf16 of bit patterns with known bf16 results (NaNs: quiet, same sign). */
 static void known_f32_to_bf16(fluxcpp_context_t ctx, const char* how) {
   static const uint32_t in[] = {0x3f800000u, 0xc0200000u, 0x3f808000u, 0x3f818000u,
@@ -25,9 +34,7 @@ static void known_f32_to_bf16(fluxcpp_context_t ctx, const char* how) {
                                   0x7f7e, 0x0002, 0x8000, 0xff80, 0x7fc0, 0xffc0};
   const int64_t n = (int64_t)(sizeof in / sizeof in[0]);
   uint32_t buf[sizeof in / sizeof in[0]];
-  memcpy(buf, in, sizeof in);
-  fluxcpp_status_t s = fluxcpp_inplace_cast(ctx, buf, n, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16);
-  CHECK(s == FLUXCPP_SUCCESS, "%s f32->bf16: %s", how, fluxcpp_last_error());
+  cast_copy(ctx, buf, in, sizeof in, n, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16, how);
   const uint16_t* out = (const uint16_t*)(void*)buf;
   for (int64_t i = 0; i < n; ++i)
     CHECK(out[i] == want[i], "%s f32->bf16 of 0x%08x: expected 0x%04x, got 0x%04x", how,
@@ -44,9 +51,7 @@ static void known_f64_to_f32(fluxcpp_context_t ctx, const char* how) {
                                   0x80000000u, 0x3f800000u, 0x3f800002u, 0xffc00000u};
   const int64_t n = (int64_t)(sizeof in / sizeof in[0]);
   uint64_t buf[sizeof in / sizeof in[0]];
-  memcpy(buf, in, sizeof in);
-  fluxcpp_status_t s = fluxcpp_inplace_cast(ctx, buf, n, FLUXCPP_FLOAT64, FLUXCPP_FLOAT32);
-  CHECK(s == FLUXCPP_SUCCESS, "%s f64->f32: %s", how, fluxcpp_last_error());
+  cast_copy(ctx, buf, in, sizeof in, n, FLUXCPP_FLOAT64, FLUXCPP_FLOAT32, how);
   const uint32_t* out = (const uint32_t*)(void*)buf;
   for (int64_t i = 0; i < n; ++i) {
     /* A NaN's payload below the quiet bit is not part of the contract. */
@@ -124,7 +129,5 @@ int main(int argc, char** argv) {
   s = fluxcpp_inplace_cast(NULL, NULL, 0, FLUXCPP_FLOAT32, FLUXCPP_BFLOAT16);
   CHECK(s == FLUXCPP_SUCCESS, "count=0 with NULL data: %s", fluxcpp_last_error());
 
-  s = fluxcpp_context_destroy(ctx);
-  CHECK(s == FLUXCPP_SUCCESS, "context_destroy: %s", fluxcpp_last_error());
-  return capi_finish("inplace_cast_capi");
+  return capi_end(ctx, "inplace_cast_capi");
 }

@@ -200,11 +200,7 @@ static void check_grouped_gemm(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int tr
         "%s forward after errors: %s", name, fluxcpp_last_error());
 
   CHECK(fluxcpp_grouped_gemm_destroy(op) == FLUXCPP_SUCCESS, "%s destroy", name);
-  free(in);
-  free(w);
-  free(out);
-  free(out2);
-  free(ref);
+  free(in), free(w), free(out), free(out2), free(ref);
 }
 
 static void check_grouped_gemm_create_errors(fluxcpp_context_t ctx) {
@@ -244,8 +240,5 @@ int main(int argc, char** argv) {
   check_grouped_gemm(ctx, FLUXCPP_FLOAT64, 0);
   check_grouped_gemm(ctx, FLUXCPP_FLOAT64, 1);
   check_grouped_gemm_create_errors(ctx);
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-
-  return capi_finish("moe_capi");
+  return capi_end(ctx, "moe_capi");
 }

@@ -35,6 +35,18 @@ static void weights_of(int s, int64_t L, double* w) {
   for (i = 0; i < L * H * F; ++i) w[i] = eighth();
 }
 
+/* w [L, rows, cols] into wt in dtype dt, each expert's slab as is or, transposed, as
+ * [cols, rows]. */
+static void store_slabs(void* wt, fluxcpp_dtype_t dt, const double* w, int64_t L, int64_t rows,
+                        int64_t cols, int trans) {
+  int64_t l, r, c;
+  for (l = 0; l < L; ++l)
+    for (r = 0; r < rows; ++r)
+      for (c = 0; c < cols; ++c)
+        store(wt, dt, l * rows * cols + (trans ? c * rows + r : r * cols + c),
+              w[l * rows * cols + r * cols + c]);
+}
+
 static int error_has(const char* needle) {
   return strstr(fluxcpp_last_error(), needle) != NULL;
 }
@@ -74,11 +86,7 @@ static void run(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t ep, int trans
   for (i = 0; i < PER * H; ++i) store(in, dt, i, x[rank * PER * H + i]);
 
   /* Layer 0: weight [L, F, H] ([L, H, F] when transposed); output [Mr, F]. */
-  for (l = 0; l < L; ++l)
-    for (c = 0; c < F; ++c)
-      for (h = 0; h < H; ++h)
-        store(wt, dt, trans ? l * H * F + h * F + c : l * F * H + c * H + h,
-              w0[l * H * F + c * H + h]);
+  store_slabs(wt, dt, w0, L, F, H, trans);
   st = fluxcpp_ag_scatter_grouped_gemm_create(ctx, T, H, F, K, E, ep, dt, dt, trans, &l0);
   CHECK(st == FLUXCPP_SUCCESS, "l0 create: %s", fluxcpp_last_error());
   st = fluxcpp_ag_scatter_grouped_gemm_forward(l0, in, T, splits, scatter, wt, NULL, out0, NULL);
@@ -97,11 +105,7 @@ static void run(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t ep, int trans
   /* Layer 1: rank s's input [Ms, F] = its rows of x's first F columns; weight [L, H, F]
    * ([L, F, H] when transposed); output [PER, H] = sum over s and k of Y_s(j). */
   for (i = 0; i < Mr * F; ++i) store(out0, dt, i, x[gather[b + i / F] * H + i % F]);
-  for (l = 0; l < L; ++l)
-    for (h = 0; h < H; ++h)
-      for (c = 0; c < F; ++c)
-        store(wt, dt, trans ? l * H * F + c * H + h : l * H * F + h * F + c,
-              w0[l * H * F + h * F + c]);
+  store_slabs(wt, dt, w0, L, H, F, trans);
   st = fluxcpp_grouped_gemm_gather_rs_create(ctx, T, H, F, K, E, ep, dt, dt, trans, &l1);
   CHECK(st == FLUXCPP_SUCCESS, "l1 create: %s", fluxcpp_last_error());
   st = fluxcpp_grouped_gemm_gather_rs_forward(l1, out0, T, splits, scatter, wt, NULL, out1);
@@ -157,11 +161,10 @@ static void run(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int64_t ep, int trans
 }
 
 int main(int argc, char** argv) {
-  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  fluxcpp_context_config_t cfg;
   fluxcpp_context_t ctx = NULL;
-  const char* rpn = getenv("FLUXCPP_TEST_RANKS_PER_NODE");
   capi_init(&argc, &argv);
-  if (rpn != NULL) cfg.ranks_per_node = atoi(rpn);
+  cfg = capi_config();
   cfg.timeout_s = 30.0;
   if (fluxcpp_context_create(MPI_COMM_WORLD, &cfg, &ctx) != FLUXCPP_SUCCESS) {
     fprintf(stderr, "[rank %d] context_create: %s\n", rank, fluxcpp_last_error());
@@ -173,7 +176,5 @@ int main(int argc, char** argv) {
     run(ctx, FLUXCPP_FLOAT32, world, 1);
     run(ctx, FLUXCPP_FLOAT64, world, 0);
   }
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-  return capi_finish("moe_tp_capi");
+  return capi_end(ctx, "moe_tp_capi");
 }

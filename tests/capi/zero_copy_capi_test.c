@@ -122,11 +122,7 @@ static void ag_gemm(fluxcpp_context_t ctx) {
     CHECK(gemm_exact(ref, w, bias, out, m, n, k), "ag_gemm call %d: output differs", call);
   }
   CHECK(fluxcpp_ag_gemm_destroy(op) == FLUXCPP_SUCCESS, "ag_gemm destroy");
-  free(w);
-  free(bias);
-  free(out);
-  free(gathered);
-  free(ref);
+  free(w), free(bias), free(out), free(gathered), free(ref);
 }
 
 /* Rank s sends (s + t + call) % 3 rows to rank t (zeros included). */
@@ -173,14 +169,7 @@ static void all_to_all_single(fluxcpp_context_t ctx) {
     CHECK(memcmp(out, ref, row * (size_t)out_rows) == 0, "all_to_all_single call %d differs", call);
   }
   CHECK(fluxcpp_all_to_all_single_destroy(op) == FLUXCPP_SUCCESS, "all_to_all_single destroy");
-  free(in_splits);
-  free(out_splits);
-  free(sc);
-  free(sd);
-  free(rc);
-  free(rd);
-  free(out);
-  free(ref);
+  free(in_splits), free(out_splits), free(sc), free(sd), free(rc), free(rd), free(out), free(ref);
 }
 
 static void a2a_gemm(fluxcpp_context_t ctx) {
@@ -214,22 +203,14 @@ static void a2a_gemm(fluxcpp_context_t ctx) {
     CHECK(gemm_exact(ref, w, bias, out, m, n, k), "a2a_gemm call %d: output differs", call);
   }
   CHECK(fluxcpp_a2a_gemm_destroy(op) == FLUXCPP_SUCCESS, "a2a_gemm destroy");
-  free(w);
-  free(bias);
-  free(out);
-  free(a2a);
-  free(ref);
+  free(w), free(bias), free(out), free(a2a), free(ref);
 }
 
 int main(int argc, char** argv) {
-  capi_init(&argc, &argv);
-  fluxcpp_context_config_t cfg = capi_config();
-  fluxcpp_context_t ctx = capi_context(&cfg);
+  fluxcpp_context_t ctx = capi_start(&argc, &argv);
   all_gather(ctx);
   ag_gemm(ctx);
   all_to_all_single(ctx);
   a2a_gemm(ctx);
-  CHECK(fluxcpp_context_destroy(ctx) == FLUXCPP_SUCCESS, "context_destroy: %s",
-        fluxcpp_last_error());
-  return capi_finish("zero_copy_capi");
+  return capi_end(ctx, "zero_copy_capi");
 }

@@ -537,9 +537,7 @@ class AgGemmWorkers : public MpiTest {};
 // whatever n % workers is (n = 129 with 2 workers once left the last column unwritten).
 TEST_F(AgGemmWorkers, ColumnSlabsCoverEveryColumn) {
   for (int threads : {2, 3}) {
-    ContextOptions o = test_options();
-    o.compute_threads = threads;
-    Context ctx(MPI_COMM_WORLD, o);
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
     for (int64_t n : {129, 193, 1025}) {
       for (AgGemmMode mode : {AgGemmMode::kZeroCopy, AgGemmMode::kCopy}) {
         const Problem p{DType::kFloat32, DType::kFloat32, n, 8, false};

@@ -40,9 +40,7 @@ TEST_P(GroupedGemmTest, MatchesPerGroupLoops) {
                              SplitKind::kOneGroup, SplitKind::kNone};
   uint64_t seed = seed_of(world_rank(), 0, 0);
   for (int threads : {1, 3}) {
-    ContextOptions co = test_options();
-    co.compute_threads = threads;
-    Context ctx(MPI_COMM_WORLD, co);
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
     for (const Shape& sh : shapes)
       for (bool trans : {false, true}) {
         const Problem p{in, out, sh.n, sh.k, trans};
@@ -170,9 +168,7 @@ class GroupedGemmRuntime : public MpiTest {};
 // The caller's OpenBLAS thread count survives a forward, and the op keeps working (on the
 // calling thread) after its context was closed.
 TEST_F(GroupedGemmRuntime, RestoresBlasThreadsAndOutlivesContext) {
-  ContextOptions co = test_options();
-  co.compute_threads = 2;
-  Context ctx(MPI_COMM_WORLD, co);
+  Context ctx(MPI_COMM_WORLD, threaded_options(2));
   const Problem p{DType::kBFloat16, DType::kFloat32, 160, 24, true};
   GroupedGemm op(ctx, grouped_options(p, 4, 300));
   EXPECT_EQ(op.options().num_groups, 4);

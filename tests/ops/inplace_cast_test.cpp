@@ -10,22 +10,18 @@
 #include "cast_reference.hpp"
 #include "fluxcpp/fluxcpp.hpp"
 #include "mpi_test.hpp"
+#include "test_data.hpp"
 
 namespace fluxcpp::test {
 namespace {
-
-using Bytes = std::vector<unsigned char>;
 
 class InplaceCastThreads : public MpiTest {};
 
 // Each input and its reference are made once and converted by every context.
 TEST_F(InplaceCastThreads, EveryPairBitForBitWithOneToFourThreads) {
   std::vector<Context> contexts;
-  for (int threads = 1; threads <= 4; ++threads) {
-    ContextOptions o = test_options();
-    o.compute_threads = threads;
-    contexts.emplace_back(MPI_COMM_WORLD, o);
-  }
+  for (int threads = 1; threads <= 4; ++threads)
+    contexts.emplace_back(MPI_COMM_WORLD, threaded_options(threads));
   std::vector<int64_t> sizes = cast_small_sizes();
   for (int64_t n : {100000, 262147}) sizes.push_back(n);  // just above the threading threshold
   for (int64_t n : cast_odd_sizes()) sizes.push_back(n);
@@ -58,21 +54,11 @@ class InplaceCastContext : public MpiTest {};
 TEST_F(InplaceCastContext, ArgumentErrorsAndClosedContext) {
   Context ctx(MPI_COMM_WORLD, test_options());
   float buf[4] = {1, 2, 3, 4};
-  try {
-    inplace_cast(&ctx, buf, 4, DType::kBFloat16, DType::kFloat64);
-    ADD_FAILURE() << "bf16->f64 accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("from=bf16 to=f64"), std::string::npos) << e.what();
-  }
+  expect_error([&] { inplace_cast(&ctx, buf, 4, DType::kBFloat16, DType::kFloat64); },
+               Errc::kInvalidArgument, {"from=bf16 to=f64"}, "bf16->f64");
   ctx.close();
-  try {
-    inplace_cast(&ctx, buf, 4, DType::kFloat32, DType::kBFloat16);
-    ADD_FAILURE() << "a closed context accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kInvalidUsage);
-    EXPECT_NE(std::string(e.what()).find("closed"), std::string::npos) << e.what();
-  }
+  expect_error([&] { inplace_cast(&ctx, buf, 4, DType::kFloat32, DType::kBFloat16); },
+               Errc::kInvalidUsage, {"closed"}, "a closed context");
   const float want[4] = {1, 2, 3, 4};
   EXPECT_EQ(std::memcmp(buf, want, sizeof buf), 0) << "a rejected call wrote to the buffer";
 }

@@ -36,9 +36,7 @@ class PackedWeightTest : public MpiTest {};
 // compute threads (column slabs on and off the packed layout's blocks).
 TEST_F(PackedWeightTest, AgGemmMatchesAllgatherThenGemm) {
   for (int threads : {1, 3}) {
-    ContextOptions co = test_options();
-    co.compute_threads = threads;
-    Context ctx(MPI_COMM_WORLD, co);
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
     const int W = ctx.world_size(), r = ctx.rank();
     for (const Case& c : kCases) {
       const Problem p{c.in, c.out, 200, 96, c.transposed};
@@ -62,9 +60,7 @@ TEST_F(PackedWeightTest, AgGemmMatchesAllgatherThenGemm) {
 // gemm_rs with a packed weight: rows of this rank's block of Σ_ranks input_r · weight_rᵀ + bias.
 TEST_F(PackedWeightTest, GemmRsMatchesSumOfGemms) {
   for (int threads : {1, 3}) {
-    ContextOptions co = test_options();
-    co.compute_threads = threads;
-    Context ctx(MPI_COMM_WORLD, co);
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
     const int W = ctx.world_size(), r = ctx.rank();
     for (const Case& c : kCases) {
       const Problem p{c.in, c.out, 130, 72, c.transposed};
@@ -139,9 +135,7 @@ TEST_F(PackedWeightTest, MismatchIsInvalidArgumentEverywhere) {
 // The ops run oneDNN on their own threads' settings and give the caller's OpenMP setting back
 // (PyTorch shares the OpenMP runtime): a caller that set 3 threads sees 3 after every op.
 TEST_F(PackedWeightTest, OpsLeaveTheCallersOpenMpSettingAlone) {
-  ContextOptions co = test_options();
-  co.compute_threads = 2;
-  Context ctx(MPI_COMM_WORLD, co);
+  Context ctx(MPI_COMM_WORLD, threaded_options(2));
   const int W = ctx.world_size();
   const int saved = omp_get_max_threads();
   omp_set_num_threads(3);

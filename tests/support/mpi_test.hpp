@@ -25,6 +25,9 @@ int test_ranks_per_node();
 // Options used by most tests: the forced layout, a short timeout.
 ContextOptions test_options(double timeout_s = 20.0);
 
+// test_options() with compute_threads compute threads (GEMM workers, cast threads).
+ContextOptions threaded_options(int compute_threads);
+
 class MpiTest : public ::testing::Test {
  protected:
   void TearDown() override;

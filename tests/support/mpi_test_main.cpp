@@ -110,6 +110,12 @@ ContextOptions test_options(double timeout_s) {
   return o;
 }
 
+ContextOptions threaded_options(int compute_threads) {
+  ContextOptions o = test_options();
+  o.compute_threads = compute_threads;
+  return o;
+}
+
 bool any_rank(bool v) {
   int x = v ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -1,5 +1,5 @@
 // A2aGemm (all-to-all with equal splits fused with the GEMM that consumes it) against the unfused
-// reference computed here: MPI_Alltoall of the inputs, then one plain cblas GEMM (+ bias).
+// reference computed here: an MPI all-to-all of the inputs, then one plain cblas GEMM (+ bias).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,17 +24,13 @@ void PrintTo(const Problem& p, std::ostream* os) {
 
 namespace {
 
-// ---- the unfused reference: MPI_Alltoall, then reference() -------------------------------
+// ---- the unfused reference: MPI all-to-all, then reference() ----------------------------
 
-// MPI_Alltoall of `input` ([rows * W, ·] rows of row_bytes bytes): block t of rows rows goes to
-// rank t.
+// The all-to-all of `input` ([rows * W, ·] rows of row_bytes bytes): block t of rows rows goes to
+// rank t (mpi_alltoallv with every split equal).
 Bytes mpi_alltoall(const Bytes& input, int64_t rows, std::size_t row_bytes) {
-  const int W = world_size();
-  const std::size_t block = static_cast<std::size_t>(rows) * row_bytes;
-  Bytes out(block * W);
-  MPI_Alltoall(input.data(), static_cast<int>(block), MPI_BYTE, out.data(), static_cast<int>(block),
-               MPI_BYTE, MPI_COMM_WORLD);
-  return out;
+  const std::vector<int64_t> splits(static_cast<std::size_t>(world_size()), rows);
+  return mpi_alltoallv(input, splits, splits, row_bytes);
 }
 
 // Bitwise comparison of a2a_output; reports the first differing byte as (sender, row of its
@@ -576,9 +572,7 @@ class A2aGemmWorkers : public MpiTest {};
 // whatever n % workers is.
 TEST_F(A2aGemmWorkers, EveryColumnComputed) {
   for (int threads : {2, 3}) {
-    ContextOptions o = test_options();
-    o.compute_threads = threads;
-    Context ctx(MPI_COMM_WORLD, o);
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
     for (int64_t n : {129, 193})
       for (bool trans : {false, true}) {
         const Problem p{DType::kFloat32, DType::kFloat32, n, 8, trans};
@@ -610,10 +604,7 @@ TEST_F(A2aGemmLifetime, MoveAndNoShmLeft) {
     c = std::move(b);  // c's own op is released here
     check_forward(c, p, 2, make_data(p, 2, 3), false, true, "move-assigned op");
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::string> left = fluxcpp_shm_entries(/*own_only=*/true);
-  EXPECT_TRUE(left.empty()) << "rank " << world_rank() << ": " << left.size()
-                            << " fluxcpp segment(s) left in /dev/shm, first " << left.front();
+  expect_no_segments_left();
 }
 
 }  // namespace

@@ -538,10 +538,7 @@ TEST_F(AllToAllSingleLifetime, MoveAndNoShmLeft) {
     AllToAllSingle big(ctx, {80 * W, 1000, DType::kFloat32});
     check_forward(big, make_splits(Pattern::kFull, W, 80 * W, 4), 4, "large op");
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::string> left = fluxcpp_shm_entries(/*own_only=*/true);
-  EXPECT_TRUE(left.empty()) << "rank " << world_rank() << ": " << left.size()
-                            << " fluxcpp segment(s) left in /dev/shm, first " << left.front();
+  expect_no_segments_left();
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -175,12 +176,13 @@ inline Bytes poisoned_output(DType t, std::size_t count) {
   return Bytes((count + kGuardElems) * dtype_size(t), kPoison);
 }
 
-// Bytes from `from` on are still the poison.
-inline bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what) {
+// Bytes from `from` on are still `poison` (the buffer is named `tensor` in the message).
+inline bool expect_untouched(const Bytes& out, std::size_t from, const std::string& what,
+                             unsigned char poison = kPoison, const char* tensor = "output") {
   for (std::size_t i = from; i < out.size(); ++i)
-    if (out[i] != kPoison) {
-      ADD_FAILURE() << what << ": rank " << world_rank() << ": output written at byte " << i
-                    << " (beyond the " << from << " bytes of this rank's block)";
+    if (out[i] != poison) {
+      ADD_FAILURE() << what << ": rank " << world_rank() << ": " << tensor << " written at byte "
+                    << i << " (beyond the " << from << " bytes this rank's call may write)";
       return false;
     }
   return true;
@@ -194,41 +196,55 @@ struct Reference {
   std::vector<double> tol;
 };
 
-// Number of elements of got's first rows*n (dtype out) outside the reference's tolerance; the
-// first few are reported with rank, row (first_row + i), column, expected and got.
-inline int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t rows,
-                            int64_t n, const std::string& what, int64_t first_row = 0,
-                            int max_reports = 4) {
+// Number of the first `count` elements of got (dtype t) outside the reference's tolerance; the
+// first few are reported with rank, where(i) (the element's multi-index), expected and got.
+inline int64_t expect_close_at(const Reference& ref, const Bytes& got, DType t, std::size_t count,
+                               const std::string& what,
+                               const std::function<std::string(std::size_t)>& where,
+                               int max_reports = 4) {
   int64_t bad = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const std::size_t idx = static_cast<std::size_t>(i * n + j);
-      const double g = load(got.data(), out, idx), e = ref.value[idx];
-      if (std::fabs(g - e) <= ref.tol[idx]) continue;  // NaN fails here too
-      if (bad < max_reports) {
-        std::ostringstream os;
-        os << std::setprecision(10) << what << ": rank " << world_rank() << " row " << first_row + i
-           << " col " << j << ": expected " << e;
-        if (out == DType::kBFloat16)
-          os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
-        os << " ± " << ref.tol[idx] << ", got " << g;
-        ADD_FAILURE() << os.str();
-      }
-      ++bad;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double g = load(got.data(), t, i), e = ref.value[i];
+    if (std::fabs(g - e) <= ref.tol[i]) continue;  // NaN fails here too
+    if (bad < max_reports) {
+      std::ostringstream os;
+      os << std::setprecision(10) << what << ": rank " << world_rank() << " " << where(i)
+         << ": expected " << e;
+      if (t == DType::kBFloat16)
+        os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
+      os << " ± " << ref.tol[i] << ", got " << g;
+      ADD_FAILURE() << os.str();
     }
+    ++bad;
+  }
   if (bad > max_reports)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << rows * n
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
                   << " elements out of tolerance";
   return bad;
 }
 
-// Bitwise comparison of the first want.size() bytes of got (rows of n elements of dtype t);
-// reports the first few differing elements, their row named `row_word`. Returns true if equal.
-inline bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
-                             const std::string& what, const char* row_word = "row") {
+// expect_close_at of got's first rows*n elements (dtype out), element i named "row <first_row +
+// row> col <col>".
+inline int64_t expect_close(const Reference& ref, const Bytes& got, DType out, int64_t rows,
+                            int64_t n, const std::string& what, int64_t first_row = 0,
+                            int max_reports = 4) {
+  const auto where = [n, first_row](std::size_t i) {
+    const int64_t x = static_cast<int64_t>(i);
+    return "row " + std::to_string(first_row + x / n) + " col " + std::to_string(x % n);
+  };
+  return expect_close_at(ref, got, out, static_cast<std::size_t>(rows * n), what, where,
+                         max_reports);
+}
+
+// Bitwise comparison of the first want.size() bytes of got (elements of dtype t) of the tensor
+// `tensor`; reports the first few differing elements, element i named where(i). Returns true if
+// equal.
+inline bool expect_same_elements(const Bytes& want, const Bytes& got, DType t,
+                                 const std::function<std::string(std::size_t)>& where,
+                                 const std::string& what, const std::string& tensor = "output") {
   const std::size_t esz = dtype_size(t);
   if (got.size() < want.size()) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": output too small";
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << tensor << " too small";
     return false;
   }
   if (want.empty() || std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
@@ -238,8 +254,7 @@ inline bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64
     if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
     if (bad < 4) {
       std::ostringstream os;
-      os << std::setprecision(17) << what << ": rank " << world_rank() << " " << row_word << " "
-         << i / static_cast<std::size_t>(n) << " col " << i % static_cast<std::size_t>(n)
+      os << std::setprecision(17) << what << ": rank " << world_rank() << " " << where(i)
          << ": expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
          << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
       ADD_FAILURE() << os.str();
@@ -247,9 +262,19 @@ inline bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64
     ++bad;
   }
   if (bad > 4)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
-                  << " elements differ";
+    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count << " "
+                  << tensor << " elements differ";
   return false;
+}
+
+// expect_same_elements of rows of n elements, element i named "<row_word> <row> col <col>".
+inline bool expect_same_bits(const Bytes& want, const Bytes& got, DType t, int64_t n,
+                             const std::string& what, const char* row_word = "row") {
+  const auto where = [n, row_word](std::size_t i) {
+    return std::string(row_word) + " " + std::to_string(i / static_cast<std::size_t>(n)) + " col " +
+           std::to_string(i % static_cast<std::size_t>(n));
+  };
+  return expect_same_elements(want, got, t, where, what);
 }
 
 // Runs fn, expecting Error(code) whose message contains every string of `needles`.
@@ -293,6 +318,15 @@ inline bool expect_same_on_every_rank(const Bytes& got, std::size_t bytes,
   const bool same = std::equal(root.begin(), root.end(), got.begin());
   EXPECT_TRUE(same) << what << ": rank " << world_rank() << " differs from rank 0";
   return same;
+}
+
+// After a barrier (every rank's ops gone): no segment this process created is left in /dev/shm.
+// Collective.
+inline void expect_no_segments_left() {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> left = fluxcpp_shm_entries(/*own_only=*/true);
+  EXPECT_TRUE(left.empty()) << "rank " << world_rank() << ": " << left.size()
+                            << " fluxcpp segment(s) left in /dev/shm, first " << left.front();
 }
 
 // MPI_Allgather of `rows` rows of `row_bytes` bytes from every rank.

@@ -41,33 +41,6 @@ inline Reference gemm_reference(DType in, DType out, int64_t m, int64_t n, int64
   return reference(Problem{in, out, n, k, false}, m, a, weight, bias);
 }
 
-// Number of the first `count` elements of got (dtype t) outside the reference's tolerance; the
-// first few are reported with rank, where(i) (the element's multi-index), expected and got.
-inline int64_t expect_close_at(const Reference& ref, const Bytes& got, DType t, std::size_t count,
-                               const std::string& what,
-                               const std::function<std::string(std::size_t)>& where,
-                               int max_reports = 4) {
-  int64_t bad = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const double g = load(got.data(), t, i), e = ref.value[i];
-    if (std::fabs(g - e) <= ref.tol[i]) continue;  // NaN fails here too
-    if (bad < max_reports) {
-      std::ostringstream os;
-      os << std::setprecision(10) << what << ": rank " << world_rank() << " " << where(i)
-         << ": expected " << e;
-      if (t == DType::kBFloat16)
-        os << " (bf16 " << bf16_to_float(float_to_bf16(static_cast<float>(e))) << ")";
-      os << " ± " << ref.tol[i] << ", got " << g;
-      ADD_FAILURE() << os.str();
-    }
-    ++bad;
-  }
-  if (bad > max_reports)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
-                  << " elements out of tolerance";
-  return bad;
-}
-
 // Runs fn expecting kInvalidArgument from op `op` (a name such as kGat), its message naming the
 // op and every needle.
 template <typename F>
@@ -183,15 +156,7 @@ inline std::size_t gat_out_count(const Dims& d) {
 
 inline GemmA2aTransposeOptions gat_options(DType in, DType out, int64_t max_bs, int64_t max_seq,
                                            int64_t hidden, int64_t nheads, int64_t head_dim) {
-  GemmA2aTransposeOptions o;
-  o.max_bs = max_bs;
-  o.max_seq = max_seq;
-  o.hidden = hidden;
-  o.nheads = nheads;
-  o.head_dim = head_dim;
-  o.input_dtype = in;
-  o.output_dtype = out;
-  return o;
+  return {max_bs, max_seq, hidden, nheads, head_dim, in, out};  // the fields in their order
 }
 
 inline std::string gat_name(const GemmA2aTransposeOptions& o, const Dims& d) {
@@ -264,32 +229,16 @@ inline std::function<std::string(std::size_t)> atg_where(const Dims& d, int64_t 
 // Bitwise comparison of a2a_output [bs, seq/W, width] with the reference; reports [b][t][c].
 inline bool expect_same_a2a(const Bytes& want, const Bytes& got, DType t, const Dims& d,
                             const std::string& what) {
-  const std::size_t esz = dtype_size(t), count = want.size() / esz;
-  if (got.size() < want.size()) {
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": a2a_output too small";
-    return false;
-  }
-  if (want.empty() || std::memcmp(want.data(), got.data(), want.size()) == 0) return true;
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(want.data() + i * esz, got.data() + i * esz, esz) == 0) continue;
-    if (bad < 4) {
-      const int64_t x = static_cast<int64_t>(i), c = x % d.width(), tt = x / d.width() % d.seq_w(),
-                    b = x / (d.width() * d.seq_w());
-      const int64_t s = c / d.block(), h = c % d.block() / d.head_dim, dd = c % d.head_dim;
-      std::ostringstream os;
-      os << std::setprecision(17) << what << ": rank " << world_rank() << " a2a_output[b=" << b
-         << "][t=" << tt << "][col=" << c << " (from rank " << s << ", head " << h << ", d " << dd
-         << ")]: expected " << load(want.data(), t, i) << " (" << hex_of(want.data(), t, i)
-         << "), got " << load(got.data(), t, i) << " (" << hex_of(got.data(), t, i) << ")";
-      ADD_FAILURE() << os.str();
-    }
-    ++bad;
-  }
-  if (bad > 4)
-    ADD_FAILURE() << what << ": rank " << world_rank() << ": " << bad << " of " << count
-                  << " a2a_output elements differ";
-  return false;
+  const auto where = [d](std::size_t i) {
+    const int64_t x = static_cast<int64_t>(i), c = x % d.width(), tt = x / d.width() % d.seq_w(),
+                  b = x / (d.width() * d.seq_w());
+    const int64_t s = c / d.block(), h = c % d.block() / d.head_dim, dd = c % d.head_dim;
+    std::ostringstream os;
+    os << "a2a_output[b=" << b << "][t=" << tt << "][col=" << c << " (from rank " << s << ", head "
+       << h << ", d " << dd << ")]";
+    return os.str();
+  };
+  return expect_same_elements(want, got, t, where, what, "a2a_output");
 }
 
 inline AtgData atg_data(const A2aTransposeGemmOptions& o, const Dims& d, int call) {
@@ -305,15 +254,7 @@ inline AtgData atg_data(const A2aTransposeGemmOptions& o, const Dims& d, int cal
 
 inline A2aTransposeGemmOptions atg_options(DType in, DType out, int64_t max_bs, int64_t max_seq,
                                            int64_t nheads, int64_t head_dim, int64_t n) {
-  A2aTransposeGemmOptions o;
-  o.max_bs = max_bs;
-  o.max_seq = max_seq;
-  o.nheads = nheads;
-  o.head_dim = head_dim;
-  o.n = n;
-  o.input_dtype = in;
-  o.output_dtype = out;
-  return o;
+  return {max_bs, max_seq, nheads, head_dim, n, in, out};  // the fields in their order
 }
 
 inline std::string atg_name(const A2aTransposeGemmOptions& o, const Dims& d) {
@@ -325,13 +266,7 @@ inline constexpr unsigned char kA2aPoison = 0xEE;
 
 // Bytes of a2a_output from `from` on are still kA2aPoison.
 inline bool expect_a2a_untouched(const Bytes& a2a, std::size_t from, const std::string& what) {
-  for (std::size_t i = from; i < a2a.size(); ++i)
-    if (a2a[i] != kA2aPoison) {
-      ADD_FAILURE() << what << ": rank " << world_rank() << ": a2a_output written at byte " << i
-                    << " (beyond its " << from << " bytes)";
-      return false;
-    }
-  return true;
+  return expect_untouched(a2a, from, what, kA2aPoison, "a2a_output");
 }
 
 // One forward of `op`, checked against the reference: a2a_output bit for bit (when passed),

@@ -24,9 +24,7 @@ Reference ar_reference(const Problem& p, int64_t m, const Bytes& input, const By
   const int W = world_size();
   const int64_t n = p.n, k = p.k;
   const std::size_t mn = static_cast<std::size_t>(m * n);
-  Reference ref;
-  ref.value.assign(mn, 0.0);
-  ref.tol.assign(mn, 0.0);
+  Reference ref{std::vector<double>(mn, 0.0), std::vector<double>(mn, 0.0)};
   if (m == 0) return ref;
   std::vector<double> a = widen_f64(input, p.in, static_cast<std::size_t>(m * k));
   std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(n * k));

@@ -47,9 +47,7 @@ Reference rs_reference(const Problem& p, int64_t rows, const Bytes& input, const
   const int W = world_size();
   const int64_t n = p.n, k = p.k, m = rows * W;
   const std::size_t count = static_cast<std::size_t>(rows * n);
-  Reference ref;
-  ref.value.assign(count, 0.0);
-  ref.tol.assign(count, 0.0);
+  Reference ref{std::vector<double>(count, 0.0), std::vector<double>(count, 0.0)};
   if (m == 0) return ref;  // uniform: every rank has the same m
   std::vector<double> a = widen_f64(input, p.in, static_cast<std::size_t>(m * k));
   std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(n * k));

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,29 @@ inline double gemm_tolerance(DType in, DType out, int64_t terms, double magnitud
   return t;
 }
 
+// a · op(weight), [m, n], in T (double: cblas_dgemm; float: cblas_sgemm) on one BLAS thread; a
+// [m, k] and weight ([n, k], or [k, n] when p.transpose_weight) are widened from p.in to T.
+template <typename T>
+std::vector<T> blas_gemm(const Problem& p, int64_t m, const Bytes& a_in, const Bytes& weight) {
+  const int64_t n = p.n, k = p.k;
+  std::vector<T> a, w, c(static_cast<std::size_t>(m * n));
+  if constexpr (std::is_same_v<T, double>)
+    a = widen_f64(a_in, p.in, m * k), w = widen_f64(weight, p.in, n * k);
+  else
+    a = widen_f32(a_in, p.in, m * k), w = widen_f32(weight, p.in, n * k);
+  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
+  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const auto ldb = static_cast<blasint>(p.transpose_weight ? n : k);
+  OneBlasThread one;
+  if constexpr (std::is_same_v<T, double>)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, a.data(), K, w.data(), ldb, 0.0,
+                c.data(), N);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, a.data(), K, w.data(), ldb, 0.0f,
+                c.data(), N);
+  return c;
+}
+
 // a: [m, k] in p.in; weight [n, k] or [k, n] (p.transpose_weight) in p.in; bias [n] in p.out or
 // null: a · op(weight) + bias, in f64 for f64 inputs and f32 otherwise.
 //
@@ -68,35 +92,20 @@ inline Reference reference(const Problem& p, int64_t m, const Bytes& a_in, const
                            const Bytes* bias) {
   const int64_t n = p.n, k = p.k;
   const std::size_t mn = static_cast<std::size_t>(m * n);
-  Reference ref;
-  ref.value.assign(mn, 0.0);
-  ref.tol.assign(mn, 0.0);
+  Reference ref{std::vector<double>(mn, 0.0), std::vector<double>(mn, 0.0)};
   if (m == 0) return ref;
   std::vector<double> b(static_cast<std::size_t>(n), 0.0);
   if (bias != nullptr)
     for (int64_t j = 0; j < n; ++j) b[j] = load(bias->data(), p.out, j);
-  const CBLAS_TRANSPOSE tb = p.transpose_weight ? CblasNoTrans : CblasTrans;
-  const blasint ldb = static_cast<blasint>(p.transpose_weight ? n : k);
-  {
-    OneBlasThread one;
-    if (p.in == DType::kFloat64) {
-      std::vector<double> a = widen_f64(a_in, p.in, m * k), w = widen_f64(weight, p.in, n * k);
-      std::vector<double> c(mn);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
-    } else {
-      std::vector<float> a = widen_f32(a_in, p.in, m * k), w = widen_f32(weight, p.in, n * k);
-      std::vector<float> c(mn);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(k), w.data(), ldb,
-                  0.0f, c.data(), static_cast<blasint>(n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
-    }
+  if (p.in == DType::kFloat64) {
+    const std::vector<double> c = blas_gemm<double>(p, m, a_in, weight);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) ref.value[i * n + j] = c[i * n + j] + b[j];
+  } else {
+    const std::vector<float> c = blas_gemm<float>(p, m, a_in, weight);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        ref.value[i * n + j] = static_cast<double>(c[i * n + j] + static_cast<float>(b[j]));
   }
   // Row norms of A and of B's logical rows (columns of op(B)).
   std::vector<double> na(static_cast<std::size_t>(m), 0.0), nb(static_cast<std::size_t>(n), 0.0);

@@ -14,6 +14,15 @@ namespace {
 
 // ---- bad inputs ----------------------------------------------------------------------------
 
+// Creating an Op from options `good` changed by `change` fails on every rank (expect_invalid).
+template <typename Op, typename Options, typename Change>
+void invalid_create(const Context& ctx, const char* op, Options good, Change&& change,
+                    std::vector<std::string> needles, const std::string& what) {
+  change(good);
+  expect_invalid(
+      op, [&] { Op created(ctx, good); }, std::move(needles), "create: " + what);
+}
+
 class UlyssesBadInput : public MpiTest {};
 
 TEST_F(UlyssesBadInput, GemmA2aTransposeForwardErrorsReachEveryRank) {
@@ -117,74 +126,50 @@ TEST_F(UlyssesBadInput, CreateErrorsReachEveryRank) {
       gat_options(DType::kFloat32, DType::kFloat32, 2, 4 * W, 8, 2 * W, 4);
   const A2aTransposeGemmOptions atg_good =
       atg_options(DType::kFloat32, DType::kFloat32, 2, 4 * W, 2 * W, 4, 6);
-  const auto gat_invalid = [&](const GemmA2aTransposeOptions& o, std::vector<std::string> needles,
+  const auto gat_invalid = [&](auto&& change, std::vector<std::string> needles,
                                const std::string& what) {
-    expect_invalid(
-        kGat, [&] { GemmA2aTranspose op(ctx, o); }, std::move(needles), "create: " + what);
+    invalid_create<GemmA2aTranspose>(ctx, kGat, gat_good, change, std::move(needles), what);
   };
-  const auto atg_invalid = [&](const A2aTransposeGemmOptions& o, std::vector<std::string> needles,
+  const auto atg_invalid = [&](auto&& change, std::vector<std::string> needles,
                                const std::string& what) {
-    expect_invalid(
-        kAtg, [&] { A2aTransposeGemm op(ctx, o); }, std::move(needles), "create: " + what);
+    invalid_create<A2aTransposeGemm>(ctx, kAtg, atg_good, change, std::move(needles), what);
   };
   if (W > 1) {
-    GemmA2aTransposeOptions g = gat_good;
-    g.nheads = W + 1;
-    gat_invalid(g, {"nheads"}, "nheads % W != 0");
-    A2aTransposeGemmOptions a = atg_good;
-    a.nheads = W + 1;
-    atg_invalid(a, {"nheads"}, "nheads % W != 0");
+    const auto indivisible_heads = [&](auto& o) { o.nheads = W + 1; };
+    gat_invalid(indivisible_heads, {"nheads"}, "nheads % W != 0");
+    atg_invalid(indivisible_heads, {"nheads"}, "nheads % W != 0");
     // Options that differ between ranks.
-    g = gat_good;
-    if (r == W - 1) g.hidden = 9;
-    gat_invalid(g, {"hidden"}, "hidden differs on the last rank");
-    g = gat_good;
-    if (r == 0) g.nheads = 4 * W;
-    gat_invalid(g, {"nheads"}, "nheads differs on rank 0");
-    a = atg_good;
-    if (r == W - 1) a.n = 7;
-    atg_invalid(a, {}, "n differs on the last rank");
-    a = atg_good;
-    if (r == 0) a.head_dim = 5;
-    atg_invalid(a, {"head_dim"}, "head_dim differs on rank 0");
+    gat_invalid([&](auto& o) { o.hidden = r == W - 1 ? 9 : o.hidden; }, {"hidden"},
+                "hidden differs on the last rank");
+    gat_invalid([&](auto& o) { o.nheads = r == 0 ? 4 * W : o.nheads; }, {"nheads"},
+                "nheads differs on rank 0");
+    atg_invalid([&](auto& o) { o.n = r == W - 1 ? 7 : o.n; }, {}, "n differs on the last rank");
+    atg_invalid([&](auto& o) { o.head_dim = r == 0 ? 5 : o.head_dim; }, {"head_dim"},
+                "head_dim differs on rank 0");
   }
-  {
-    GemmA2aTransposeOptions g = gat_good;
-    g.head_dim = 0;
-    gat_invalid(g, {"head_dim"}, "head_dim = 0");
-    g = gat_good;
-    g.hidden = 0;
-    gat_invalid(g, {}, "hidden = 0");
-    A2aTransposeGemmOptions a = atg_good;
-    a.head_dim = 0;
-    atg_invalid(a, {"head_dim"}, "head_dim = 0");
-    a = atg_good;
-    a.n = 0;
-    atg_invalid(a, {}, "n = 0");
-  }
+  gat_invalid([](auto& o) { o.head_dim = 0; }, {"head_dim"}, "head_dim = 0");
+  gat_invalid([](auto& o) { o.hidden = 0; }, {}, "hidden = 0");
+  atg_invalid([](auto& o) { o.head_dim = 0; }, {"head_dim"}, "head_dim = 0");
+  atg_invalid([](auto& o) { o.n = 0; }, {}, "n = 0");
   const std::pair<DType, DType> bad_pairs[] = {{DType::kBFloat16, DType::kFloat64},
                                                {DType::kFloat32, DType::kBFloat16},
                                                {DType::kFloat64, DType::kFloat32},
                                                {DType::kFloat32, DType::kFloat64}};
-  for (auto [in, out] : bad_pairs) {
-    const std::string pair = std::string("pair ") + dtype_name(in) + " -> " + dtype_name(out);
-    GemmA2aTransposeOptions g = gat_good;
-    g.input_dtype = in;
-    g.output_dtype = out;
-    gat_invalid(g, {}, pair);
-    A2aTransposeGemmOptions a = atg_good;
-    a.input_dtype = in;
-    a.output_dtype = out;
-    atg_invalid(a, {}, pair);
+  for (const std::pair<DType, DType>& dtypes : bad_pairs) {
+    const std::string pair =
+        std::string("pair ") + dtype_name(dtypes.first) + " -> " + dtype_name(dtypes.second);
+    const auto set_pair = [&](auto& o) {
+      o.input_dtype = dtypes.first;
+      o.output_dtype = dtypes.second;
+    };
+    gat_invalid(set_pair, {}, pair);
+    atg_invalid(set_pair, {}, pair);
   }
-  {
-    GemmA2aTransposeOptions g = gat_good;
-    if (r == 0) g.output_dtype = DType::kBFloat16;  // invalid pair on rank 0 only
-    gat_invalid(g, {}, "invalid pair on rank 0 only");
-    A2aTransposeGemmOptions a = atg_good;
-    if (r == 0) a.output_dtype = DType::kBFloat16;
-    atg_invalid(a, {}, "invalid pair on rank 0 only");
-  }
+  const auto rank0_pair = [&](auto& o) {  // invalid pair on rank 0 only
+    if (r == 0) o.output_dtype = DType::kBFloat16;
+  };
+  gat_invalid(rank0_pair, {}, "invalid pair on rank 0 only");
+  atg_invalid(rank0_pair, {}, "invalid pair on rank 0 only");
   // Good ops on the same context still work.
   if (any_rank(HasFailure())) return;
   GemmA2aTranspose gat(ctx, gat_good);

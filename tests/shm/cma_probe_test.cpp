@@ -32,13 +32,22 @@ bool fake_probe(pid_t, uint64_t, uint64_t) {
 
 class CmaProbeTest : public MpiTest {
  protected:
-  void inject() {
+  // One host: every rank of the world (the test does not force a layout).
+  static ContextOptions one_host() {
+    ContextOptions o = test_options();
+    o.ranks_per_node = 0;
+    return o;
+  }
+  // Policy 1 and the fakes above, until TearDown; probe_needs_grant as g_probe_needs_grant.
+  void inject(bool probe_needs_grant) {
     g_calls.clear();
+    g_probe_needs_grant = probe_needs_grant;
     shm::CmaHooks h = shm::cma_default_hooks();
     h.read_scope = fake_scope;
     h.set_ptracer = fake_set_ptracer;
     h.probe = fake_probe;
     previous_ = shm::cma_set_hooks_for_testing(h);
+    injected_ = true;
   }
   void TearDown() override {
     if (injected_) shm::cma_set_hooks_for_testing(previous_);
@@ -49,10 +58,7 @@ class CmaProbeTest : public MpiTest {
 };
 
 TEST_F(CmaProbeTest, RealProbeFindsEveryPeer) {
-  // One host: every rank of the world (the test does not force a layout).
-  ContextOptions o = test_options();
-  o.ranks_per_node = 0;
-  detail::ContextImpl ctx(MPI_COMM_WORLD, o);
+  detail::ContextImpl ctx(MPI_COMM_WORLD, one_host());
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
   ASSERT_EQ(peers.pids.size(), static_cast<std::size_t>(ctx.node_size()));
@@ -66,12 +72,8 @@ TEST_F(CmaProbeTest, RealProbeFindsEveryPeer) {
 }
 
 TEST_F(CmaProbeTest, GrantsUnderRestrictedPolicyAndKeepsItWhenItHelps) {
-  ContextOptions o = test_options();
-  o.ranks_per_node = 0;
-  detail::ContextImpl ctx(MPI_COMM_WORLD, o);
-  inject();
-  injected_ = true;
-  g_probe_needs_grant = true;
+  detail::ContextImpl ctx(MPI_COMM_WORLD, one_host());
+  inject(/*probe_needs_grant=*/true);
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
   EXPECT_TRUE(peers.ok);
@@ -91,12 +93,8 @@ TEST_F(CmaProbeTest, GrantsUnderRestrictedPolicyAndKeepsItWhenItHelps) {
 }
 
 TEST_F(CmaProbeTest, AFailedProbeUndoesTheGrantAtOnce) {
-  ContextOptions o = test_options();
-  o.ranks_per_node = 0;
-  detail::ContextImpl ctx(MPI_COMM_WORLD, o);
-  inject();
-  injected_ = true;
-  g_probe_needs_grant = false;  // nothing helps
+  detail::ContextImpl ctx(MPI_COMM_WORLD, one_host());
+  inject(/*probe_needs_grant=*/false);  // nothing helps
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
   if (ctx.node_size() == 1) {

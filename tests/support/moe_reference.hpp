@@ -4,6 +4,7 @@
 // the combine reference is compiled without contraction where the test target says so.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mpi_test.hpp"
 #include "test_data.hpp"
 
 namespace fluxcpp::test {
@@ -29,6 +31,17 @@ inline bool illegal(int64_t E, int W) {
                 static_cast<long long>(E), W);
   return true;
 }
+
+// A test of one op over cases that carry an expert-count mode (e_mode): E_ is the number of
+// experts at this world size; where W does not divide it the test is skipped.
+template <typename Case>
+class MoeCaseTest : public MpiTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  void SetUp() override {
+    if (illegal(E_, world_size())) GTEST_SKIP() << "E % W != 0";
+  }
+  const int64_t E_ = experts_for(this->GetParam().e_mode, world_size());
+};
 
 enum class Route {
   kUniform,   // ids uniform over the experts, ~1/10 slots -1, duplicates in some tokens

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "fluxcpp/fluxcpp.hpp"
@@ -107,6 +108,35 @@ inline void dgemm_rows(const double* a, int64_t rows, const double* w, int64_t n
               static_cast<int>(k), w, static_cast<int>(trans ? n : k), 0.0, c, static_cast<int>(n));
 }
 
+// The local experts' GEMMs in double: a [pl.rows, k] holds r.splits rows per local expert, in
+// expert order; w [pl.L, n, k] (each slab [k, n] when transposed). Returns the values [pl.rows, n]
+// and their magnitudes (the same GEMMs of |a| and |w|), each expert's rows scaled by scale[l]
+// (by 1 when scale is empty).
+inline std::pair<std::vector<double>, std::vector<double>> expert_gemms(
+    const Problem& p, const Routing& r, const TpPlace& pl, const std::vector<double>& a,
+    const std::vector<double>& w, int64_t n, int64_t k, const std::vector<float>& scale = {}) {
+  std::vector<double> aa(a), wa(w);
+  for (auto& v : aa) v = std::fabs(v);
+  for (auto& v : wa) v = std::fabs(v);
+  std::vector<double> c(static_cast<std::size_t>(pl.rows * n)), ca(c.size());
+  int64_t row = 0;
+  for (int64_t l = 0; l < pl.L; ++l) {
+    const int64_t rows = r.splits[pl.e0 + l];
+    const std::size_t wo = static_cast<std::size_t>(l * n * k);
+    dgemm_rows(a.data() + row * k, rows, w.data() + wo, n, k, p.transpose_weight,
+               c.data() + row * n);
+    dgemm_rows(aa.data() + row * k, rows, wa.data() + wo, n, k, p.transpose_weight,
+               ca.data() + row * n);
+    const double s = scale.empty() ? 1.0 : scale[l];
+    for (int64_t i = row * n; i < (row + rows) * n; ++i) {
+      c[i] *= s;
+      ca[i] *= std::fabs(s);
+    }
+    row += rows;
+  }
+  return {c, ca};
+}
+
 // Layer 0: MPI_Allgather of the inputs, rows gathered by scatter_index in a plain loop, one cblas
 // GEMM per local expert (in double, with |A|·|W| for the tolerance). input [T/W, hidden] in p.in;
 // weight [L, n = ffn_shard, k = hidden] in p.in; scale [L] or empty.
@@ -117,31 +147,14 @@ inline Reference layer0_reference(const Problem& p, const Routing& r, const TpPl
   const int64_t H = p.k, F = p.n, per = r.T / world_size();
   const Bytes X = mpi_allgather(input, per, static_cast<std::size_t>(H) * dtype_size(p.in));
   if (gathered != nullptr) *gathered = X;
-  std::vector<double> a(static_cast<std::size_t>(pl.rows * H)), aa(a.size());
+  std::vector<double> a(static_cast<std::size_t>(pl.rows * H));
   for (int64_t i = 0; i < pl.rows; ++i) {  // the gather loop
     const int64_t t = r.slot_of[pl.b + i] / r.K;
-    for (int64_t h = 0; h < H; ++h) {
+    for (int64_t h = 0; h < H; ++h)
       a[i * H + h] = load(X.data(), p.in, static_cast<std::size_t>(t * H + h));
-      aa[i * H + h] = std::fabs(a[i * H + h]);
-    }
   }
-  std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(pl.L * F * H)), wa(w);
-  for (auto& v : wa) v = std::fabs(v);
-  std::vector<double> c(static_cast<std::size_t>(pl.rows * F)), ca(c.size());
-  int64_t row = 0;
-  for (int64_t l = 0; l < pl.L; ++l) {
-    const int64_t n = r.splits[pl.e0 + l];
-    const std::size_t wo = static_cast<std::size_t>(l * F * H);
-    dgemm_rows(a.data() + row * H, n, w.data() + wo, F, H, p.transpose_weight, c.data() + row * F);
-    dgemm_rows(aa.data() + row * H, n, wa.data() + wo, F, H, p.transpose_weight,
-               ca.data() + row * F);
-    const double s = scale.empty() ? 1.0 : scale[l];
-    for (int64_t i = row * F; i < (row + n) * F; ++i) {
-      c[i] *= s;
-      ca[i] *= std::fabs(s);
-    }
-    row += n;
-  }
+  const std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(pl.L * F * H));
+  const auto [c, ca] = expert_gemms(p, r, pl, a, w, F, H, scale);
   Reference ref;
   ref.value = c;
   ref.tol.resize(c.size());
@@ -213,20 +226,9 @@ inline Reference layer1_reference(const Problem& p, const Routing& r, const TpPl
   OneBlasThread one;
   const int W = world_size();
   const int64_t H = p.n, F = p.k, per = r.T / W;
-  std::vector<double> a = widen_f64(input, p.in, static_cast<std::size_t>(pl.rows * F)), aa(a);
-  std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(pl.L * H * F)), wa(w);
-  for (auto& v : aa) v = std::fabs(v);
-  for (auto& v : wa) v = std::fabs(v);
-  std::vector<double> y(static_cast<std::size_t>(pl.rows * H)), ya(y.size());
-  int64_t row = 0;
-  for (int64_t l = 0; l < pl.L; ++l) {
-    const int64_t n = r.splits[pl.e0 + l];
-    const std::size_t wo = static_cast<std::size_t>(l * H * F);
-    dgemm_rows(a.data() + row * F, n, w.data() + wo, H, F, p.transpose_weight, y.data() + row * H);
-    dgemm_rows(aa.data() + row * F, n, wa.data() + wo, H, F, p.transpose_weight,
-               ya.data() + row * H);
-    row += n;
-  }
+  const std::vector<double> a = widen_f64(input, p.in, static_cast<std::size_t>(pl.rows * F));
+  const std::vector<double> w = widen_f64(weight, p.in, static_cast<std::size_t>(pl.L * H * F));
+  const auto [y, ya] = expert_gemms(p, r, pl, a, w, H, F);
   std::vector<double> parts(static_cast<std::size_t>(2 * r.T * H), 0.0);  // values, magnitudes
   for (int64_t t = 0; t < r.T; ++t)
     for (int64_t k = 0; k < r.K; ++k) {

@@ -30,65 +30,75 @@ std::string name_of(const Case& c, int64_t m, int threads) {
          " threads=" + std::to_string(threads);
 }
 
+// This rank's weight (seeds of `call`), the bias (the same on every rank) and the weight packed.
+struct Weights {
+  Weights(const Context& ctx, const Problem& p, int call)
+      : weight(random_tensor(p.in, p.n * p.k, seed_of(ctx.rank(), call, 2))),
+        bias(random_tensor(p.out, p.n, seed_of(0, call, 3))),
+        packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight) {}
+  Bytes weight, bias;
+  PackedWeight packed;
+};
+
+// fn(ctx, p, name) with 1 and 3 compute threads for every case, p of n and k; name describes
+// the case at m rows.
+template <typename F>
+void for_threads_and_cases(int64_t n, int64_t k, F&& fn) {
+  for (int threads : {1, 3}) {
+    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
+    for (const Case& c : kCases)
+      fn(ctx, Problem{c.in, c.out, n, k, c.transposed},
+         [&c, threads](int64_t m) { return name_of(c, m, threads); });
+  }
+}
+
 class PackedWeightTest : public MpiTest {};
 
 // ag_gemm with a packed weight, at decode (2 rows per rank) and prefill sizes, with 1 and 3
 // compute threads (column slabs on and off the packed layout's blocks).
 TEST_F(PackedWeightTest, AgGemmMatchesAllgatherThenGemm) {
-  for (int threads : {1, 3}) {
-    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
+  for_threads_and_cases(200, 96, [](const Context& ctx, const Problem& p, const auto& name) {
     const int W = ctx.world_size(), r = ctx.rank();
-    for (const Case& c : kCases) {
-      const Problem p{c.in, c.out, 200, 96, c.transposed};
-      AgGemm op(ctx, gemm_op_options<AgGemmOptions>(p, 160 * W));
-      const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 1, 2));
-      const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 1, 3));
-      PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);
-      for (int64_t rows : {2, 160}) {
-        const int64_t m = rows * W;
-        const std::string what = "ag_gemm " + name_of(c, m, threads);
-        const Bytes input = random_tensor(p.in, rows * p.k, seed_of(r, static_cast<int>(rows), 1));
-        Bytes out(m * p.n * dtype_size(p.out), kPoison);
-        op.forward(input.data(), m, packed, bias.data(), out.data());
-        const Bytes gathered = mpi_allgather(input, rows, p.k * dtype_size(p.in));
-        expect_close(reference(p, m, gathered, weight, &bias), out, p.out, m, p.n, what);
-      }
+    AgGemm op(ctx, gemm_op_options<AgGemmOptions>(p, 160 * W));
+    const Weights w(ctx, p, 1);
+    for (int64_t rows : {2, 160}) {
+      const int64_t m = rows * W;
+      const std::string what = "ag_gemm " + name(m);
+      const Bytes input = random_tensor(p.in, rows * p.k, seed_of(r, static_cast<int>(rows), 1));
+      Bytes out(m * p.n * dtype_size(p.out), kPoison);
+      op.forward(input.data(), m, w.packed, w.bias.data(), out.data());
+      const Bytes gathered = mpi_allgather(input, rows, p.k * dtype_size(p.in));
+      expect_close(reference(p, m, gathered, w.weight, &w.bias), out, p.out, m, p.n, what);
     }
-  }
+  });
 }
 
 // gemm_rs with a packed weight: rows of this rank's block of Σ_ranks input_r · weight_rᵀ + bias.
 TEST_F(PackedWeightTest, GemmRsMatchesSumOfGemms) {
-  for (int threads : {1, 3}) {
-    Context ctx(MPI_COMM_WORLD, threaded_options(threads));
+  for_threads_and_cases(130, 72, [](const Context& ctx, const Problem& p, const auto& name) {
     const int W = ctx.world_size(), r = ctx.rank();
-    for (const Case& c : kCases) {
-      const Problem p{c.in, c.out, 130, 72, c.transposed};
-      GemmRs op(ctx, gemm_op_options<GemmRsOptions>(p, 128 * W));
-      const Bytes weight = random_tensor(p.in, p.n * p.k, seed_of(r, 2, 2));
-      const Bytes bias = random_tensor(p.out, p.n, seed_of(0, 2, 3));
-      PackedWeight packed(ctx, p.in, weight.data(), p.n, p.k, p.transpose_weight);
-      for (int64_t m : {int64_t{2} * W, int64_t{128} * W}) {
-        const std::string what = "gemm_rs " + name_of(c, m, threads);
-        const Bytes input = random_tensor(p.in, m * p.k, seed_of(r, static_cast<int>(m), 1));
-        const int64_t rows = m / W;
-        Bytes out(rows * p.n * dtype_size(p.out), kPoison);
-        op.forward(input.data(), m, packed, bias.data(), out.data());
-        // The unfused reference: every rank's partial (bias on rank 0), summed over ranks.
-        Reference part = reference(p, m, input, weight, r == 0 ? &bias : nullptr);
-        MPI_Allreduce(MPI_IN_PLACE, part.value.data(), static_cast<int>(part.value.size()),
-                      MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, part.tol.data(), static_cast<int>(part.tol.size()), MPI_DOUBLE,
-                      MPI_SUM, MPI_COMM_WORLD);
-        Reference mine;
-        mine.value.assign(part.value.begin() + r * rows * p.n,
-                          part.value.begin() + (r + 1) * rows * p.n);
-        mine.tol.assign(part.tol.begin() + r * rows * p.n, part.tol.begin() + (r + 1) * rows * p.n);
-        for (double& t : mine.tol) t *= 2;  // the fixed-order sum of W rounded partials
-        expect_close(mine, out, p.out, rows, p.n, what, r * rows);
-      }
+    GemmRs op(ctx, gemm_op_options<GemmRsOptions>(p, 128 * W));
+    const Weights w(ctx, p, 2);
+    for (int64_t m : {int64_t{2} * W, int64_t{128} * W}) {
+      const std::string what = "gemm_rs " + name(m);
+      const Bytes input = random_tensor(p.in, m * p.k, seed_of(r, static_cast<int>(m), 1));
+      const int64_t rows = m / W;
+      Bytes out(rows * p.n * dtype_size(p.out), kPoison);
+      op.forward(input.data(), m, w.packed, w.bias.data(), out.data());
+      // The unfused reference: every rank's partial (bias on rank 0), summed over ranks.
+      Reference part = reference(p, m, input, w.weight, r == 0 ? &w.bias : nullptr);
+      MPI_Allreduce(MPI_IN_PLACE, part.value.data(), static_cast<int>(part.value.size()),
+                    MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, part.tol.data(), static_cast<int>(part.tol.size()), MPI_DOUBLE,
+                    MPI_SUM, MPI_COMM_WORLD);
+      Reference mine;
+      mine.value.assign(part.value.begin() + r * rows * p.n,
+                        part.value.begin() + (r + 1) * rows * p.n);
+      mine.tol.assign(part.tol.begin() + r * rows * p.n, part.tol.begin() + (r + 1) * rows * p.n);
+      for (double& t : mine.tol) t *= 2;  // the fixed-order sum of W rounded partials
+      expect_close(mine, out, p.out, rows, p.n, what, r * rows);
     }
-  }
+  });
 }
 
 // A packed weight is a snapshot: writing the source does not change the result until update().
@@ -141,18 +151,11 @@ TEST_F(PackedWeightTest, OpsLeaveTheCallersOpenMpSettingAlone) {
   omp_set_num_threads(3);
   const int64_t n = 96, k = 64, m = 8 * W;
   std::vector<float> weight(n * k, 0.5f), input(m * k, 1.0f), out(m * n);
-  AgGemmOptions ao;
-  ao.max_m = m;
-  ao.n = n;
-  ao.k = k;
-  AgGemm ag(ctx, ao);
+  const Problem p{DType::kFloat32, DType::kFloat32, n, k, false};
+  AgGemm ag(ctx, gemm_op_options<AgGemmOptions>(p, m));
   ag.forward(input.data(), m, weight.data(), nullptr, out.data());
   EXPECT_EQ(omp_get_max_threads(), 3) << "after ag_gemm";
-  GemmRsOptions ro;
-  ro.max_m = m;
-  ro.n = n;
-  ro.k = k;
-  GemmRs rs(ctx, ro);
+  GemmRs rs(ctx, gemm_op_options<GemmRsOptions>(p, m));
   rs.forward(input.data(), m, weight.data(), nullptr, out.data());
   EXPECT_EQ(omp_get_max_threads(), 3) << "after gemm_rs";
   PackedWeight packed(ctx, DType::kFloat32, weight.data(), n, k);

@@ -6,7 +6,6 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
-#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
 
@@ -214,22 +213,4 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 }
 
 }  // namespace detail
-
-A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
-    : impl_(ops::make_op<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(A2aTransposeGemm, A2aTransposeGemmOptions, "a2a_transpose_gemm");
-void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
-                               const void* bias, void* output, void* a2a_output) {
-  ops::checked(impl_, "a2a_transpose_gemm")
-      .forward(input, bs, seq, weight, bias, output, a2a_output);
-}
-void A2aTransposeGemm::forward_comm_only(const void* input, int64_t bs, int64_t seq,
-                                         void* a2a_output) {
-  ops::checked(impl_, "a2a_transpose_gemm").forward_comm_only(input, bs, seq, a2a_output);
-}
-void A2aTransposeGemm::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
-                                         const void* bias, void* output) {
-  ops::checked(impl_, "a2a_transpose_gemm").forward_gemm_only(bs, seq, weight, bias, output);
-}
-
 }  // namespace fluxcpp

@@ -6,7 +6,6 @@
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
-#include "ops/core/pimpl.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -110,14 +109,4 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 }
 
 }  // namespace detail
-
-AllGather::AllGather(const Context& ctx, const AllGatherOptions& options)
-    : impl_(ops::make_op<detail::AllGatherImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AllGather, AllGatherOptions, "all_gather");
-FLUXCPP_PUBLIC_INPUT_BUFFER(AllGather, "all_gather")
-
-void AllGather::forward(const void* input, int64_t m, void* output) {
-  ops::checked(impl_, "all_gather").forward(input, m, output);
-}
-
 }  // namespace fluxcpp

@@ -7,7 +7,6 @@
 #include "error_util.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
-#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -46,14 +45,4 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
 }
 
 }  // namespace detail
-
-AllReduce::AllReduce(const Context& ctx, const AllReduceOptions& options)
-    : impl_(ops::make_op<detail::AllReduceImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AllReduce, AllReduceOptions, "all_reduce");
-FLUXCPP_PUBLIC_INPUT_BUFFER(AllReduce, "all_reduce")
-
-void AllReduce::forward(const void* input, int64_t count, void* output) {
-  ops::checked(impl_, "all_reduce").forward(input, count, output);
-}
-
 }  // namespace fluxcpp

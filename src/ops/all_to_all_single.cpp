@@ -5,7 +5,6 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"
-#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -135,15 +134,4 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 }
 
 }  // namespace detail
-
-AllToAllSingle::AllToAllSingle(const Context& ctx, const AllToAllSingleOptions& options)
-    : impl_(ops::make_op<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AllToAllSingle, AllToAllSingleOptions, "all_to_all_single");
-FLUXCPP_PUBLIC_INPUT_BUFFER(AllToAllSingle, "all_to_all_single")
-
-void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
-                             const int64_t* output_splits) {
-  ops::checked(impl_, "all_to_all_single").forward(input, input_splits, output, output_splits);
-}
-
 }  // namespace fluxcpp

@@ -7,7 +7,6 @@
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
-#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -99,19 +98,4 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
 }
 
 }  // namespace detail
-
-GemmAr::GemmAr(const Context& ctx, const GemmArOptions& options)
-    : impl_(ops::make_op<detail::GemmArImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GemmAr, GemmArOptions, "gemm_ar");
-
-void GemmAr::forward(const void* input, int64_t m, const void* weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_ar").forward(input, m, weight, bias, output);
-}
-
-void GemmAr::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_ar").forward(input, m, weight.impl(), bias, output);
-}
-
 }  // namespace fluxcpp

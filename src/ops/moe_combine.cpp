@@ -7,7 +7,6 @@
 #include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
-#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -167,13 +166,4 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 }
 
 }  // namespace detail
-
-MoeCombine::MoeCombine(const Context& ctx, const MoeCombineOptions& options)
-    : impl_(ops::make_op<detail::MoeCombineImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(MoeCombine, MoeCombineOptions, "moe_combine");
-
-void MoeCombine::forward(const MoeCombineInput& input, void* output) {
-  ops::checked(impl_, "moe_combine").forward(input, output);
-}
-
 }  // namespace fluxcpp

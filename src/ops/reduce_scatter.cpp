@@ -6,7 +6,6 @@
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
-#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -51,13 +50,4 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 }
 
 }  // namespace detail
-
-ReduceScatter::ReduceScatter(const Context& ctx, const ReduceScatterOptions& options)
-    : impl_(ops::make_op<detail::ReduceScatterImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(ReduceScatter, ReduceScatterOptions, "reduce_scatter");
-
-void ReduceScatter::forward(const void* input, int64_t m, void* output) {
-  ops::checked(impl_, "reduce_scatter").forward(input, m, output);
-}
-
 }  // namespace fluxcpp

@@ -1,0 +1,24 @@
+// The public class A2aTransposeGemm: a thin facade over the op (src/ops/a2a_transpose_gemm.cpp).
+#include "ops/a2a_transpose_gemm.hpp"
+#include "ops/core/pimpl.hpp"
+
+namespace fluxcpp {
+
+A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
+    : impl_(ops::make_op<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
+FLUXCPP_PUBLIC_OP(A2aTransposeGemm, A2aTransposeGemmOptions, "a2a_transpose_gemm");
+void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
+                               const void* bias, void* output, void* a2a_output) {
+  ops::checked(impl_, "a2a_transpose_gemm")
+      .forward(input, bs, seq, weight, bias, output, a2a_output);
+}
+void A2aTransposeGemm::forward_comm_only(const void* input, int64_t bs, int64_t seq,
+                                         void* a2a_output) {
+  ops::checked(impl_, "a2a_transpose_gemm").forward_comm_only(input, bs, seq, a2a_output);
+}
+void A2aTransposeGemm::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
+                                         const void* bias, void* output) {
+  ops::checked(impl_, "a2a_transpose_gemm").forward_gemm_only(bs, seq, weight, bias, output);
+}
+
+}  // namespace fluxcpp

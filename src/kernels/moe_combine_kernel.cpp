@@ -71,4 +71,26 @@ void moe_combine_rows(const void* const* rows, const float* weights, int64_t t0,
     combine<float, uint16_t, float>(rows, weights, t0, t1, topk, hidden, output);
 }
 
+namespace {
+template <typename T>
+void add_weighted(T* part, const T* y, int64_t n, const float* w) {
+  if (w == nullptr) {
+    for (int64_t i = 0; i < n; ++i) part[i] += y[i];
+    return;
+  }
+  const T wt = static_cast<T>(*w);
+  for (int64_t i = 0; i < n; ++i) {
+    const T p = wt * y[i];
+    part[i] += p;
+  }
+}
+}  // namespace
+
+void add_weighted_row(DType acc, void* part, const void* y, int64_t n, const float* w) {
+  if (acc == DType::kFloat64)
+    add_weighted(static_cast<double*>(part), static_cast<const double*>(y), n, w);
+  else
+    add_weighted(static_cast<float*>(part), static_cast<const float*>(y), n, w);
+}
+
 }  // namespace fluxcpp::kernels

@@ -17,4 +17,9 @@ namespace fluxcpp::kernels {
 void moe_combine_rows(const void* const* rows, const float* weights, int64_t t0, int64_t t1,
                       int64_t topk, int64_t hidden, DType in_dtype, DType out_dtype, void* output);
 
+// part[i] <- part[i] + w·y[i] for i < n, in `acc` (f32 or f64): the product rounded to acc, then
+// added (no fused multiply-add, as above); w null: part[i] + y[i]. One routed slot's term of
+// GroupedGemmGatherRs's per-token sum.
+void add_weighted_row(DType acc, void* part, const void* y, int64_t n, const float* w);
+
 }  // namespace fluxcpp::kernels

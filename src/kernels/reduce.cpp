@@ -226,4 +226,24 @@ void reduce_sum(ReduceIsa isa, DType src_dtype, const void* const* srcs, int nsr
   return reduce_f32<uint16_t, uint16_t>(avx2, srcs, nsrcs, dst, count, addend);
 }
 
+void add_bias(DType acc, void* dst, int64_t rows, int64_t n, const void* bias, DType bias_dtype) {
+  if (acc == DType::kFloat64) {
+    auto* p = static_cast<double*>(dst);
+    const auto* b = static_cast<const double*>(bias);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) p[i * n + j] += b[j];
+    return;
+  }
+  auto* p = static_cast<float*>(dst);
+  if (bias_dtype == DType::kBFloat16) {
+    const auto* b = static_cast<const uint16_t*>(bias);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) p[i * n + j] += bf16_to_f32(b[j]);
+    return;
+  }
+  const auto* b = static_cast<const float*>(bias);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) p[i * n + j] += b[j];
+}
+
 }  // namespace fluxcpp::kernels

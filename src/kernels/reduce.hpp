@@ -22,6 +22,9 @@ void reduce_sum(DType src_dtype, const void* const* srcs, int nsrcs, DType dst_d
 // others exist so that tests can check every path on one machine.
 enum class ReduceIsa { kAuto, kPortable, kAvx2 };
 bool reduce_isa_available(ReduceIsa isa);
+// dst[i][j] += bias[j] for rows x n elements of `acc` (f32 or f64) at dst; bias in acc, or bf16
+// with acc f32 (widened exactly). The partial sums' one bias term, added before a fixed-order sum.
+void add_bias(DType acc, void* dst, int64_t rows, int64_t n, const void* bias, DType bias_dtype);
 // reduce_sum on the given code (unavailable: kPortable).
 void reduce_sum(ReduceIsa isa, DType src_dtype, const void* const* srcs, int nsrcs, DType dst_dtype,
                 void* dst, int64_t count, const void* addend = nullptr);

@@ -3,13 +3,11 @@
 #include <cstring>
 
 #include "error_util.hpp"
-#include "kernels/cast.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -17,7 +15,6 @@ namespace detail {
 
 void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const GemmRsOptions o = opts_;
-  comm::Group& comm = c.comm();
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const int W = c.world_size();
@@ -32,9 +29,6 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
                 .with_payload(ops::latency_payload_bytes(
                     c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
                     /*across_hosts=*/true)));
-  comm::agree(comm, [&] {
-    resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
-  });
   reduce_.allow_presum(block, kOp);
 }
 
@@ -85,13 +79,8 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
       prev = done;
     };
     const char* a = input + in_row * rows * t;
-    if (reduce_.networked()) {
-      ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o, on_tile,
-                      ops::Tiling::kSerial);
-    } else {
-      kernels::gemm_tile(weight_, a, opts_.k, rows, 0, opts_.n, o);
-      on_tile(rows);
-    }
+    ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o, on_tile,
+                    ops::Tiling::kSerialAcrossHosts);
   }
 }
 
@@ -99,28 +88,11 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1, c
   // The bias joins rank r's own partial of block r only, so it is added exactly once, in the
   // accumulation dtype, before the fixed-order sum.
   if (bias == nullptr) return;
-  ContextImpl& c = *ctx_;
-  if (r1 < 0) r1 = m / c.world_size();
-  const std::size_t blk = static_cast<std::size_t>(m / c.world_size()) * opts_.n * dtype_size(acc_);
-  char* own = (partials != nullptr ? partials + blk * c.world_rank() : partial(c.world_rank(), m)) +
-              static_cast<std::size_t>(r0) * opts_.n * dtype_size(acc_);
-  const int64_t rows = r1 - r0;
-  if (acc_ == DType::kFloat64) {
-    auto* p = reinterpret_cast<double*>(own);
-    const auto* b = static_cast<const double*>(bias);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < opts_.n; ++j) p[i * opts_.n + j] += b[j];
-    return;
-  }
-  const float* b = static_cast<const float*>(bias);
-  if (opts_.output_dtype != acc_) {
-    kernels::bf16_to_f32(static_cast<const uint16_t*>(bias),
-                         reinterpret_cast<float*>(bias_acc_.data()), opts_.n);
-    b = reinterpret_cast<const float*>(bias_acc_.data());
-  }
-  auto* p = reinterpret_cast<float*>(own);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < opts_.n; ++j) p[i * opts_.n + j] += b[j];
+  const int r = ctx_->world_rank();
+  const int64_t rows = m / ctx_->world_size();
+  const std::size_t row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);
+  char* own = (partials != nullptr ? partials + row * rows * r : partial(r, m)) + row * r0;
+  kernels::add_bias(acc_, own, (r1 < 0 ? rows : r1) - r0, opts_.n, bias, opts_.output_dtype);
 }
 
 void GemmRsImpl::sum_payloads(int64_t m, void* output) {
@@ -235,24 +207,4 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 }
 
 }  // namespace detail
-
-GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
-    : impl_(ops::make_op<detail::GemmRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GemmRs, GemmRsOptions, "gemm_rs");
-
-void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_rs").forward(input, m, weight, bias, output);
-}
-void GemmRs::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_rs").forward(input, m, weight.impl(), bias, output);
-}
-void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
-  ops::checked(impl_, "gemm_rs").forward_gemm_only(input, m, weight);
-}
-void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
-  ops::checked(impl_, "gemm_rs").forward_comm_only(m, bias, output);
-}
-
 }  // namespace fluxcpp

@@ -55,7 +55,6 @@ class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
   DType acc_ = DType::kFloat32;
   kernels::GemmWeight weight_;
   const kernels::PackedWeight* packed_ = nullptr;  // the weight during a packed forward
-  std::vector<char> bias_acc_;                     // bias widened to the accumulation dtype
   // The shares of the reduce exchange are this rank's partial products, [m, n] densely in the
   // accumulation dtype (block t at t * m/W rows).
   ops::ReduceExchange reduce_;

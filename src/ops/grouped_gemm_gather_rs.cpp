@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "error_util.hpp"
+#include "kernels/moe_combine_kernel.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/pimpl.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -15,21 +15,6 @@ namespace detail {
 
 namespace {
 constexpr int64_t kPieceRows = 128;
-
-// part[i] <- part[i] + w·y[i]: the product rounded to the accumulator type, then added (this file
-// is compiled without floating-point contraction, so no fused multiply-add).
-template <typename T>
-void add_weighted(T* part, const T* y, int64_t n, const float* w) {
-  if (w == nullptr) {
-    for (int64_t i = 0; i < n; ++i) part[i] += y[i];
-    return;
-  }
-  const T wt = static_cast<T>(*w);
-  for (int64_t i = 0; i < n; ++i) {
-    const T p = wt * y[i];
-    part[i] += p;
-  }
-}
 }  // namespace
 
 void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_error) {
@@ -76,14 +61,6 @@ void GroupedGemmGatherRsImpl::forward_comm_only(int64_t T, const int64_t* splits
        {nullptr, T, splits, scatter_index, nullptr, routing_weights, static_cast<char*>(output)});
 }
 
-ops::A2aExchange::Plan GroupedGemmGatherRsImpl::plan(std::size_t share) const {
-  ops::A2aExchange::Plan p;
-  p.bytes = [share](int, int) { return share; };
-  p.out_offset = [share](int, int t) { return share * static_cast<std::size_t>(t); };
-  p.in_offset = [share](int s) { return share * static_cast<std::size_t>(s); };
-  return p;
-}
-
 char* GroupedGemmGatherRsImpl::share_of(int t) const {
   return a2a_.out_slot() + share_ * static_cast<std::size_t>(t);
 }
@@ -115,14 +92,9 @@ void GroupedGemmGatherRsImpl::call(ops::Path path, const ops::MoeTpCall& a) {
 
 void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* rows, int64_t n,
                                    const kernels::GemmOut& o) {
-  // The split into GEMM calls depends on the layout and the routing only, never on timing or
-  // threads (a GEMM split differently may round differently): one call on this
-  // thread on one host; across hosts fixed row tiles with transport progress in between.
-  if (core_->multi_host())
-    ops::tiled_gemm(*core_, w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o, {},
-                    ops::Tiling::kSerial);
-  else
-    kernels::gemm_tile(w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o);
+  // Split by the layout and the routing only, never by timing or threads (Tiling's comment).
+  ops::tiled_gemm(*core_, w, rows, opts_.ffn_shard, n, 0, opts_.hidden, o, {},
+                  ops::Tiling::kSerialAcrossHosts);
 }
 
 void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
@@ -171,10 +143,7 @@ void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
     const float* w = a.factors != nullptr ? a.factors + s.t * opts_.topk + s.k : nullptr;
     char* part = share + static_cast<std::size_t>(s.t - t0) * acc_row_;
     const char* y = y_rows_.data() + static_cast<std::size_t>(y_of_[i]) * acc_row_;
-    if (acc_ == DType::kFloat64)
-      add_weighted(reinterpret_cast<double*>(part), reinterpret_cast<const double*>(y), H, w);
-    else
-      add_weighted(reinterpret_cast<float*>(part), reinterpret_cast<const float*>(y), H, w);
+    kernels::add_weighted_row(acc_, part, y, H, w);
   }
 }
 
@@ -223,7 +192,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   weights_.begin(a.weight);
-  if (call.comm()) a2a_.begin(*core_, plan(share_));
+  if (call.comm()) a2a_.begin(*core_, ops::equal_blocks(share_));
   // GEMMs per destination (each part published as soon as it is done) when a local expert gets
   // about kPieceRows rows or more per destination; below that the split costs the BLAS more
   // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
@@ -241,28 +210,4 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
 }
 
 }  // namespace detail
-
-GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
-    : impl_(ops::make_op<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GroupedGemmGatherRs, MoeTpOptions, "grouped_gemm_gather_rs");
-
-void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
-                                  const int32_t* scatter_index, const void* weight,
-                                  const float* routing_weights, void* output) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward(input, num_tokens, splits, scatter_index, weight, routing_weights, output);
-}
-void GroupedGemmGatherRs::forward_gemm_only(const void* input, int64_t num_tokens,
-                                            const int64_t* splits, const int32_t* scatter_index,
-                                            const void* weight, const float* routing_weights) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward_gemm_only(input, num_tokens, splits, scatter_index, weight, routing_weights);
-}
-void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* splits,
-                                            const int32_t* scatter_index,
-                                            const float* routing_weights, void* output) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
-}
-
 }  // namespace fluxcpp

@@ -46,7 +46,6 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   void reduce(const ops::MoeTpCall& a);
   // Y rows [0, n) = rows · W^T in the accumulator type (see the .cpp for the split).
   void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
-  ops::A2aExchange::Plan plan(std::size_t share) const;
   char* share_of(int t) const;  // this rank's partial for rank t, in our out slot
 
   DType acc_ = DType::kFloat32;

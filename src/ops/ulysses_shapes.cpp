@@ -63,9 +63,4 @@ std::string ulysses_check_forward(
   return {};
 }
 
-A2aExchange::Plan equal_blocks(std::size_t blk) {
-  return {[blk](int, int) { return blk; }, [blk](int, int t) { return blk * t; },
-          [blk](int s) { return blk * s; }};
-}
-
 }  // namespace fluxcpp::ops

@@ -32,8 +32,4 @@ std::string ulysses_check_forward(
     const detail::ContextImpl& c, const char* op, int64_t bs, int64_t seq, int64_t max_bs,
     int64_t max_seq, std::initializer_list<std::pair<const char*, const void*>> required);
 
-// Equal blocks of `blk` bytes: rank s's block for t at t * blk of its a2a-out slot, and at
-// s * blk of the receiver's a2a-in slot.
-A2aExchange::Plan equal_blocks(std::size_t blk);
-
 }  // namespace fluxcpp::ops

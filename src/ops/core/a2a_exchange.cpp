@@ -113,4 +113,9 @@ Inbox A2aExchange::held(int s, const Plan& plan) const {
   return Inbox::landed(s, in_.at(c_->node_rank()) + plan.in_offset(s), n);
 }
 
+A2aExchange::Plan equal_blocks(std::size_t blk) {
+  return {[blk](int, int) { return blk; }, [blk](int, int t) { return blk * t; },
+          [blk](int s) { return blk * s; }};
+}
+
 }  // namespace fluxcpp::ops

@@ -82,4 +82,8 @@ class A2aExchange {
   Pull pull_;  // this call's single copies (copy null: none)
 };
 
+// Equal blocks of `blk` bytes: rank s's block for t at t * blk of its a2a-out slot, and at
+// s * blk of the receiver's a2a-in slot.
+A2aExchange::Plan equal_blocks(std::size_t blk);
+
 }  // namespace fluxcpp::ops

@@ -37,6 +37,11 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
     if (done) done(rows);
     return;
   }
+  if (tiling == Tiling::kSerialAcrossHosts && !core.multi_host()) {
+    kernels::gemm_tile(w, a, lda, rows, n0, n1, out);
+    if (done) done(rows);
+    return;
+  }
   const int64_t tile = balanced_tile_rows(rows, fixed_tile_rows(n1 - n0, w.k()));
   const std::size_t a_row = static_cast<std::size_t>(lda) * dtype_size(w.input_dtype());
   const std::size_t c_row = static_cast<std::size_t>(out.ldc) * dtype_size(out.dtype);
@@ -45,7 +50,7 @@ void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64
     o.c = static_cast<char*>(out.c) + static_cast<std::size_t>(i) * c_row;
     const char* ai = static_cast<const char*>(a) + static_cast<std::size_t>(i) * a_row;
     const int64_t r = std::min(tile, rows - i);
-    if (tiling == Tiling::kSerial)
+    if (tiling == Tiling::kSerial || tiling == Tiling::kSerialAcrossHosts)
       kernels::gemm_tile(w, ai, lda, r, n0, n1, o);
     else
       parallel_gemm(c, w, ai, lda, r, n0, n1, o);

@@ -21,6 +21,8 @@ enum class Tiling {
   kFixed,     // always tiles of fixed_tile_rows(): the same calls whatever is in flight
   kSerial,    // kFixed, each tile one GEMM call on the calling thread: the same calls whatever
               // the thread count (the bitwise-reproducible ops)
+  kSerialAcrossHosts,  // kSerial when the op has hosts to talk to, else one call on the calling
+                       // thread: the reproducible ops' split (by the layout and shape only)
 };
 
 // C rows [0, rows) = A · op(B)[:, n0:n1] (+ bias), like parallel_gemm, split by `tiling` with

@@ -1,4 +1,5 @@
-// AsyncSendRecv: the point-to-point calls (send, isend, send_wait, send_test, recv, probe).
+// AsyncSendRecv: the send side (send, isend, send_wait, send_test) and what both sides share;
+// the receive side is in async_send_recv_recv.cpp, create in async_send_recv_setup.cpp.
 #include "ops/async_send_recv.hpp"
 
 #include <algorithm>
@@ -8,13 +9,11 @@
 #include "comm/drive_wait.hpp"
 #include "error_util.hpp"
 #include "ops/core/op_core.hpp"
-#include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr const char* kOp = "async_send_recv";
 
 std::string list_text(const std::vector<int>& v) {
   return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ", "));
@@ -158,136 +157,5 @@ bool AsyncSendRecvImpl::send_test(int dst, uint64_t seq) {
   return shm::signal_load(sent_pair("send_test", dst, seq).copied) >= seq;
 }
 
-int64_t AsyncSendRecvImpl::recv(int src, void* out, int64_t out_rows) {
-  ops::ContextEntry entry(*ctx_, kOp);
-  check_open("recv");
-  Pair& p = pair("recv", "src", src);
-  FLUXCPP_CHECK_ARG(out_rows >= 0, "{}: recv from rank {}: out_rows={} must be >= 0 (rank {})", kOp,
-                    src, out_rows, ctx_->world_rank());
-  FLUXCPP_CHECK_ARG(out_rows == 0 || out != nullptr,
-                    "{}: recv from rank {}: out is NULL with out_rows={} (rank {})", kOp, src,
-                    out_rows, ctx_->world_rank());
-  if (!p.recv_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: recv from rank {}: the pair failed earlier: {}", kOp, src,
-          p.recv_broken);
-  const SteadyTime deadline = ctx_->deadline();
-  if (p.local >= 0) return recv_local(p, out, out_rows, deadline);
-  try {
-    return recv_net(p, out, out_rows, deadline);
-  } catch (const Error& e) {
-    if (e.code() == Errc::kMpi && p.recv_broken.empty()) p.recv_broken = e.what();
-    throw;
-  }
-}
-
-int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
-  const uint64_t q = p.received + 1;
-  const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
-  uint64_t seen = 0;
-  if (!wait(arrived_.at(p.local, p.theirs), q, deadline, &seen))
-    timeout(p.recv_broken,
-            fmt::format("{}: recv from rank {}: message {} has not arrived; observed arrived = {} "
-                        "after {} s (rank {})",
-                        kOp, p.rank, q, seen, ctx_->config().timeout_s, ctx_->world_rank()));
-  const auto m = static_cast<int64_t>(
-      rows_.at(p.local, p.theirs * slots_ + s).value.load(std::memory_order_acquire));
-  FLUXCPP_CHECK_ARG(m <= out_rows,
-                    "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
-                    "queued (rank {})",
-                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
-  if (m > 0)
-    std::memcpy(out, out_.at(p.local, p.theirs * slots_ + s), static_cast<std::size_t>(m) * row_);
-  p.received = q;
-  shm::signal_set(released_.at(self_, p.mine), q);
-  return m;
-}
-
-int64_t AsyncSendRecvImpl::recv_net(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
-  const uint64_t q = p.received + 1;
-  comm::Backoff backoff(comm::point_to_point(ctx_->wait_policy()));
-  std::size_t bytes = 0;
-  while (!net_->probe(p.net, &bytes)) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      timeout(
-          p.recv_broken,
-          fmt::format("{}: recv from rank {}: message {} has not arrived; observed received = "
-                      "{} after {} s (rank {})",
-                      kOp, p.rank, q, p.received, ctx_->config().timeout_s, ctx_->world_rank()));
-    backoff.pause();
-  }
-  const auto m = static_cast<int64_t>(bytes / row_);
-  FLUXCPP_CHECK_ARG(m <= out_rows,
-                    "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
-                    "queued (rank {})",
-                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
-  net_->start_recv(p.net, bytes);
-  while (!net_->recv_done(p.net)) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      timeout(p.recv_broken,
-              fmt::format("{}: recv from rank {}: message {} ({} bytes) was matched but has not "
-                          "landed after {} s; observed received = {} (rank {})",
-                          kOp, p.rank, q, bytes, ctx_->config().timeout_s, p.received,
-                          ctx_->world_rank()));
-    backoff.pause();
-  }
-  if (bytes > 0) std::memcpy(out, net_->inbox(p.net), bytes);
-  p.received = q;
-  return m;
-}
-
-int64_t AsyncSendRecvImpl::probe(int src) {
-  ops::ContextEntry entry(*ctx_, kOp);
-  check_open("probe");
-  Pair& p = pair("probe", "src", src);
-  if (!p.recv_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: probe of rank {}: the pair failed earlier: {}", kOp, src,
-          p.recv_broken);
-  if (p.local < 0) {
-    std::size_t bytes = 0;
-    try {
-      return net_->probe(p.net, &bytes) ? static_cast<int64_t>(bytes / row_) : -1;
-    } catch (const Error& e) {
-      p.recv_broken = e.what();
-      throw;
-    }
-  }
-  if (net_) net_->progress();
-  const uint64_t q = p.received + 1;
-  if (shm::signal_load(arrived_.at(p.local, p.theirs)) < q) return -1;
-  const int s = static_cast<int>((q - 1) % static_cast<uint64_t>(slots_));
-  return static_cast<int64_t>(
-      rows_.at(p.local, p.theirs * slots_ + s).value.load(std::memory_order_acquire));
-}
-
 }  // namespace detail
-
-AsyncSendRecv::AsyncSendRecv(const Context& ctx, const AsyncSendRecvOptions& options)
-    : impl_(std::make_unique<detail::AsyncSendRecvImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AsyncSendRecv, AsyncSendRecvOptions, "async_send_recv");
-
-uint64_t AsyncSendRecv::send(int dst, const void* data, int64_t m) {
-  return ops::checked(impl_, "async_send_recv").send(dst, data, m, false);
-}
-uint64_t AsyncSendRecv::isend(int dst, const void* data, int64_t m) {
-  return ops::checked(impl_, "async_send_recv").send(dst, data, m, true);
-}
-void AsyncSendRecv::send_wait(int dst, uint64_t seq) {
-  ops::checked(impl_, "async_send_recv").send_wait(dst, seq);
-}
-bool AsyncSendRecv::send_test(int dst, uint64_t seq) {
-  return ops::checked(impl_, "async_send_recv").send_test(dst, seq);
-}
-int64_t AsyncSendRecv::recv(int src, void* out, int64_t out_rows) {
-  return ops::checked(impl_, "async_send_recv").recv(src, out, out_rows);
-}
-int64_t AsyncSendRecv::probe(int src) {
-  return ops::checked(impl_, "async_send_recv").probe(src);
-}
-void AsyncSendRecv::close() {
-  if (impl_) impl_->close();
-}
-const std::vector<int>& AsyncSendRecv::peers() const {
-  return ops::checked(impl_, "async_send_recv").peers();
-}
-
 }  // namespace fluxcpp

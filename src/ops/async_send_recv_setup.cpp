@@ -14,7 +14,6 @@
 namespace fluxcpp::detail {
 
 namespace {
-constexpr const char* kOp = "async_send_recv";
 constexpr uint64_t kDestroyBit = uint64_t{1} << 62;  // destroy check-in token: serial | bit
 }  // namespace
 

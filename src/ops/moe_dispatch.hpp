@@ -20,6 +20,8 @@ namespace fluxcpp::detail {
 class MoeDispatchImpl : public ops::OpBase<MoeDispatchOptions> {
  public:
   static constexpr const char* kOp = "moe_dispatch";
+  // Flags a rank publishes with its counts.
+  static constexpr uint64_t kHasWeights = 1, kWantsWeights = 2, kWantsSrc = 4, kNoRecv = 8;
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);

@@ -1,12 +1,10 @@
-// The public class A2aGemm: a thin facade over the op (src/ops/a2a_gemm.cpp).
+// A2aGemm, the public class: a facade over src/ops/a2a_gemm.cpp.
 #include "ops/a2a_gemm.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-A2aGemm::A2aGemm(const Context& ctx, const A2aGemmOptions& options)
-    : impl_(ops::make_op<detail::A2aGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(A2aGemm, A2aGemmOptions, "a2a_gemm");
+FLUXCPP_PUBLIC_MADE_OP(A2aGemm, A2aGemmOptions, "a2a_gemm");
 FLUXCPP_PUBLIC_INPUT_BUFFER(A2aGemm, "a2a_gemm")
 
 void A2aGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,

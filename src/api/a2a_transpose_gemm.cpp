@@ -1,12 +1,10 @@
-// The public class A2aTransposeGemm: a thin facade over the op (src/ops/a2a_transpose_gemm.cpp).
+// A2aTransposeGemm, the public class: a facade over src/ops/a2a_transpose_gemm.cpp.
 #include "ops/a2a_transpose_gemm.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-A2aTransposeGemm::A2aTransposeGemm(const Context& ctx, const A2aTransposeGemmOptions& options)
-    : impl_(ops::make_op<detail::A2aTransposeGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(A2aTransposeGemm, A2aTransposeGemmOptions, "a2a_transpose_gemm");
+FLUXCPP_PUBLIC_MADE_OP(A2aTransposeGemm, A2aTransposeGemmOptions, "a2a_transpose_gemm");
 void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output, void* a2a_output) {
   ops::checked(impl_, "a2a_transpose_gemm")

@@ -1,12 +1,10 @@
-// The public class AgGemm: a thin facade over the op (src/ops/ag_gemm.cpp).
+// AgGemm, the public class: a facade over src/ops/ag_gemm.cpp.
 #include "ops/ag_gemm.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-AgGemm::AgGemm(const Context& ctx, const AgGemmOptions& options)
-    : impl_(ops::make_op<detail::AgGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AgGemm, AgGemmOptions, "ag_gemm");
+FLUXCPP_PUBLIC_MADE_OP(AgGemm, AgGemmOptions, "ag_gemm");
 FLUXCPP_PUBLIC_INPUT_BUFFER(AgGemm, "ag_gemm")
 
 void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,

@@ -1,12 +1,10 @@
-// The public class AgScatterGroupedGemm: a thin facade over the op (src/ops/ag_scatter_grouped_gemm.cpp).
+// AgScatterGroupedGemm, the public class: a facade over src/ops/ag_scatter_grouped_gemm.cpp.
 #include "ops/ag_scatter_grouped_gemm.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-AgScatterGroupedGemm::AgScatterGroupedGemm(const Context& ctx, const MoeTpOptions& options)
-    : impl_(ops::make_op<detail::AgScatterGroupedGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AgScatterGroupedGemm, MoeTpOptions, "ag_scatter_grouped_gemm");
+FLUXCPP_PUBLIC_MADE_OP(AgScatterGroupedGemm, MoeTpOptions, "ag_scatter_grouped_gemm");
 
 void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                    const int32_t* scatter_index, const void* weight,

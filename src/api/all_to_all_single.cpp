@@ -1,12 +1,10 @@
-// The public class AllToAllSingle: a thin facade over the op (src/ops/all_to_all_single.cpp).
+// AllToAllSingle, the public class: a facade over src/ops/all_to_all_single.cpp.
 #include "ops/all_to_all_single.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-AllToAllSingle::AllToAllSingle(const Context& ctx, const AllToAllSingleOptions& options)
-    : impl_(ops::make_op<detail::AllToAllSingleImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(AllToAllSingle, AllToAllSingleOptions, "all_to_all_single");
+FLUXCPP_PUBLIC_MADE_OP(AllToAllSingle, AllToAllSingleOptions, "all_to_all_single");
 FLUXCPP_PUBLIC_INPUT_BUFFER(AllToAllSingle, "all_to_all_single")
 
 void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,

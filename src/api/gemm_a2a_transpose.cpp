@@ -1,12 +1,10 @@
-// The public class GemmA2aTranspose: a thin facade over the op (src/ops/gemm_a2a_transpose.cpp).
+// GemmA2aTranspose, the public class: a facade over src/ops/gemm_a2a_transpose.cpp.
 #include "ops/gemm_a2a_transpose.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-GemmA2aTranspose::GemmA2aTranspose(const Context& ctx, const GemmA2aTransposeOptions& options)
-    : impl_(ops::make_op<detail::GemmA2aTransposeImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GemmA2aTranspose, GemmA2aTransposeOptions, "gemm_a2a_transpose");
+FLUXCPP_PUBLIC_MADE_OP(GemmA2aTranspose, GemmA2aTransposeOptions, "gemm_a2a_transpose");
 void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
                                const void* bias, void* output) {
   ops::checked(impl_, "gemm_a2a_transpose").forward(input, bs, seq, weight, bias, output);

@@ -1,12 +1,10 @@
-// The public class GemmRs: a thin facade over the op (src/ops/gemm_rs.cpp).
+// GemmRs, the public class: a facade over src/ops/gemm_rs.cpp.
 #include "ops/gemm_rs.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-GemmRs::GemmRs(const Context& ctx, const GemmRsOptions& options)
-    : impl_(ops::make_op<detail::GemmRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GemmRs, GemmRsOptions, "gemm_rs");
+FLUXCPP_PUBLIC_MADE_OP(GemmRs, GemmRsOptions, "gemm_rs");
 
 void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
                      void* output) {

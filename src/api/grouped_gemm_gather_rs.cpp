@@ -1,12 +1,10 @@
-// The public class GroupedGemmGatherRs: a thin facade over the op (src/ops/grouped_gemm_gather_rs.cpp).
+// GroupedGemmGatherRs, the public class: a facade over src/ops/grouped_gemm_gather_rs.cpp.
 #include "ops/grouped_gemm_gather_rs.hpp"
 #include "ops/core/pimpl.hpp"
 
 namespace fluxcpp {
 
-GroupedGemmGatherRs::GroupedGemmGatherRs(const Context& ctx, const MoeTpOptions& options)
-    : impl_(ops::make_op<detail::GroupedGemmGatherRsImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GroupedGemmGatherRs, MoeTpOptions, "grouped_gemm_gather_rs");
+FLUXCPP_PUBLIC_MADE_OP(GroupedGemmGatherRs, MoeTpOptions, "grouped_gemm_gather_rs");
 
 void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                   const int32_t* scatter_index, const void* weight,

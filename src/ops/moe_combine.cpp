@@ -37,9 +37,6 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
   // The handshake vector: counts [E], num_rows, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
-  bytes_.assign(static_cast<std::size_t>(W) * W, 0);
-  out_off_.assign(static_cast<std::size_t>(W) * W, 0);
-  in_off_.assign(static_cast<std::size_t>(W), 0);
 }
 
 std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* output) const {
@@ -114,23 +111,9 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   // Owner q's block for source s: rows(s, q) rows in s's expert-major order.
-  for (int q = 0; q < W; ++q) {
-    std::size_t off = 0;
-    for (int s = 0; s < W; ++s) {
-      const std::size_t b = static_cast<std::size_t>(routing_.rows(s, q)) * row_;
-      bytes_[static_cast<std::size_t>(q) * W + s] = b;
-      out_off_[static_cast<std::size_t>(q) * W + s] = off;
-      off += b;
-    }
-  }
-  std::size_t in_off = 0;
-  for (int q = 0; q < W; ++q) {
-    in_off_[q] = in_off;
-    in_off += bytes_[static_cast<std::size_t>(q) * W + r];
-  }
-  a2a_.begin(*core_, {[&](int q, int s) { return bytes_[static_cast<std::size_t>(q) * W + s]; },
-                      [&](int q, int s) { return out_off_[static_cast<std::size_t>(q) * W + s]; },
-                      [&](int q) { return in_off_[q]; }});
+  a2a_.begin(*core_, blocks_.plan(W, r, [&](int q, int s) {
+    return static_cast<std::size_t>(routing_.rows(s, q)) * row_;
+  }));
   const auto* input = static_cast<const char*>(in.input);
   for (int t : a2a_.targets()) stage(t, input);
 

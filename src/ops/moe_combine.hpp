@@ -41,7 +41,7 @@ class MoeCombineImpl : public ops::OpBase<MoeCombineOptions> {
   std::vector<int32_t> scatter_;
   std::vector<const void*> slot_rows_;  // [T·K]: where each slot's row is, or null
   std::vector<int64_t> vector_;         // published: counts [E], num_rows, num_tokens
-  std::vector<std::size_t> bytes_, out_off_, in_off_;
+  ops::BlockTable blocks_;
 };
 
 }  // namespace fluxcpp::detail

@@ -44,9 +44,6 @@ void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
   // The handshake vector: counts [E], flags, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
-  bytes_.assign(static_cast<std::size_t>(W) * W, 0);
-  out_off_.assign(static_cast<std::size_t>(W) * W, 0);
-  in_off_.assign(static_cast<std::size_t>(W), 0);
 }
 
 int64_t MoeDispatchImpl::forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,
@@ -92,24 +89,9 @@ void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& o
   ContextImpl& c = *ctx_;
   const int W = c.world_size(), r = c.world_rank();
   // Block of s for t: its rows for t's experts, in s's expert-major order, then their Meta.
-  for (int s = 0; s < W; ++s) {
-    std::size_t off = 0;
-    for (int t = 0; t < W; ++t) {
-      const std::size_t b =
-          static_cast<std::size_t>(routing_.rows(s, t)) * (row_ + (meta_for(t) ? kMeta : 0));
-      bytes_[static_cast<std::size_t>(s) * W + t] = b;
-      out_off_[static_cast<std::size_t>(s) * W + t] = off;
-      off += b;
-    }
-  }
-  std::size_t in_off = 0;
-  for (int s = 0; s < W; ++s) {
-    in_off_[s] = in_off;
-    in_off += bytes_[static_cast<std::size_t>(s) * W + r];
-  }
-  a2a_.begin(*core_, {[&](int s, int t) { return bytes_[static_cast<std::size_t>(s) * W + t]; },
-                      [&](int s, int t) { return out_off_[static_cast<std::size_t>(s) * W + t]; },
-                      [&](int s) { return in_off_[s]; }});
+  a2a_.begin(*core_, blocks_.plan(W, r, [&](int s, int t) {
+    return static_cast<std::size_t>(routing_.rows(s, t)) * (row_ + (meta_for(t) ? kMeta : 0));
+  }));
   // 1. Every block: other hosts' first (the transport ships them as they are published), then
   // the host peers' in ring order.
   for (int t : a2a_.targets()) pack(t, in);

@@ -62,7 +62,7 @@ class MoeDispatchImpl : public ops::OpBase<MoeDispatchOptions> {
   std::vector<int64_t> counts_, prefix_;
   std::vector<int32_t> gather_, topk_index_;
   std::vector<int64_t> vector_;                        // published: counts [E], flags, num_tokens
-  std::vector<std::size_t> bytes_, out_off_, in_off_;  // [W·W], [W·W], [W] of the current call
+  ops::BlockTable blocks_;  // the current call's block sizes and offsets
 };
 
 }  // namespace fluxcpp::detail

@@ -118,4 +118,29 @@ A2aExchange::Plan equal_blocks(std::size_t blk) {
           [blk](int s) { return blk * s; }};
 }
 
+A2aExchange::Plan BlockTable::plan(int W, int me,
+                                   const std::function<std::size_t(int s, int t)>& bytes) {
+  const auto w = static_cast<std::size_t>(W);
+  W_ = W;
+  bytes_.assign(w * w, 0);
+  out_off_.assign(w * w, 0);
+  in_off_.assign(w, 0);
+  for (int s = 0; s < W; ++s) {
+    std::size_t off = 0;
+    for (int t = 0; t < W; ++t) {
+      bytes_[s * w + t] = bytes(s, t);
+      out_off_[s * w + t] = off;
+      off += bytes_[s * w + t];
+    }
+  }
+  std::size_t in_off = 0;
+  for (int s = 0; s < W; ++s) {
+    in_off_[s] = in_off;
+    in_off += bytes_[s * w + me];
+  }
+  return {[this](int s, int t) { return bytes_[static_cast<std::size_t>(s * W_ + t)]; },
+          [this](int s, int t) { return out_off_[static_cast<std::size_t>(s * W_ + t)]; },
+          [this](int s) { return in_off_[s]; }};
+}
+
 }  // namespace fluxcpp::ops

@@ -86,4 +86,17 @@ class A2aExchange {
 // s * blk of the receiver's a2a-in slot.
 A2aExchange::Plan equal_blocks(std::size_t blk);
 
+// Blocks whose sizes vary by call (the MoE routing): rank s's blocks back to back in receiver
+// order in its out slot, and the blocks for this rank back to back in sender order in its in
+// slot. The plan reads the table, which must outlive the call.
+class BlockTable {
+ public:
+  // Fills the table for W ranks from bytes(s, t), what s sends t; returns its plan.
+  A2aExchange::Plan plan(int W, int me, const std::function<std::size_t(int s, int t)>& bytes);
+
+ private:
+  int W_ = 0;
+  std::vector<std::size_t> bytes_, out_off_, in_off_;  // [W·W], [W·W], [W]
+};
+
 }  // namespace fluxcpp::ops

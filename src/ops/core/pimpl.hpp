@@ -32,6 +32,13 @@ Impl& checked(const std::unique_ptr<Impl>& p, const char* op) {
   }                                           \
   static_assert(true, "")
 
+// Those, and the constructor of a public op made collectively by ops::make_op from its
+// implementation detail::<Class>Impl.
+#define FLUXCPP_PUBLIC_MADE_OP(Class, Options, op)                        \
+  Class::Class(const Context& ctx, const Options& options)               \
+      : impl_(ops::make_op<detail::Class##Impl>(ctx.impl(), options)) {} \
+  FLUXCPP_PUBLIC_OP(Class, Options, op)
+
 // The zero-copy input_buffer() of a public op.
 #define FLUXCPP_PUBLIC_INPUT_BUFFER(Class, op)     \
   void* Class::input_buffer() {                    \

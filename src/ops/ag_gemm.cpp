@@ -40,11 +40,12 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
-  // The latency path's payload: a rank's rows of a decode-sized call (latency()).
+  // The latency path's payload: a rank's rows of a decode-sized call (latency()), on one host or
+  // across hosts of one rank each.
   make_core(ops::OpCore::Spec::of(kOp, {"m"})
                 .runs_gemm()
                 .releasing()
-                .with_payload(ops::latency_payload_bytes(c, max_block)));
+                .with_payload(ops::latency_payload_bytes(c, max_block, /*across_hosts=*/true)));
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] {
@@ -74,10 +75,11 @@ bool AgGemmImpl::gathers(int64_t rows) const {
 }
 
 bool AgGemmImpl::latency(int64_t m) const {
-  // Decode sizes (the one-GEMM sizes: at most kMinTileRows rows in all) on one host, when the
-  // normal path would gather the rows before one GEMM (so both paths run the same GEMM call on
-  // the same rows: the same bits), and the rows fit the handshake payload (none alone or across
-  // hosts: latency_payload_bytes).
+  // Decode sizes (the one-GEMM sizes: at most kMinTileRows rows in all) when the normal path
+  // would gather the rows before one GEMM (so both paths run the same GEMM call on the same rows:
+  // the same bits), and the rows fit the handshake payload (none alone or across hosts of more
+  // than one rank: latency_payload_bytes). Across hosts this saves the normal path's second
+  // exchange: the rows cross with the call's descriptor.
   const int W = ctx_->world_size();
   const std::size_t blk = static_cast<std::size_t>(m / W) * in_row_;
   return latency_enabled_.load() && m > 0 && m <= ops::kMinTileRows && gathers(m / W) &&
@@ -89,6 +91,7 @@ void AgGemmImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d)
   const std::size_t blk = static_cast<std::size_t>(a.m / ctx_->world_size()) * in_row_;
   const char* input = a.input;
   d.payload = [input, blk](char* slot) { std::memcpy(slot, input, blk); };
+  d.payload_len = blk;  // across hosts only these bytes travel
 }
 
 void AgGemmImpl::run_latency(const ops::GemmCall& a) {

@@ -84,12 +84,9 @@ void GatherExchange::gather_host(char* out, const char* own, std::size_t block) 
 
 void GatherExchange::gather_payloads(const OpCore& core, char* out, const char* own,
                                      std::size_t block) const {
-  for (std::size_t q = 0; q < host_.size(); ++q) {
-    const int g = host_[q];
-    std::memcpy(out + block * g,
-                g == c_->world_rank() ? own : core.handshake().payload(static_cast<int>(q)),
+  for (int g = 0; g < c_->world_size(); ++g)
+    std::memcpy(out + block * g, g == c_->world_rank() ? own : core.handshake().payload_of(g),
                 block);
-  }
 }
 
 void GatherExchange::drain_other_hosts(char* out, std::size_t block) const {

@@ -41,8 +41,9 @@ class GatherExchange {
   // The host's blocks (this rank's from `own`, the host peers' as they land) into
   // out + block * g.
   void gather_host(char* out, const char* own, std::size_t block) const;
-  // The same from the call's handshake payloads (the latency path: every host rank's block
-  // rode on `core`'s handshake; no begin()), and this rank's from `own`.
+  // Every rank's block from the call's handshake payloads (the latency path: the blocks rode on
+  // `core`'s handshake, on one host or across hosts of one rank each; no begin()), and this
+  // rank's from `own`.
   void gather_payloads(const OpCore& core, char* out, const char* own, std::size_t block) const;
   // The other hosts' blocks into out + block * g, as they land.
   void drain_other_hosts(char* out, std::size_t block) const;

@@ -449,8 +449,8 @@ class AgGemmLatency : public MpiTest {
   }
 };
 
-// Decode sizes on one host take the latency path (the rows ride on the handshake, one GEMM over
-// the gathered rows): the same bits as the normal path at the same m — output and gathered_input —
+// Decode sizes on one host, and across hosts of one rank each (ag_gemm.np2.hosts2x1), take the
+// latency path (the rows ride on the handshake, one GEMM over the gathered rows): the same bits as the normal path at the same m — output and gathered_input —
 // on both sides of the threshold (m <= 128 rows in all), f32 and bf16, a plain, a packed and a
 // zero-copy input; the gemm-only path after a latency call redoes its GEMM bit for bit.
 TEST_F(AgGemmLatency, SameBitsAsTheNormalPath) {

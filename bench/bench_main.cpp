@@ -117,7 +117,8 @@ void usage() {
   std::printf(
       "usage: mpirun -np N fluxcpp_bench [--op NAME[,NAME...]] [--json FILE] [--quick] [--full]\n"
       "                                   [--link] [--shape M,N,K ...] [--dtype f32|bf16]\n"
-      "                                   [--samples N] [--warmup N] [--list] [--help-env]\n"
+      "                                   [--samples N] [--warmup N] [--batch-ms MS] [--list]\n"
+      "                                   [--help-env]\n"
       "  --op      entries to run (default: all; bare NAMEs work too; with --shape: gemm,\n"
       "            ag_gemm, gemm_rs, gemm_ar, a2a_gemm):");
   for (const auto& e : fluxcpp::bench::entries()) std::printf(" %s", e.first.c_str());
@@ -139,6 +140,7 @@ void usage() {
       "                        per-rank depth; every rank gets all M rows\n"
       "              a2a_gemm  M rows per rank (M/ranks to each peer), N columns, K row length\n"
       "  --dtype f32|bf16  input dtype of those entries and of all_reduce (default: both)\n"
+      "  --batch-ms MS  each sample runs a variant back to back for at least MS ms (default 2)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");
@@ -201,6 +203,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--samples")
       settings.samples = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--batch-ms")
+      settings.min_batch_ms = std::max(0.1, std::atof(next().c_str()));
     else if (a == "--warmup")
       settings.warmup = std::max(0, std::atoi(next().c_str()));
     else if (a == "--list" || a == "--help" || a == "-h" || a == "--help-env") {

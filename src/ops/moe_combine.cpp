@@ -7,6 +7,7 @@
 #include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/op_checks.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -40,20 +41,16 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
 }
 
 std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* output) const {
-  const int r = ctx_->world_rank();
-  if (in.num_tokens < 0 || in.num_tokens > opts_.max_tokens)
-    return fmt::format("{}: num_tokens={} must be in [0, max_tokens={}] (rank {})", kOp,
-                       in.num_tokens, opts_.max_tokens, r);
-  if (in.num_rows < 0 || in.num_rows > opts_.max_recv_rows)
-    return fmt::format("{}: num_rows={} must be in [0, max_recv_rows={}] (rank {})", kOp,
-                       in.num_rows, opts_.max_recv_rows, r);
-  if (in.num_rows > 0 && in.input == nullptr)
-    return fmt::format("{}: input is NULL with num_rows={} (rank {})", kOp, in.num_rows, r);
-  if (in.num_tokens > 0 && in.topk_ids == nullptr)
-    return fmt::format("{}: topk_ids is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
-  if (in.num_tokens > 0 && output == nullptr)
-    return fmt::format("{}: output is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
-  return {};
+  // The counts' ranges first, then the pointers each count needs.
+  std::string e = ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens, {},
+                                   "max_tokens");
+  if (e.empty())
+    e = ops::check_count(*ctx_, kOp, "num_rows", in.num_rows, opts_.max_recv_rows,
+                         {{"input", in.input}}, "max_recv_rows");
+  if (e.empty())
+    e = ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens,
+                         {{"topk_ids", in.topk_ids}, {"output", output}}, "max_tokens");
+  return e;
 }
 
 std::string MoeCombineImpl::agree() {

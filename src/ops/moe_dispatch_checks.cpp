@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "error_util.hpp"
+#include "ops/core/op_checks.hpp"
 #include "ops/moe_dispatch.hpp"
 
 namespace fluxcpp {
@@ -10,17 +11,12 @@ namespace detail {
 
 std::string MoeDispatchImpl::validate(const MoeDispatchInput& in,
                                       const MoeDispatchOutput& out) const {
-  const int r = ctx_->world_rank();
-  if (in.num_tokens < 0 || in.num_tokens > opts_.max_tokens)
-    return fmt::format("{}: num_tokens={} must be in [0, max_tokens={}] (rank {})", kOp,
-                       in.num_tokens, opts_.max_tokens, r);
-  if (in.num_tokens > 0 && in.input == nullptr)
-    return fmt::format("{}: input is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
-  if (in.num_tokens > 0 && in.topk_ids == nullptr)
-    return fmt::format("{}: topk_ids is NULL with num_tokens={} (rank {})", kOp, in.num_tokens, r);
-  if (out.recv_expert_counts == nullptr)
-    return fmt::format("{}: recv_expert_counts is NULL (rank {})", kOp, r);
-  return {};
+  std::string e =
+      ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens,
+                       {{"input", in.input}, {"topk_ids", in.topk_ids}}, "max_tokens");
+  if (e.empty() && out.recv_expert_counts == nullptr)
+    e = fmt::format("{}: recv_expert_counts is NULL (rank {})", kOp, ctx_->world_rank());
+  return e;
 }
 
 uint64_t MoeDispatchImpl::flags_of(int s) const {

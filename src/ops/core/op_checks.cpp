@@ -9,11 +9,13 @@ namespace fluxcpp::ops {
 
 std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
                         int64_t value, int64_t max,
-                        std::initializer_list<std::pair<const char*, const void*>> required) {
+                        std::initializer_list<std::pair<const char*, const void*>> required,
+                        const char* max_name) {
   const int r = c.world_rank();
   if (value < 0 || value > max)
-    return fmt::format("{}: {}={} must be in [0, max_{}={}] (rank {})", op, name, value, name, max,
-                       r);
+    return fmt::format("{}: {}={} must be in [0, {}={}] (rank {})", op, name, value,
+                       max_name != nullptr ? std::string(max_name) : fmt::format("max_{}", name),
+                       max, r);
   if (value > 0)
     for (const auto& [arg, ptr] : required)
       if (ptr == nullptr)

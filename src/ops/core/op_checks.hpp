@@ -21,10 +21,11 @@ std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t 
                           std::initializer_list<std::pair<const char*, const void*>> required);
 
 // As check_forward for a size with no divisibility rule: `name`=value in [0, max] (the message
-// names max as "max_<name>"), required pointers non-null when value > 0.
+// names max as `max_name`, or "max_<name>"), required pointers non-null when value > 0.
 std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
                         int64_t value, int64_t max,
-                        std::initializer_list<std::pair<const char*, const void*>> required);
+                        std::initializer_list<std::pair<const char*, const void*>> required,
+                        const char* max_name = nullptr);
 
 // Whether [a, a + bytes) and [b, b + bytes) share a byte.
 bool overlaps(const void* a, const void* b, std::size_t bytes);

@@ -53,8 +53,8 @@ class Env {
   // Times fn (a collective) as described above; identical on every rank.
   Stats time(const std::function<void()>& fn) { return time_all({fn})[0]; }
   // Times several variants with their samples interleaved (A B C, B C A, C A B, ...: the order
-  // rotates), so that drift in a shared, noisy machine, and what ran just before, hit every
-  // variant alike and their ratios stay meaningful.
+  // rotates), so that drift in a shared, noisy machine hits every variant alike and each runs in
+  // every position alike; their ratios stay meaningful.
   std::vector<Stats> time_all(const std::vector<std::function<void()>>& fns);
 
   // Table output (rank 0 only): a titled section, its header, then rows.

@@ -67,9 +67,11 @@ std::vector<Stats> Env::time_all(const std::vector<std::function<void()>>& fns) 
   }
   const int n = settings_.quick ? std::max(5, settings_.samples / 3) : settings_.samples;
   std::vector<std::vector<double>> t(fns.size(), std::vector<double>(n));
-  // The order rotates by one each sample (A B C, B C A, C A B, ...): a variant's time depends on
-  // what ran just before it (caches, the engine's state; measured: the fused decode rows moved
-  // by 10 % when the order was reversed), so every variant follows every other alike.
+  // The order rotates by one each sample (A B C, B C A, C A B, ...), so every variant runs in
+  // every position alike: first after the barrier as often as the others. A variant's time
+  // depends on what ran just before it (measured: the fused decode rows moved by 10 % when the
+  // order was reversed); rotation does not balance the predecessor itself beyond two variants
+  // (inside a sample B still follows A).
   for (int s = 0; s < n; ++s)
     for (std::size_t i = 0; i < fns.size(); ++i) {
       const std::size_t v = (i + static_cast<std::size_t>(s)) % fns.size();
@@ -140,7 +142,8 @@ void usage() {
       "                        per-rank depth; every rank gets all M rows\n"
       "              a2a_gemm  M rows per rank (M/ranks to each peer), N columns, K row length\n"
       "  --dtype f32|bf16  input dtype of those entries and of all_reduce (default: both)\n"
-      "  --batch-ms MS  each sample runs a variant back to back for at least MS ms (default 2)\n"
+      "  --batch-ms MS  a sample is a batch of back-to-back calls sized (once, at warm-up) to\n"
+      "            take at least MS ms (default 2)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
       "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");

@@ -56,6 +56,9 @@ class FLUXCPP_API AsyncSendRecv {
   void send_wait(int dst, uint64_t seq);
   // Non-blocking send_wait: true when message `seq` no longer reads the caller's data.
   bool send_test(int dst, uint64_t seq);
+  // Non-blocking: true when the slot of the next message to dst is free (a send would not wait
+  // for dst to release one).
+  bool send_ready(int dst);
   // Blocks until the next message from `src`; if its row count exceeds out_rows,
   // kInvalidArgument and the message stays queued; otherwise copies it into `out` ([out_rows, n])
   // and returns its row count.

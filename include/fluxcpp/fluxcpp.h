@@ -83,6 +83,12 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
  * local, still computes on the calling thread; packed weights still update). Each op must still
  * be destroyed: its destroy is then local (no communication) and frees the op's memory. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx);
+/* Not collective: *shared = a second handle on ctx's runtime (its ops, threads and buffers), for
+ * a framework that owns ctx and lends it (the torch.distributed backend's from_group). Ops may be
+ * created on either handle; they use the context one thread at a time, as always. Destroying the
+ * shared handle is local and only drops its reference; ctx's own destroy closes the runtime. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_share(fluxcpp_context_t ctx,
+                                                   fluxcpp_context_t* shared);
 /* Any of the out pointers may be NULL. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
                                                   int* node_rank, int* node_size);
@@ -343,6 +349,10 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send_wait(fluxcpp_async_sen
 /* *done = 1 when message seq no longer reads the caller's data, else 0. Non-blocking. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send_test(fluxcpp_async_send_recv_t op,
                                                                int dst, uint64_t seq, int* done);
+/* *ready = 1 when the slot of the next message to dst is free (a send would not wait for dst to
+ * release one), else 0. Non-blocking. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_send_ready(fluxcpp_async_send_recv_t op,
+                                                                int dst, int* ready);
 /* Blocks until the next message from src; if its m > out_rows: INVALID_ARGUMENT and the message
  * stays queued; else copies it into out [out_rows, n], sets *m (may be NULL), releases the slot. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_recv(fluxcpp_async_send_recv_t op, int src,

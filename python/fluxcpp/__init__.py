@@ -16,6 +16,9 @@ from .moe import (AgScatterGroupedGemm, DispatchResult, DisScatterBackward, DisS
 from .p2p import AsyncSendRecv
 from .cast import inplace_cast
 from .autograd import ColumnParallelLinear, RowParallelLinear
+from . import distributed
+
+distributed.register()  # torch.distributed's backend "fluxcpp", when this build has it
 
 __all__ = [
     "Context", "Error", "Status", "Unavailable", "version", "has", "LIBRARY_PATH",

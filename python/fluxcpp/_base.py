@@ -146,6 +146,26 @@ class Context(_Handle):
 
     _from_store_count = 0
 
+    @classmethod
+    def from_group(cls, group=None):
+        """The context of a torch.distributed group of the "fluxcpp" backend (None: the default
+        group): the one the backend built, so plain dist.* calls and fluxcpp's fused ops share
+        one rendezvous and one set of buffers. Not collective. The context is used by one thread
+        at a time: wait for the group's async works before calling an op made on it (a call that
+        overlaps one fails with INVALID_USAGE, never corrupts). close() (or dropping it) only
+        releases this handle; the group owns the context."""
+        from .distributed import shared_context_handle
+        ctx = cls.__new__(cls)
+        ctx._handle, ctx._comm, ctx._shared = None, None, True
+        ctx._adopt(shared_context_handle(group))
+        return ctx
+
+    def __del__(self):
+        if getattr(self, "_shared", False):  # a lent handle: releasing it never communicates
+            self.close()
+            return
+        super().__del__()
+
     @staticmethod
     def _config(where, ranks_per_node, timeout_s, compute_threads, comm_threads):
         ranks_per_node = size(where, "ranks_per_node", ranks_per_node, 0, INT32_MAX)

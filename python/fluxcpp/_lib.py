@@ -134,6 +134,7 @@ _OBJECTS = {
     "async_send_recv": dict(create=[P, c_i64, c_i64, c_int, c_int, c_int, P, P],
                             send=[P, c_int, P, c_i64, P], isend=[P, c_int, P, c_i64, P],
                             send_wait=[P, c_int, c_u64], send_test=[P, c_int, c_u64, P],
+                            send_ready=[P, c_int, P],
                             recv=[P, c_int, P, c_i64, P], probe=[P, c_int, P]),
 }
 # Plain functions: name -> (argtypes, restype).

@@ -23,6 +23,10 @@ bool AsyncSendRecv::send_test(int dst, uint64_t seq) {
 int64_t AsyncSendRecv::recv(int src, void* out, int64_t out_rows) {
   return ops::checked(impl_, "async_send_recv").recv(src, out, out_rows);
 }
+bool AsyncSendRecv::send_ready(int dst) {
+  return ops::checked(impl_, "async_send_recv").send_ready(dst);
+}
+
 int64_t AsyncSendRecv::probe(int src) {
   return ops::checked(impl_, "async_send_recv").probe(src);
 }

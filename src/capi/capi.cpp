@@ -99,8 +99,19 @@ fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique_id_t* id, i
   });
 }
 
+fluxcpp_status_t fluxcpp_context_share(fluxcpp_context_t ctx, fluxcpp_context_t* shared) {
+  if (shared != nullptr) *shared = nullptr;
+  if (ctx == nullptr) return null_arg("fluxcpp_context_share", "ctx");
+  if (shared == nullptr) return null_arg("fluxcpp_context_share", "shared");
+  return guarded([&] { *shared = new fluxcpp_context_s{ctx->impl, true}; });
+}
+
 fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx) {
   if (ctx == nullptr) return FLUXCPP_SUCCESS;
+  if (ctx->shared) {  // another handle owns the runtime
+    delete ctx;
+    return FLUXCPP_SUCCESS;
+  }
   fluxcpp_status_t s = guarded([&] { ctx->impl->close(); });
   delete ctx;
   return s;

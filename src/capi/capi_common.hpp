@@ -14,6 +14,7 @@
 
 struct fluxcpp_context_s {
   std::shared_ptr<fluxcpp::detail::ContextImpl> impl;
+  bool shared = false;  // made by fluxcpp_context_share: its destroy only drops the reference
 };
 
 namespace fluxcpp::capi {

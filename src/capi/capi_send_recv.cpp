@@ -59,6 +59,12 @@ fluxcpp_status_t fluxcpp_async_send_recv_send_test(fluxcpp_async_send_recv_t op,
                      [&](auto& impl) { return impl.send_test(dst, seq) ? 1 : 0; });
 }
 
+fluxcpp_status_t fluxcpp_async_send_recv_send_ready(fluxcpp_async_send_recv_t op, int dst,
+                                                    int* ready) {
+  return call_op_out(__func__, op, "ready", ready, 0,
+                     [&](auto& impl) { return impl.send_ready(dst) ? 1 : 0; });
+}
+
 fluxcpp_status_t fluxcpp_async_send_recv_recv(fluxcpp_async_send_recv_t op, int src, void* out,
                                               int64_t out_rows, int64_t* m) {
   return call_op(__func__, op, [&](auto& impl) {

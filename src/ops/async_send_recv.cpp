@@ -1,4 +1,4 @@
-// AsyncSendRecv: the send side (send, isend, send_wait, send_test) and what both sides share;
+// AsyncSendRecv: the send side (send, isend, send_wait, send_test, send_ready) and what both sides share;
 // the receive side is in async_send_recv_recv.cpp, create in async_send_recv_setup.cpp.
 #include "ops/async_send_recv.hpp"
 
@@ -155,6 +155,21 @@ void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
 bool AsyncSendRecvImpl::send_test(int dst, uint64_t seq) {
   ops::ContextEntry entry(*ctx_, kOp);
   return shm::signal_load(sent_pair("send_test", dst, seq).copied) >= seq;
+}
+
+bool AsyncSendRecvImpl::send_ready(int dst) {
+  ops::ContextEntry entry(*ctx_, kOp);
+  check_open("send_ready");
+  Pair& p = pair("send_ready", "dst", dst);
+  if (!p.send_broken.empty())
+    raise(Errc::kInvalidUsage, "{}: send_ready to rank {}: the pair failed earlier: {}", kOp, dst,
+          p.send_broken);
+  const uint64_t q = p.sent + 1;
+  const uint64_t S = static_cast<uint64_t>(slots_);
+  if (q <= S) return true;
+  if (p.local >= 0) return shm::signal_load(released_.at(p.local, p.theirs)) >= q - S;
+  net_->progress();
+  return net_->completed(p.net) >= q - S;
 }
 
 }  // namespace detail

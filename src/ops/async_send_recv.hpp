@@ -33,6 +33,7 @@ class AsyncSendRecvImpl {
   uint64_t send(int dst, const void* data, int64_t m, bool async);
   void send_wait(int dst, uint64_t seq);
   bool send_test(int dst, uint64_t seq);
+  bool send_ready(int dst);
   int64_t recv(int src, void* out, int64_t out_rows);
   int64_t probe(int src);
   void close();

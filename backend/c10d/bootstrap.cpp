@@ -1,0 +1,103 @@
+// make_context: the store carries the unique id (or the MPI ranks) of each group's creation.
+#include "bootstrap.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../engine/capi_call.hpp"
+
+namespace fluxcpp::backend {
+namespace {
+
+// mpirun's processes (Open MPI, or any PMI launcher) build their contexts over MPI.
+bool under_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
+bool g_initialized_mpi = false;
+
+void finalize_mpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void ensure_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    throw Failure(FLUXCPP_ERROR_MPI, "fluxcpp backend: MPI_Init_thread failed");
+  if (!g_initialized_mpi) std::atexit(finalize_mpi);
+  g_initialized_mpi = true;
+}
+
+std::vector<uint8_t> fetch(c10d::Store& store, const std::string& key,
+                           std::chrono::milliseconds timeout, int rank) {
+  try {
+    store.wait({key}, timeout);
+    return store.get(key);
+  } catch (const std::exception& e) {
+    throw Failure(FLUXCPP_ERROR_TIMEOUT, "fluxcpp backend: rank " + std::to_string(rank) +
+                                             " waited for '" + key + "' in the store: " + e.what());
+  }
+}
+
+}  // namespace
+
+fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                               std::chrono::milliseconds timeout) {
+  fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
+  cfg.timeout_s = static_cast<double>(timeout.count()) / 1000.0;
+  // Creations under one store are numbered by arrival: the n-th creation's ranks arrive as
+  // n*size + 1 .. (n+1)*size, so a group made again on the same store gets keys of its own.
+  const int64_t arrival = store->add("fluxcpp/arrivals", 1);
+  const std::string gen = std::to_string((arrival - 1) / size);
+  fluxcpp_context_t ctx = nullptr;
+  if (under_mpirun()) {
+    ensure_mpi();
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    const std::string me = std::to_string(world_rank);
+    store->set("fluxcpp/" + gen + "/mpi/" + std::to_string(rank),
+               std::vector<uint8_t>(me.begin(), me.end()));
+    std::vector<int> members(size);
+    for (int r = 0; r < size; ++r) {
+      auto v = fetch(*store, "fluxcpp/" + gen + "/mpi/" + std::to_string(r), timeout, rank);
+      members[r] = std::stoi(std::string(v.begin(), v.end()));
+    }
+    MPI_Group world, group;
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, size, members.data(), &group);
+    const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    if (rc != MPI_SUCCESS || comm == MPI_COMM_NULL)
+      throw Failure(FLUXCPP_ERROR_MPI, "fluxcpp backend: MPI_Comm_create_group failed (rank " +
+                                           std::to_string(rank) + ")");
+    const fluxcpp_status_t s = fluxcpp_context_create(comm, &cfg, &ctx);
+    MPI_Comm_free(&comm);
+    check(s, "context create (MPI)");
+    return ctx;
+  }
+  const std::string key = "fluxcpp/" + gen + "/unique_id";
+  fluxcpp_unique_id_t id;
+  if (rank == 0) {
+    check(fluxcpp_get_unique_id(&id), "unique id");
+    store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+  } else {
+    const auto v = fetch(*store, key, timeout, rank);
+    if (v.size() != sizeof id.internal)
+      throw Failure(FLUXCPP_ERROR_INVALID_USAGE,
+                    "fluxcpp backend: the store's '" + key + "' is not a fluxcpp unique id");
+    std::memcpy(id.internal, v.data(), sizeof id.internal);
+  }
+  check(fluxcpp_context_create_from_id(&id, size, rank, &cfg, &ctx), "context create");
+  return ctx;
+}
+
+}  // namespace fluxcpp::backend

@@ -1,0 +1,34 @@
+// fluxcpp._c10d: the backend's creator for torch.distributed.Backend.register_backend, and the
+// group's context lent to fluxcpp.Context.from_group.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstdint>
+
+#include "process_group.hpp"
+
+namespace py = pybind11;
+using fluxcpp::backend::ProcessGroupFluxcpp;
+
+PYBIND11_MODULE(_c10d, m) {
+  m.doc() = "fluxcpp's torch.distributed backend (registered as \"fluxcpp\" by import fluxcpp)";
+  m.def(
+      "create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        py::gil_scoped_release nogil;
+        return c10::make_intrusive<ProcessGroupFluxcpp>(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+  m.def(
+      "share_context",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) -> std::uintptr_t {
+        auto* flux = dynamic_cast<ProcessGroupFluxcpp*>(pg.get());
+        TORCH_CHECK(flux != nullptr, "fluxcpp.Context.from_group: the group's backend is ",
+                    pg->getBackendName(), ", not fluxcpp");
+        fluxcpp_context_t shared = nullptr;
+        fluxcpp::backend::check(fluxcpp_context_share(flux->context(), &shared), "context share");
+        return reinterpret_cast<std::uintptr_t>(shared);
+      },
+      py::arg("group"));
+}

@@ -1,0 +1,335 @@
+// ProcessGroupFluxcpp: each call checked on the caller's thread, then queued as one engine call.
+#include "process_group.hpp"
+
+#include <cstring>
+#include <numeric>
+
+#include "bootstrap.hpp"
+#include "tensor_args.hpp"
+#include "work.hpp"
+
+namespace fluxcpp::backend {
+namespace {
+
+using c10d::OpType;
+
+// Copies `parts` (each `bytes` long) into one block, or back out of it.
+void pack(const std::vector<at::Tensor>& parts, char* dst, int64_t bytes) {
+  for (std::size_t i = 0; i < parts.size(); ++i) std::memcpy(dst + i * bytes, bytes_of(parts[i]), bytes);
+}
+void unpack(const char* src, const std::vector<at::Tensor>& parts, int64_t bytes) {
+  for (std::size_t i = 0; i < parts.size(); ++i) std::memcpy(bytes_of(parts[i]), src + i * bytes, bytes);
+}
+// Whether parts lie back to back in memory (a view of one tensor): then no staging.
+bool adjacent(const std::vector<at::Tensor>& parts, int64_t bytes) {
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    if (bytes_of(parts[i]) != bytes_of(parts[0]) + i * bytes) return false;
+  return true;
+}
+
+}  // namespace
+
+ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                         int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+  coll_ = std::make_unique<Collectives>(make_context(store, rank, size, timeout), rank, size);
+  mailbox_ = std::make_unique<Mailbox>(coll_->context(), rank, size);
+  exec_ = std::make_unique<Executor>(mailbox_.get());
+}
+
+ProcessGroupFluxcpp::~ProcessGroupFluxcpp() {
+  exec_->stop();
+  mailbox_.reset();
+  coll_.reset();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char*,
+                                                           std::function<void()> body,
+                                                           Tensors outputs) {
+  auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_.get());
+  auto task = std::make_shared<Task>();
+  task->run = std::move(body);
+  work->bind(task);
+  exec_->submit(task);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::transfer(const char* name, bool send,
+                                                            at::Tensor t, int peer, int tag) {
+  check_tensor(t, name, "tensor");
+  if (peer >= 0) {
+    check_rank(peer, size_, name, send ? "dst" : "src");
+    TORCH_CHECK(peer != rank_, "ProcessGroupFluxcpp::", name, ": rank ", rank_,
+                " cannot ", send ? "send to" : "receive from", " itself");
+  }
+  auto work = c10::make_intrusive<FluxWork>(rank_, send ? OpType::SEND : OpType::RECV,
+                                            Tensors{t}, exec_.get());
+  auto task = std::make_shared<Task>();
+  Mailbox::Transfer x;
+  x.send = send;
+  x.peer = peer;
+  x.data = bytes_of(t);
+  x.bytes = nbytes(t);
+  x.tag = tag;
+  x.deadline = std::chrono::steady_clock::now() + timeout_;
+  task->transfer = x;
+  work->bind(task);
+  exec_->submit(task);
+  return work;
+}
+
+auto ProcessGroupFluxcpp::broadcast(Tensors& ts, const c10d::BroadcastOptions& o) -> Ptr<Work> {
+  const at::Tensor& t = single(ts, "broadcast");
+  check_rank(o.rootRank, size_, "broadcast", "rootRank");
+  const int root = static_cast<int>(o.rootRank);
+  return enqueue(OpType::BROADCAST, "broadcast",
+                 [this, t, root] { coll_->broadcast(bytes_of(t), nbytes(t), root); }, ts);
+}
+
+auto ProcessGroupFluxcpp::allreduce(Tensors& ts, const c10d::AllreduceOptions& o) -> Ptr<Work> {
+  const at::Tensor& t = single(ts, "allreduce");
+  const Reduction r = reduction_of(t, o.reduceOp, "allreduce");
+  return enqueue(OpType::ALLREDUCE, "allreduce", [this, t, r] {
+    coll_->all_reduce(r.scalar, r.reduce, bytes_of(t), bytes_of(t), r.count);
+  }, ts);
+}
+
+auto ProcessGroupFluxcpp::allreduce_coalesced(Tensors& ts,
+                                              const c10d::AllreduceCoalescedOptions& o)
+    -> Ptr<Work> {
+  std::vector<Reduction> rs;
+  for (const auto& t : ts) {
+    check_tensor(t, "allreduce_coalesced", "tensor");
+    rs.push_back(reduction_of(t, o.reduceOp, "allreduce_coalesced"));
+  }
+  return enqueue(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", [this, ts, rs] {
+    for (std::size_t i = 0; i < ts.size(); ++i)
+      coll_->all_reduce(rs[i].scalar, rs[i].reduce, bytes_of(ts[i]), bytes_of(ts[i]), rs[i].count);
+  }, ts);
+}
+
+auto ProcessGroupFluxcpp::reduce(Tensors& ts, const c10d::ReduceOptions& o) -> Ptr<Work> {
+  const at::Tensor& t = single(ts, "reduce");
+  check_rank(o.rootRank, size_, "reduce", "rootRank");
+  const Reduction r = reduction_of(t, o.reduceOp, "reduce");
+  // Off the root the result goes to a scratch tensor: the caller's stays as it was.
+  at::Tensor out = o.rootRank == rank_ ? t : at::empty_like(t);
+  return enqueue(OpType::REDUCE, "reduce", [this, t, out, r] {
+    coll_->all_reduce(r.scalar, r.reduce, bytes_of(t), bytes_of(out), r.count);
+  }, ts);
+}
+
+auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
+                                    const c10d::AllgatherOptions&) -> Ptr<Work> {
+  const at::Tensor& in = single(ins, "allgather");
+  TORCH_CHECK(outs.size() == 1, "ProcessGroupFluxcpp::allgather: expects one output list, got ",
+              outs.size());
+  check_list(outs[0], in, size_, "allgather", "output_tensor_list");
+  Tensors parts = outs[0];
+  return enqueue(OpType::ALLGATHER, "allgather", [this, in, parts] {
+    const int64_t b = nbytes(in);
+    if (adjacent(parts, b)) return coll_->all_gather(bytes_of(in), b, bytes_of(parts[0]));
+    std::vector<char> all(static_cast<std::size_t>(b) * size_);
+    coll_->all_gather(bytes_of(in), b, all.data());
+    unpack(all.data(), parts, b);
+  }, outs[0]);
+}
+
+auto ProcessGroupFluxcpp::_allgather_base(at::Tensor& out, at::Tensor& in,
+                                          const c10d::AllgatherOptions&) -> Ptr<Work> {
+  check_tensor(in, "_allgather_base", "input");
+  check_tensor(out, "_allgather_base", "output");
+  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "ProcessGroupFluxcpp::_allgather_base: "
+              "output is ", out.scalar_type(), ", input ", in.scalar_type());
+  TORCH_CHECK(out.numel() == in.numel() * size_, "ProcessGroupFluxcpp::_allgather_base: output "
+              "has ", out.numel(), " elements; expected world size ", size_, " x input's ",
+              in.numel());
+  return enqueue(OpType::_ALLGATHER_BASE, "_allgather_base",
+                 [this, in, out] { coll_->all_gather(bytes_of(in), nbytes(in), bytes_of(out)); },
+                 {out});
+}
+
+auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensors& ins,
+                                              const c10d::AllgatherOptions&) -> Ptr<Work> {
+  TORCH_CHECK(outs.size() == ins.size(), "ProcessGroupFluxcpp::allgather_coalesced: ",
+              outs.size(), " output lists for ", ins.size(), " inputs");
+  Tensors flat;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    check_tensor(ins[i], "allgather_coalesced", "input");
+    check_list(outs[i], ins[i], size_, "allgather_coalesced", "output_tensor_lists[i]");
+    flat.insert(flat.end(), outs[i].begin(), outs[i].end());
+  }
+  std::vector<Tensors> lists = outs;
+  return enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", [this, ins, lists] {
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      const int64_t b = nbytes(ins[i]);
+      std::vector<char> all(static_cast<std::size_t>(b) * size_);
+      coll_->all_gather(bytes_of(ins[i]), b, all.data());
+      unpack(all.data(), lists[i], b);
+    }
+  }, flat);
+}
+
+auto ProcessGroupFluxcpp::gather(std::vector<Tensors>& outs, Tensors& ins,
+                                 const c10d::GatherOptions& o) -> Ptr<Work> {
+  const at::Tensor& in = single(ins, "gather");
+  check_rank(o.rootRank, size_, "gather", "rootRank");
+  const int root = static_cast<int>(o.rootRank);
+  Tensors parts;
+  if (rank_ == root) {
+    TORCH_CHECK(outs.size() == 1, "ProcessGroupFluxcpp::gather: the root expects one output "
+                "list, got ", outs.size());
+    check_list(outs[0], in, size_, "gather", "gather_list");
+    parts = outs[0];
+  } else {
+    TORCH_CHECK(outs.empty() || outs[0].empty(), "ProcessGroupFluxcpp::gather: rank ", rank_,
+                " is not the root (", root, ") and must pass no gather_list");
+  }
+  return enqueue(OpType::GATHER, "gather", [this, in, parts, root] {
+    const int64_t b = nbytes(in);
+    if (parts.empty()) return coll_->gather(bytes_of(in), b, nullptr, root);
+    std::vector<char> all(static_cast<std::size_t>(b) * size_);
+    coll_->gather(bytes_of(in), b, all.data(), root);
+    unpack(all.data(), parts, b);
+  }, parts);
+}
+
+auto ProcessGroupFluxcpp::scatter(Tensors& outs, std::vector<Tensors>& ins,
+                                  const c10d::ScatterOptions& o) -> Ptr<Work> {
+  const at::Tensor& out = single(outs, "scatter");
+  check_rank(o.rootRank, size_, "scatter", "rootRank");
+  const int root = static_cast<int>(o.rootRank);
+  Tensors parts;
+  if (rank_ == root) {
+    TORCH_CHECK(ins.size() == 1, "ProcessGroupFluxcpp::scatter: the root expects one input "
+                "list, got ", ins.size());
+    check_list(ins[0], out, size_, "scatter", "scatter_list");
+    parts = ins[0];
+  } else {
+    TORCH_CHECK(ins.empty() || ins[0].empty(), "ProcessGroupFluxcpp::scatter: rank ", rank_,
+                " is not the root (", root, ") and must pass no scatter_list");
+  }
+  return enqueue(OpType::SCATTER, "scatter", [this, out, parts, root] {
+    const int64_t b = nbytes(out);
+    std::vector<char> all(parts.empty() ? 0 : static_cast<std::size_t>(b) * size_);
+    pack(parts, all.data(), b);
+    coll_->scatter(parts.empty() ? nullptr : all.data(), b, bytes_of(out), root);
+  }, outs);
+}
+
+auto ProcessGroupFluxcpp::reduce_scatter(Tensors& outs, std::vector<Tensors>& ins,
+                                         const c10d::ReduceScatterOptions& o) -> Ptr<Work> {
+  const at::Tensor& out = single(outs, "reduce_scatter");
+  TORCH_CHECK(ins.size() == 1, "ProcessGroupFluxcpp::reduce_scatter: expects one input list, "
+              "got ", ins.size());
+  check_list(ins[0], out, size_, "reduce_scatter", "input_list");
+  const Reduction r = reduction_of(out, o.reduceOp, "reduce_scatter");
+  Tensors parts = ins[0];
+  return enqueue(OpType::REDUCE_SCATTER, "reduce_scatter", [this, out, parts, r] {
+    const int64_t b = nbytes(out);
+    if (adjacent(parts, b))
+      return coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(parts[0]), bytes_of(out), r.count);
+    std::vector<char> all(static_cast<std::size_t>(b) * size_);
+    pack(parts, all.data(), b);
+    coll_->reduce_scatter(r.scalar, r.reduce, all.data(), bytes_of(out), r.count);
+  }, outs);
+}
+
+auto ProcessGroupFluxcpp::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                               const c10d::ReduceScatterOptions& o)
+    -> Ptr<Work> {
+  check_tensor(in, "_reduce_scatter_base", "input");
+  check_tensor(out, "_reduce_scatter_base", "output");
+  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "ProcessGroupFluxcpp::_reduce_scatter_base:"
+              " output is ", out.scalar_type(), ", input ", in.scalar_type());
+  TORCH_CHECK(in.numel() == out.numel() * size_, "ProcessGroupFluxcpp::_reduce_scatter_base: "
+              "input has ", in.numel(), " elements; expected world size ", size_,
+              " x output's ", out.numel());
+  const Reduction r = reduction_of(out, o.reduceOp, "_reduce_scatter_base");
+  return enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", [this, in, out, r] {
+    coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(in), bytes_of(out), r.count);
+  }, {out});
+}
+
+auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,
+                                        std::vector<int64_t>& out_splits,
+                                        std::vector<int64_t>& in_splits,
+                                        const c10d::AllToAllOptions&) -> Ptr<Work> {
+  check_tensor(in, "alltoall_base", "input");
+  check_tensor(out, "alltoall_base", "output");
+  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "ProcessGroupFluxcpp::alltoall_base: "
+              "output is ", out.scalar_type(), ", input ", in.scalar_type());
+  const bool equal = in_splits.empty() && out_splits.empty();
+  // Bytes per row (dim 0) and per-rank row counts; empty splits: equal parts.
+  auto rows = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* what) {
+    const int64_t n0 = t.dim() == 0 ? 1 : t.size(0);
+    if (splits.empty()) {
+      TORCH_CHECK(n0 % size_ == 0, "ProcessGroupFluxcpp::alltoall_base: ", what, " has ", n0,
+                  " rows, not divisible by the world size ", size_);
+      splits.assign(size_, n0 / size_);
+    }
+    TORCH_CHECK(static_cast<int>(splits.size()) == size_, "ProcessGroupFluxcpp::alltoall_base: ",
+                what, " split sizes have ", splits.size(), " entries; the group has ", size_,
+                " ranks");
+    TORCH_CHECK(std::accumulate(splits.begin(), splits.end(), int64_t{0}) == n0,
+                "ProcessGroupFluxcpp::alltoall_base: ", what, " split sizes sum to ",
+                std::accumulate(splits.begin(), splits.end(), int64_t{0}), ", not its ", n0,
+                " rows");
+    const int64_t row = n0 == 0 ? 0 : nbytes(t) / n0;
+    for (auto& s : splits) s *= row;
+    return splits;
+  };
+  std::vector<int64_t> send = rows(in, in_splits, "input");
+  std::vector<int64_t> recv = rows(out, out_splits, "output");
+  const int64_t bound = equal ? nbytes(in) : -1;
+  return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", [this, in, out, send, recv, bound] {
+    coll_->all_to_all(bytes_of(in), send.data(), bytes_of(out), recv.data(), bound);
+  }, {out});
+}
+
+auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllToAllOptions&)
+    -> Ptr<Work> {
+  TORCH_CHECK(static_cast<int>(ins.size()) == size_ && static_cast<int>(outs.size()) == size_,
+              "ProcessGroupFluxcpp::alltoall: ", ins.size(), " inputs and ", outs.size(),
+              " outputs; the group has ", size_, " ranks");
+  std::vector<int64_t> send(size_), recv(size_);
+  for (int t = 0; t < size_; ++t) {
+    check_tensor(ins[t], "alltoall", "input_tensor_list");
+    check_tensor(outs[t], "alltoall", "output_tensor_list");
+    TORCH_CHECK(ins[t].scalar_type() == ins[0].scalar_type() &&
+                    outs[t].scalar_type() == ins[0].scalar_type(),
+                "ProcessGroupFluxcpp::alltoall: every tensor must be ", ins[0].scalar_type());
+    send[t] = nbytes(ins[t]), recv[t] = nbytes(outs[t]);
+  }
+  return enqueue(OpType::ALLTOALL, "alltoall", [this, ins, outs, send, recv] {
+    std::vector<char> a(std::accumulate(send.begin(), send.end(), int64_t{0}));
+    std::vector<char> b(std::accumulate(recv.begin(), recv.end(), int64_t{0}));
+    for (int t = 0, off = 0; t < size_; off += send[t], ++t)
+      std::memcpy(a.data() + off, bytes_of(ins[t]), send[t]);
+    coll_->all_to_all(a.data(), send.data(), b.data(), recv.data(), -1);
+    for (int t = 0, off = 0; t < size_; off += recv[t], ++t)
+      std::memcpy(bytes_of(outs[t]), b.data() + off, recv[t]);
+  }, outs);
+}
+
+auto ProcessGroupFluxcpp::barrier(const c10d::BarrierOptions&) -> Ptr<Work> {
+  return enqueue(OpType::BARRIER, "barrier", [this] { coll_->barrier(); }, {});
+}
+
+auto ProcessGroupFluxcpp::send(Tensors& ts, int dst, int tag) -> Ptr<Work> {
+  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::send: expects one tensor, got ", ts.size());
+  return transfer("send", true, ts[0], dst, tag);
+}
+
+auto ProcessGroupFluxcpp::recv(Tensors& ts, int src, int tag) -> Ptr<Work> {
+  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::recv: expects one tensor, got ", ts.size());
+  return transfer("recv", false, ts[0], src, tag);
+}
+
+auto ProcessGroupFluxcpp::recvAnysource(Tensors& ts, int tag) -> Ptr<Work> {
+  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::recvAnysource: expects one tensor, got ",
+              ts.size());
+  return transfer("recvAnysource", false, ts[0], -1, tag);
+}
+
+}  // namespace fluxcpp::backend

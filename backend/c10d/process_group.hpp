@@ -1,0 +1,75 @@
+// ProcessGroupFluxcpp: torch.distributed's backend "fluxcpp" (torch 1.13's c10d::ProcessGroup).
+// It turns each call's tensors into buffers and runs the call on the engine (backend/engine):
+// collectives on fluxcpp's ops over the group's context, point to point on its mailbox, all on
+// the group's executor, in call order. Every call returns at once with a Work; wait() on a call
+// whose turn has come runs it on the waiting thread.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+
+#include "../engine/collectives.hpp"
+#include "../engine/executor.hpp"
+
+namespace fluxcpp::backend {
+
+class ProcessGroupFluxcpp : public c10d::ProcessGroup {
+ public:
+  // Collective over the group: makes the context (bootstrap.hpp), the mailbox and the worker.
+  ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout);
+  ~ProcessGroupFluxcpp() override;  // finishes what was submitted, then collective teardown
+
+  const std::string getBackendName() const override { return "fluxcpp"; }
+  fluxcpp_context_t context() const { return coll_->context(); }
+
+  using Work = c10d::Work;
+  template <typename T>
+  using Ptr = c10::intrusive_ptr<T>;
+  using Tensors = std::vector<at::Tensor>;
+
+  Ptr<Work> broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
+  Ptr<Work> allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
+  Ptr<Work> allreduce_coalesced(Tensors& tensors,
+                                const c10d::AllreduceCoalescedOptions& opts) override;
+  Ptr<Work> reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override;
+  Ptr<Work> allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                      const c10d::AllgatherOptions& opts) override;
+  Ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                            const c10d::AllgatherOptions& opts) override;
+  Ptr<Work> allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                                const c10d::AllgatherOptions& opts) override;
+  Ptr<Work> gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                   const c10d::GatherOptions& opts) override;
+  Ptr<Work> scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                    const c10d::ScatterOptions& opts) override;
+  Ptr<Work> reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                           const c10d::ReduceScatterOptions& opts) override;
+  Ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                 const c10d::ReduceScatterOptions& opts) override;
+  Ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                          std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+                          const c10d::AllToAllOptions& opts) override;
+  Ptr<Work> alltoall(Tensors& outputs, Tensors& inputs,
+                     const c10d::AllToAllOptions& opts) override;
+  Ptr<Work> barrier(const c10d::BarrierOptions& opts) override;
+  Ptr<Work> send(Tensors& tensors, int dst, int tag) override;
+  Ptr<Work> recv(Tensors& tensors, int src, int tag) override;
+  Ptr<Work> recvAnysource(Tensors& tensors, int tag) override;
+
+ private:
+  // A Work whose task runs `body` on the executor; `outputs` become the future's value.
+  Ptr<Work> enqueue(c10d::OpType type, const char* name, std::function<void()> body,
+                    Tensors outputs);
+  Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
+
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Collectives> coll_;
+  std::unique_ptr<Mailbox> mailbox_;
+  std::unique_ptr<Executor> exec_;
+};
+
+}  // namespace fluxcpp::backend

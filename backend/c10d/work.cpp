@@ -1,0 +1,36 @@
+// FluxWork: completion from the executor, wait with caller help, the future.
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+
+namespace fluxcpp::backend {
+
+FluxWork::FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, Executor* exec)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      exec_(exec),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+void FluxWork::bind(const std::shared_ptr<Task>& task) {
+  task_ = task;
+  c10::intrusive_ptr<FluxWork> self = c10::intrusive_ptr<FluxWork>::reclaim_copy(this);
+  task->done = [self](std::exception_ptr e) { self->complete(e); };
+}
+
+void FluxWork::complete(std::exception_ptr e) {
+  if (task_ && task_->transfer) source_rank_ = task_->transfer->peer;
+  finish(e);  // completed_, exception_, notifies wait()
+  if (e)
+    future_->setError(e);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool FluxWork::wait(std::chrono::milliseconds timeout) {
+  // Once finished, the executor (and its group) may be gone: only an unfinished task asks it.
+  if (task_ && !task_->finished.load(std::memory_order_acquire)) exec_->help(task_);
+  return c10d::Work::wait(timeout);
+}
+
+}  // namespace fluxcpp::backend

@@ -1,0 +1,172 @@
+// Executor: one worker thread per group, FIFO calls, parked transfers, caller help.
+#include "executor.hpp"
+
+#include <chrono>
+
+#include "capi_call.hpp"
+
+namespace fluxcpp::backend {
+namespace {
+
+bool breaks(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Failure& f) {
+    return f.status() != FLUXCPP_ERROR_INVALID_ARGUMENT &&
+           f.status() != FLUXCPP_ERROR_INVALID_USAGE;
+  } catch (...) {
+    return false;  // the adapter's own checks
+  }
+}
+
+std::string message(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+Executor::Executor(Mailbox* mailbox) : mailbox_(mailbox), worker_([this] { loop(); }) {}
+
+Executor::~Executor() { stop(); }
+
+void Executor::submit(std::shared_ptr<Task> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+std::string Executor::broken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+void Executor::complete(Task& t, std::exception_ptr e) {
+  if (e && breaks(e)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.empty()) broken_ = message(e);
+  }
+  t.finished.store(true, std::memory_order_release);
+  if (t.done) t.done(e);
+}
+
+bool Executor::advance_transfers() {
+  bool moved = false;
+  for (std::size_t i = 0; i < parked_.size();) {
+    Task& t = *parked_[i];
+    bool blocked = false;  // an earlier transfer of the same direction and peer goes first
+    for (std::size_t j = 0; j < i && !blocked; ++j)
+      blocked = Mailbox::ordered(*parked_[j]->transfer, *t.transfer);
+    std::exception_ptr err;
+    bool finished = false;
+    if (!blocked) {
+      const int64_t before = t.transfer->done + (t.transfer->header_done ? 1 : 0);
+      try {
+        finished = mailbox_->step(*t.transfer);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      moved |= finished || err || t.transfer->done + (t.transfer->header_done ? 1 : 0) != before;
+    }
+    if (finished || err) {
+      auto keep = parked_[i];
+      parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
+      complete(*keep, err);
+    } else {
+      ++i;
+    }
+  }
+  return moved;
+}
+
+bool Executor::drain(const Task* until) {
+  bool moved = false;
+  for (;;) {
+    std::shared_ptr<Task> t;
+    std::string broken;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) break;
+      t = std::move(queue_.front());
+      queue_.pop_front();
+      broken = broken_;
+    }
+    moved = true;
+    if (!broken.empty()) {
+      complete(*t, std::make_exception_ptr(Failure(
+                       FLUXCPP_ERROR_INVALID_USAGE,
+                       "fluxcpp backend: the process group failed earlier and cannot be used: " +
+                           broken)));
+    } else if (t->transfer) {
+      parked_.push_back(t);
+    } else {
+      std::exception_ptr err;
+      try {
+        t->run();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      complete(*t, err);
+    }
+    if (t.get() == until) break;
+  }
+  if (!parked_.empty()) moved |= advance_transfers();
+  parked_count_.store(parked_.size(), std::memory_order_release);
+  return moved;
+}
+
+void Executor::help(const std::shared_ptr<Task>& task) {
+  if (task->transfer || task->finished.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> exec(exec_, std::try_to_lock);
+  if (!exec.owns_lock()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool queued = false;
+    for (const auto& q : queue_) queued |= q.get() == task.get();
+    if (!queued) return;  // running or done on the worker
+  }
+  drain(task.get());
+}
+
+void Executor::loop() {
+  int idle = 0;  // passes without progress while transfers are parked
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const bool parked = parked_count_.load(std::memory_order_acquire) > 0;
+      if (queue_.empty()) {
+        if (stopping_ && !parked) return;
+        if (!parked) {
+          cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+        } else if (idle >= 64) {  // spin, then yield, then nap until a transfer can move
+          cv_.wait_for(lock, std::chrono::microseconds(idle < 256 ? 20 : 200));
+        }
+      }
+    }
+    bool moved;
+    {
+      std::lock_guard<std::mutex> exec(exec_);
+      moved = drain(nullptr);
+    }
+    idle = parked_count_.load(std::memory_order_acquire) == 0 || moved ? 0 : idle + 1;
+    if (idle > 16 && idle < 64) std::this_thread::yield();
+  }
+}
+
+void Executor::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+}  // namespace fluxcpp::backend

@@ -1,0 +1,67 @@
+// The group's stream: calls run one at a time, in the order they were submitted, on the group's
+// worker thread, so that an async_op returns at once and the call progresses while Python
+// computes. A thread that waits for a call and finds the worker idle runs the queue up to that
+// call itself (a blocking call then costs no thread handoff). Point-to-point transfers are parked
+// and advanced between calls without blocking, so collectives overtake them as they may.
+// A call that fails with a timeout or a transport error breaks the group: every later call
+// fails with that first error (the library's ops are unusable after a timeout).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mailbox.hpp"
+
+namespace fluxcpp::backend {
+
+struct Task {
+  std::function<void()> run;                // a blocking call (collective)
+  std::optional<Mailbox::Transfer> transfer;  // or a point-to-point transfer
+  // Called once, on the thread that completed the task (null: success).
+  std::function<void(std::exception_ptr)> done;
+  std::atomic<bool> finished{false};
+};
+
+class Executor {
+ public:
+  explicit Executor(Mailbox* mailbox);
+  ~Executor();  // stop()
+  void submit(std::shared_ptr<Task> task);
+  // Runs the queue up to and including `task` on this thread if no other thread is running a
+  // call; returns without waiting otherwise (or when task is a parked transfer).
+  void help(const std::shared_ptr<Task>& task);
+  // Finishes what was submitted, then ends the worker. Idempotent.
+  void stop();
+  // The first error that broke the group ("" while it is whole).
+  std::string broken() const;
+
+ private:
+  void loop();
+  // With exec_ held: pops and runs queued tasks (all, or up to `until`); advances parked
+  // transfers once. Returns whether anything moved.
+  bool drain(const Task* until);
+  bool advance_transfers();
+  void complete(Task& t, std::exception_ptr e);
+
+  Mailbox* mailbox_;
+  std::mutex exec_;  // held by the thread that uses the context
+  mutable std::mutex mu_;  // guards queue_, stopping_, broken_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  std::vector<std::shared_ptr<Task>> parked_;  // guarded by exec_
+  std::atomic<std::size_t> parked_count_{0};   // parked_.size(), for the worker's sleep
+  bool stopping_ = false;
+  std::string broken_;
+  std::thread worker_;
+};
+
+}  // namespace fluxcpp::backend

@@ -2,7 +2,9 @@
 # Installs fluxcpp's build and test dependencies from Debian 12 packages (oneDNN is libdnnl-dev).
 # Idempotent: prints nothing and touches nothing when everything is already present.
 # --python also installs what the Python module's tests need (Debian's PyTorch, mpi4py, NumPy)
-# and scripts/plot_bench.py (Matplotlib), all for /usr/bin/python3; the library never needs them.
+# and scripts/plot_bench.py (Matplotlib), all for /usr/bin/python3, and what the torch.distributed
+# backend builds against (libtorch-dev, pybind11-dev, the Python headers); the library never
+# needs them.
 # Usage: scripts/install_deps.sh [--python]
 set -euo pipefail
 
@@ -15,7 +17,8 @@ packages=(
   libgtest-dev
   iproute2 util-linux
 )
-python_packages=(python3-torch python3-mpi4py python3-numpy python3-matplotlib)
+python_packages=(python3-torch python3-mpi4py python3-numpy python3-matplotlib
+  libtorch-dev pybind11-dev libpython3-dev)
 for arg in "$@"; do
   case "$arg" in
     --python) packages+=("${python_packages[@]}") ;;

@@ -151,13 +151,20 @@ auto ProcessGroupFluxcpp::_allgather_base(at::Tensor& out, at::Tensor& in,
 
 auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensors& ins,
                                               const c10d::AllgatherOptions&) -> Ptr<Work> {
-  TORCH_CHECK(outs.size() == ins.size(), "ProcessGroupFluxcpp::allgather_coalesced: ",
-              outs.size(), " output lists for ", ins.size(), " inputs");
+  // outs[r][i]: rank r's i-th input (gloo's layout).
+  TORCH_CHECK(static_cast<int>(outs.size()) == size_, "ProcessGroupFluxcpp::allgather_coalesced: ",
+              outs.size(), " output lists; the group has ", size_, " ranks");
   Tensors flat;
+  for (int r = 0; r < size_; ++r) {
+    TORCH_CHECK(outs[r].size() == ins.size(), "ProcessGroupFluxcpp::allgather_coalesced: output "
+                "list ", r, " has ", outs[r].size(), " tensors for ", ins.size(), " inputs");
+    flat.insert(flat.end(), outs[r].begin(), outs[r].end());
+  }
   for (std::size_t i = 0; i < ins.size(); ++i) {
     check_tensor(ins[i], "allgather_coalesced", "input");
-    check_list(outs[i], ins[i], size_, "allgather_coalesced", "output_tensor_lists[i]");
-    flat.insert(flat.end(), outs[i].begin(), outs[i].end());
+    Tensors column;
+    for (int r = 0; r < size_; ++r) column.push_back(outs[r][i]);
+    check_list(column, ins[i], size_, "allgather_coalesced", "output_tensor_lists[r][i]");
   }
   std::vector<Tensors> lists = outs;
   return enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", [this, ins, lists] {
@@ -165,7 +172,8 @@ auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensor
       const int64_t b = nbytes(ins[i]);
       std::vector<char> all(static_cast<std::size_t>(b) * size_);
       coll_->all_gather(bytes_of(ins[i]), b, all.data());
-      unpack(all.data(), lists[i], b);
+      for (int r = 0; r < size_; ++r)
+        std::memcpy(bytes_of(lists[r][i]), all.data() + static_cast<std::size_t>(r) * b, b);
     }
   }, flat);
 }

@@ -19,9 +19,13 @@ class Failure : public std::runtime_error {
   fluxcpp_status_t status_;
 };
 
+// "fluxcpp backend: <call>: <status>: <the library's message>"; a timeout reads "Timed out"
+// as torch's own backends say it (PyTorch's suite matches on it).
 inline void check(fluxcpp_status_t s, const char* call) {
   if (s != FLUXCPP_SUCCESS)
-    throw Failure(s, std::string("fluxcpp backend: ") + call + ": " + fluxcpp_status_string(s) +
+    throw Failure(s, std::string("fluxcpp backend: ") + call + ": " +
+                         (s == FLUXCPP_ERROR_TIMEOUT ? std::string("Timed out (timeout)")
+                                                     : std::string(fluxcpp_status_string(s))) +
                          ": " + fluxcpp_last_error());
 }
 

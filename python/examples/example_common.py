@@ -19,12 +19,12 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8}
 
 
-def init_gloo(comm=COMM, prefix="fluxcpp_example_gloo_"):
-    """torch.distributed over gloo on the ranks of an mpi4py communicator; rendezvous through a
-    file rank 0 names."""
+def init_gloo(comm=COMM, prefix="fluxcpp_example_gloo_", backend="gloo"):
+    """torch.distributed over gloo (or `backend`) on the ranks of an mpi4py communicator;
+    rendezvous through a file rank 0 names."""
     rank = comm.Get_rank()
     path = comm.bcast(tempfile.mkdtemp(prefix=prefix) if rank == 0 else None)
-    dist.init_process_group("gloo", init_method=f"file://{path}/rendezvous", rank=rank,
+    dist.init_process_group(backend, init_method=f"file://{path}/rendezvous", rank=rank,
                             world_size=comm.Get_size())
     comm.Barrier()
     if rank == 0:

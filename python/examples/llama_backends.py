@@ -42,13 +42,15 @@ class MpiWorld(World):
 
 
 class GlooWorld(World):
-    """torch.distributed over gloo. Rank and size from the launcher's environment (mpirun's
+    """torch.distributed over gloo (or backend "fluxcpp"). Rank and size from the launcher's environment (mpirun's
     OMPI_COMM_WORLD_*, PMI_*, or torchrun's RANK / WORLD_SIZE); rendezvous at MASTER_ADDR /
     MASTER_PORT when set (env://), else through a file that rank 0 names over mpi4py (as
     scripts/bench_torch.py does under mpirun)."""
 
-    def __init__(self):
+    def __init__(self, backend="gloo"):
         import torch.distributed as dist
+        if backend == "fluxcpp":
+            import fluxcpp  # noqa: F401  registers the backend
         env = os.environ
         for r, s in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
                      ("RANK", "WORLD_SIZE")):
@@ -58,11 +60,11 @@ class GlooWorld(World):
         else:
             rank, size = 0, 1
         if "MASTER_ADDR" in env and "MASTER_PORT" in env:
-            dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=size)
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size)
         else:
             from example_common import COMM, init_gloo
             rank, size = COMM.Get_rank(), COMM.Get_size()
-            init_gloo(COMM, "llama_tp_gloo_")
+            init_gloo(COMM, "llama_tp_gloo_", backend=backend)
         super().__init__(rank, size)
         self.dist = dist
 
@@ -78,6 +80,10 @@ class GlooWorld(World):
         self.dist.destroy_process_group()
 
 
+def dist_backend(dist):
+    return str(dist.get_backend()).lower()
+
+
 class TorchBackend:
     """torch.mm on the shards; the row-parallel sum with dist.all_reduce (f32 for bf16: gloo has
     no bf16 reduction) — or no communication at all on one rank (--backend single)."""
@@ -89,7 +95,7 @@ class TorchBackend:
     def _all_reduce(self, y):
         if self.dist is None:
             return y
-        if y.dtype == torch.bfloat16:
+        if y.dtype == torch.bfloat16 and dist_backend(self.dist) == "gloo":
             t = y.float()
             self.dist.all_reduce(t)
             return y.copy_(t)

@@ -14,7 +14,8 @@ Backends (the same math):
            GEMMs on an AgGemm over a one-rank context (oneDNN); the MoE FFN as MoeDispatch ->
            GroupedGemm -> MoeCombine -> AllGather (expert parallel).
   torch    torch.mm on the same shards + torch.distributed all_reduce over gloo (gloo has no bf16
-           all_reduce in torch 1.13: bf16 partials are reduced in f32); MoE: every rank runs its
+           all_reduce in torch 1.13: bf16 partials are reduced in f32), or over the "fluxcpp"
+           backend with --dist-backend fluxcpp (bf16 reduced as bf16); MoE: every rank runs its
            experts on the tokens routed to them, then all_reduce.
   single   the whole model in one process (no MPI).
 
@@ -74,6 +75,9 @@ def parse_args(argv=None):
     a("--threads", type=int, default=1, help="torch threads per rank")
     a("--no-packed", action="store_true", help="fluxcpp: GEMMs on the weights as they lie, not "
       "on fluxcpp.PackedWeight copies")
+    a("--dist-backend", choices=("gloo", "fluxcpp"), default="gloo",
+      help="torch: the torch.distributed backend of its all_reduce (fluxcpp: the \"fluxcpp\" "
+      "backend, bf16 reduced as bf16)")
     a("--local-gemm", choices=("fluxcpp", "torch"), default="fluxcpp",
       help="fluxcpp: the column-parallel GEMMs on an AgGemm over a one-rank context (fluxcpp) "
       "or torch.mm (torch)")
@@ -188,7 +192,7 @@ def make_backend(args, dtype):
         world = World()
         return world, TorchBackend(world), []
     if args.backend == "torch":
-        world = GlooWorld()
+        world = GlooWorld(args.dist_backend)
         return world, TorchBackend(world), [world]
     import fluxcpp
     from mpi4py import MPI

@@ -1,0 +1,183 @@
+"""The "fluxcpp" torch.distributed backend against torch's gloo backend, in one run on one host:
+W ranks (multiprocessing, a FileStore), each collective at each size timed on the default group
+(fluxcpp) and on a gloo group of the same ranks, interleaved round by round; then the cost of a
+call from Python (dist.all_reduce against the same AllReduce called through fluxcpp's Python
+module, both 4 bytes) and a DDP training step. Medians; numbers for docs/benchmarks.md.
+
+    PYTHONPATH=build/python python3 scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
+        [--max-bytes N] [--rounds R] [--json FILE]
+
+gloo in torch 1.13 has no bf16 sum and no reduce_scatter: its bf16 rows reduce in f32 (a
+conversion each way, as a gloo user must), and its reduce_scatter row is an all_reduce of the
+whole input (what a gloo user writes instead)."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
+
+
+def sizes(max_bytes):
+    return [s for s in (4, 64, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
+                        16 << 20, 64 << 20) if s <= max_bytes]
+
+
+def make_call(op, backend, group, dtype, nbytes, world, rank):
+    esize = torch.tensor([], dtype=dtype).element_size()
+    n = max(1, nbytes // esize)
+    gloo_bf16 = backend == "gloo" and dtype == torch.bfloat16
+    if op == "all_reduce":
+        x = torch.ones(n, dtype=dtype)
+        if gloo_bf16:
+            def ar():
+                y = x.float()
+                dist.all_reduce(y, group=group)
+                x.copy_(y)
+            return ar
+        return lambda: dist.all_reduce(x, group=group)
+    if op == "all_gather":
+        x, out = torch.ones(n, dtype=dtype), torch.empty(n * world, dtype=dtype)
+        return lambda: dist.all_gather_into_tensor(out, x, group=group)
+    if op == "reduce_scatter":  # n elements per rank out, world * n in
+        per = max(1, n // world)
+        x, out = torch.ones(per * world, dtype=dtype), torch.empty(per, dtype=dtype)
+        if backend == "gloo":
+            def rs():
+                y = x.float() if gloo_bf16 else x.clone()
+                dist.all_reduce(y, group=group)
+                out.copy_(y[rank * per:(rank + 1) * per])
+            return rs
+        return lambda: dist.reduce_scatter_tensor(out, x, group=group)
+    if op == "broadcast":
+        x = torch.ones(n, dtype=dtype)
+        return lambda: dist.broadcast(x, src=0, group=group)
+    if op == "alltoall":
+        per = max(1, n // world)
+        x, out = torch.ones(per * world, dtype=dtype), torch.empty(per * world, dtype=dtype)
+        return lambda: dist.all_to_all_single(out, x, group=group)
+    raise ValueError(op)
+
+
+def time_call(fn, nbytes, group):
+    reps = max(3, min(200, int(2e8 // max(nbytes, 1) // 50)))
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def rank_main(rank, world, store, a, results):
+    import fluxcpp
+    torch.set_num_threads(1)
+    dist.init_process_group("fluxcpp", init_method=f"file://{store}", rank=rank,
+                            world_size=world)
+    gloo = dist.new_group(list(range(world)), backend="gloo")
+    groups = {"fluxcpp": None, "gloo": gloo}
+    rows = []
+    for dname in a.dtypes.split(","):
+        dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dname]
+        for op in OPS:
+            for nbytes in sizes(a.max_bytes):
+                times = {"fluxcpp": [], "gloo": []}
+                calls = {}
+                for b, g in groups.items():
+                    try:
+                        calls[b] = make_call(op, b, g, dtype, nbytes, world, rank)
+                        calls[b]()  # warm: creates or grows the op's buffers
+                    except RuntimeError as e:
+                        calls[b] = None
+                        if rank == 0:
+                            print(f"{op} {b}: {str(e).splitlines()[0][:80]}", file=sys.stderr)
+                for r in range(a.rounds):
+                    order = list(groups) if r % 2 == 0 else list(groups)[::-1]
+                    for b in order:
+                        if calls[b] is not None:
+                            times[b].append(time_call(calls[b], nbytes, groups[b]))
+                if rank == 0:
+                    med = {b: statistics.median(v) * 1e6 if v else None for b, v in times.items()}
+                    ratio = med["gloo"] / med["fluxcpp"] if med["gloo"] and med["fluxcpp"] else None
+                    rows.append(dict(op=op, dtype=dname, bytes=nbytes, world=world,
+                                     fluxcpp_us=med["fluxcpp"], gloo_us=med["gloo"],
+                                     speedup=ratio))
+                    print(f"{op:15s} {dname:4s} {nbytes:>10d} B  fluxcpp {med['fluxcpp']:10.1f} us"
+                          f"  gloo {med['gloo'] or float('nan'):10.1f} us  "
+                          f"x{ratio or float('nan'):.2f}", flush=True)
+    # The cost of a call from Python: dist.all_reduce against fluxcpp.AllReduce.forward on the
+    # group's own context (the Python module's call), 4 bytes each, interleaved.
+    ctx = fluxcpp.Context.from_group()
+    op = fluxcpp.AllReduce(ctx, 1, torch.float32)
+    x = torch.ones(1)
+    d, f = [], []
+    for _ in range(a.rounds * 3):
+        d.append(time_call(lambda: dist.all_reduce(x), 4, None))
+        f.append(time_call(lambda: op.forward(x, out=x), 4, None))
+    op.close()
+    ctx.close()
+    if rank == 0:
+        rows.append(dict(op="python_call", world=world, dist_all_reduce_us=statistics.median(d) * 1e6,
+                         module_all_reduce_us=statistics.median(f) * 1e6))
+        print(f"4 B all_reduce: dist.all_reduce {statistics.median(d) * 1e6:.1f} us, "
+              f"fluxcpp.AllReduce.forward {statistics.median(f) * 1e6:.1f} us", flush=True)
+    # A DDP step: an MLP of hidden 1024 (4 Linear layers, 16.8 M parameters), batch 32.
+    for b, g in groups.items():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                    torch.nn.Linear(4096, 1024), torch.nn.GELU(),
+                                    torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                    torch.nn.Linear(4096, 1024))
+        ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=g)
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        xb = torch.randn(32, 1024)
+        steps = []
+        for i in range(3 + a.rounds * 3):
+            dist.barrier(group=g)
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            ddp(xb).square().mean().backward()
+            opt.step()
+            if i >= 3:
+                steps.append(time.perf_counter() - t0)
+        if rank == 0:
+            rows.append(dict(op="ddp_step", backend=b, world=world,
+                             step_ms=statistics.median(steps) * 1e3))
+            print(f"DDP step ({b}): {statistics.median(steps) * 1e3:.1f} ms", flush=True)
+    if rank == 0:
+        results.put(rows)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-np", type=int, default=2)
+    ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--max-bytes", type=int, default=64 << 20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    store = os.path.join(tempfile.mkdtemp(prefix="fluxcpp_bench_tb_"), "store")
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=rank_main, args=(r, a.np, store, a, q)) for r in range(a.np)]
+    for p in procs:
+        p.start()
+    rows = q.get()
+    for p in procs:
+        p.join()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(rev=os.popen("git rev-parse --short HEAD").read().strip(), rows=rows),
+                      f, indent=1)
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""The "fluxcpp" torch.distributed backend against exact references, on W ranks started by
+tests/python/spawn.py (multiprocessing, a FileStore, no MPI):
+
+    spawn.py -np W tests/torch_backend/test_backend.py
+
+Every collective, every dtype and ReduceOp it defines, against what each rank computes locally
+from every rank's (known) input: exact, with float sums in rank order accumulated as documented
+(f32 in f32, bf16/f16 in f32 rounded once); results bitwise equal on every rank; async works,
+get_future, subgroups, point to point with tags and any source; the errors for bad arguments;
+Context.from_group with a fused op; DDP against gloo (bitwise at W = 2, where a sum of two is
+order-free; within 1e-6 relative otherwise)."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import fluxcpp
+
+RANK, W = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
+       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG, "BAND": dist.ReduceOp.BAND,
+       "BOR": dist.ReduceOp.BOR, "BXOR": dist.ReduceOp.BXOR}
+
+
+def data(rank, n, dtype, seed=0):
+    """Rank `rank`'s input: small values so that products stay exact in every type."""
+    g = torch.Generator().manual_seed(1000 * seed + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype.is_floating_point:
+        return (torch.randint(-8, 9, (n,), generator=g).double() / 4).to(dtype)
+    return torch.randint(0, 4, (n,), generator=g).to(dtype)
+
+
+def reference(name, inputs, dtype):
+    """The reduction in rank order, accumulated as the backend documents."""
+    acc_t = torch.float64 if dtype == torch.float64 else (
+        torch.float32 if dtype.is_floating_point else dtype)
+    acc = inputs[0].to(acc_t)
+    for x in inputs[1:]:
+        x = x.to(acc_t)
+        if dtype == torch.bool:
+            acc = {"SUM": acc | x, "MAX": acc | x, "BOR": acc | x, "BXOR": acc ^ x}.get(name, acc & x)
+        elif name in ("SUM", "AVG"):
+            acc = acc + x
+        elif name == "PRODUCT":
+            acc = acc * x
+        elif name == "MIN":
+            acc = torch.minimum(acc, x)
+        elif name == "MAX":
+            acc = torch.maximum(acc, x)
+        else:
+            acc = {"BAND": acc & x, "BOR": acc | x, "BXOR": acc ^ x}[name]
+    if name == "AVG":
+        acc = acc / len(inputs)
+    return acc.to(dtype)
+
+
+def defined(name, dtype):
+    if name in ("BAND", "BOR", "BXOR"):
+        return not dtype.is_floating_point
+    if name == "AVG":
+        return dtype.is_floating_point
+    return True
+
+
+def same_everywhere(t, what):
+    """t's bytes are the same on every rank."""
+    b = t.contiguous().view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
+    parts = [torch.empty_like(b) for _ in range(W)]
+    dist.all_gather(parts, b)
+    for r, p in enumerate(parts):
+        assert torch.equal(p, b), f"{what}: rank {r}'s result differs from rank {RANK}'s"
+
+
+def check_all_reduce():
+    for dtype in FLOATS + INTS + [torch.bool]:
+        for name, op in OPS.items():
+            if not defined(name, dtype):
+                continue
+            for n in (1, 7, 4099):
+                x = data(RANK, n, dtype)
+                dist.all_reduce(x, op=op)
+                exp = reference(name, [data(r, n, dtype) for r in range(W)], dtype)
+                assert torch.equal(x, exp), f"all_reduce {name} {dtype} n={n}: {x[:8]} != {exp[:8]}"
+    x = data(RANK, 300000, torch.float32)  # the large-message path of AllReduce
+    dist.all_reduce(x)
+    assert torch.equal(x, reference("SUM", [data(r, 300000, torch.float32) for r in range(W)],
+                                    torch.float32))
+    same_everywhere(x, "all_reduce f32")
+    for dtype in (torch.complex64, torch.complex128):
+        z = torch.complex(data(RANK, 5, torch.float64), data(RANK, 5, torch.float64, 1)).to(dtype)
+        dist.all_reduce(z)
+        exp = sum(torch.complex(data(r, 5, torch.float64), data(r, 5, torch.float64, 1))
+                  for r in range(W)).to(dtype)
+        assert torch.equal(z, exp), f"all_reduce complex {dtype}"
+
+
+def check_movement():
+    for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.bool, torch.int64):
+        for n in (1, 3, 1000):
+            x = data(RANK, n, dtype)
+            # all_gather (list) and all_gather_into_tensor
+            outs = [torch.empty_like(x) for _ in range(W)]
+            dist.all_gather(outs, x)
+            for r in range(W):
+                assert torch.equal(outs[r], data(r, n, dtype)), f"all_gather {dtype} n={n} rank {r}"
+            flat = torch.empty(W * n, dtype=dtype)
+            dist.all_gather_into_tensor(flat, x)
+            assert torch.equal(flat, torch.cat([data(r, n, dtype) for r in range(W)]))
+            # broadcast from every root
+            for root in range(W):
+                b = data(RANK, n, dtype)
+                dist.broadcast(b, src=root)
+                assert torch.equal(b, data(root, n, dtype)), f"broadcast {dtype} root {root}"
+            # gather / scatter to and from the last rank
+            root = W - 1
+            glist = [torch.empty_like(x) for _ in range(W)] if RANK == root else None
+            dist.gather(x, gather_list=glist, dst=root)
+            if RANK == root:
+                assert all(torch.equal(glist[r], data(r, n, dtype)) for r in range(W))
+            s = torch.empty_like(x)
+            dist.scatter(s, scatter_list=[data(100 + r, n, dtype) for r in range(W)]
+                         if RANK == root else None, src=root)
+            assert torch.equal(s, data(100 + RANK, n, dtype)), f"scatter {dtype}"
+            # alltoall, equal and uneven splits
+            inp = torch.cat([data(10 * RANK + t, n, dtype) for t in range(W)])
+            out = torch.empty_like(inp)
+            dist.all_to_all_single(out, inp)
+            assert torch.equal(out, torch.cat([data(10 * s + RANK, n, dtype) for s in range(W)]))
+            send = [(RANK + t) % 3 + 1 for t in range(W)]
+            recv = [(s + RANK) % 3 + 1 for s in range(W)]
+            inp = torch.cat([data(10 * RANK + t, send[t], dtype) for t in range(W)])
+            out = torch.empty(sum(recv), dtype=dtype)
+            dist.all_to_all_single(out, inp, recv, send)
+            assert torch.equal(out, torch.cat([data(10 * s + RANK, recv[s], dtype)
+                                               for s in range(W)])), f"alltoall splits {dtype}"
+            outs = [torch.empty(recv[s], dtype=dtype) for s in range(W)]
+            dist.all_to_all(outs, [data(10 * RANK + t, send[t], dtype) for t in range(W)])
+            assert all(torch.equal(outs[s], data(10 * s + RANK, recv[s], dtype)) for s in range(W))
+
+
+def check_reductions_to_parts():
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int32, torch.float16):
+        for name in ("SUM", "MAX"):
+            n = 5
+            ins = [data(10 * RANK + i, n, dtype) for i in range(W)]
+            out = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter(out, ins, op=OPS[name])
+            exp = reference(name, [data(10 * r + RANK, n, dtype) for r in range(W)], dtype)
+            assert torch.equal(out, exp), f"reduce_scatter {name} {dtype}"
+            out2 = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter_tensor(out2, torch.cat(ins), op=OPS[name])
+            assert torch.equal(out2, exp), f"reduce_scatter_tensor {name} {dtype}"
+            for root in range(W):
+                x = data(RANK, n, dtype)
+                keep = x.clone()
+                dist.reduce(x, dst=root, op=OPS[name])
+                if RANK == root:
+                    assert torch.equal(x, reference(name, [data(r, n, dtype) for r in range(W)],
+                                                    dtype)), f"reduce {name} {dtype}"
+                else:
+                    assert torch.equal(x, keep), "reduce changed a non-root's tensor"
+
+
+def check_async_and_groups():
+    works = [dist.all_reduce(torch.full((1000,), float(i)), async_op=True) for i in range(8)]
+    futs = [w.get_future() for w in works]
+    for i, f in enumerate(futs):
+        (t,) = f.wait()
+        assert torch.equal(t, torch.full((1000,), float(i * W)))
+    assert all(w.is_completed() for w in works)
+    dist.barrier()
+    if W >= 2:
+        members = list(range(1, W))
+        g = dist.new_group(members)
+        if RANK in members:
+            y = torch.full((3,), float(RANK))
+            dist.all_reduce(y, group=g)
+            assert torch.equal(y, torch.full((3,), float(sum(members))))
+            assert dist.get_world_size(g) == len(members)
+
+
+def check_p2p():
+    if W < 2:
+        return
+    nxt, prv = (RANK + 1) % W, (RANK - 1) % W
+    for n in (0, 1, 3, 1 << 20 | 1):  # an odd byte count and one past a chunk
+        x = data(RANK, n, torch.int8)
+        sw = dist.isend(x, nxt, tag=n % 7)
+        y = torch.empty(n, dtype=torch.int8)
+        dist.recv(y, prv, tag=n % 7)
+        sw.wait()
+        assert torch.equal(y, data(prv, n, torch.int8)), f"send/recv n={n}"
+    ops = [dist.P2POp(dist.isend, data(RANK, 64, torch.float32), nxt),
+           dist.P2POp(dist.irecv, torch.empty(64), prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(ops[1].tensor, data(prv, 64, torch.float32))
+    if RANK == 0:
+        got = {}
+        for _ in range(W - 1):
+            t = torch.empty(4)
+            src = dist.recv(t)  # any source
+            got[src] = t
+        assert sorted(got) == list(range(1, W)) and all(
+            torch.equal(got[s], torch.full((4,), float(s))) for s in got)
+    else:
+        dist.send(torch.full((4,), float(RANK)), 0)
+    # a tag the receiver does not expect: an error naming both, never a silent match
+    if RANK == 0:
+        dist.send(torch.ones(2), 1, tag=5)
+    elif RANK == 1:
+        try:
+            dist.recv(torch.empty(2), 0, tag=6)
+            raise AssertionError("a recv with the wrong tag succeeded")
+        except RuntimeError as e:
+            assert "tag 5" in str(e) and "expects tag 6" in str(e), e
+    dist.barrier()
+
+
+def expect_error(fn, *words):
+    try:
+        fn()
+    except (RuntimeError, ValueError) as e:
+        assert all(w in str(e) for w in words), f"error {e!r} lacks {words}"
+        return
+    raise AssertionError(f"no error; expected one with {words}")
+
+
+def check_errors():
+    t = torch.ones(4, 4).t()
+    expect_error(lambda: dist.all_reduce(t), "allreduce", "contiguous")
+    expect_error(lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BAND), "BAND",
+                 "Float")
+    expect_error(lambda: dist.all_gather([torch.ones(2)] * W, torch.ones(3)), "allgather",
+                 "elements")
+    sp = torch.sparse_coo_tensor([[0]], [1.0], (3,))
+    expect_error(lambda: dist.all_reduce(sp), "sparse")
+    if W > 1:
+        expect_error(lambda: dist.send(torch.ones(1), RANK), "itself")
+    dist.barrier()
+
+
+def check_from_group():
+    ctx = fluxcpp.Context.from_group()
+    assert (ctx.rank, ctx.world_size) == (RANK, W)
+    op = fluxcpp.AllReduce(ctx, 64, torch.float32)
+    y = op.forward(torch.full((64,), float(RANK + 1)))
+    assert torch.equal(y, torch.full((64,), float(W * (W + 1) // 2)))
+    x = torch.ones(8)
+    dist.all_reduce(x)  # plain calls go on beside the fused op
+    assert torch.equal(x, torch.full((8,), float(W)))
+    op.close()
+    ctx.close()
+
+
+def check_ddp():
+    gloo = dist.new_group(list(range(W)), backend="gloo")
+
+    def train(group):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 8))
+        ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group,
+                                                        bucket_cap_mb=0.01)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(RANK)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = ddp(torch.randn(16, 32, generator=g)).square().mean()
+            loss.backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    ours, theirs = train(None), train(gloo)
+    for a, b in zip(ours, theirs):
+        if W == 2:
+            assert torch.equal(a, b), "DDP over fluxcpp differs from gloo at W = 2"
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+        same_everywhere(a, "DDP parameters")
+
+
+def main():
+    dist.init_process_group("fluxcpp", init_method="file://" + os.environ["FLUXCPP_TEST_STORE"]
+                            + ".pg", rank=RANK, world_size=W)
+    assert dist.get_backend() == "fluxcpp" or dist.get_backend() == "FLUXCPP"
+    for check in (check_all_reduce, check_movement, check_reductions_to_parts,
+                  check_async_and_groups, check_p2p, check_errors, check_from_group, check_ddp):
+        check()
+        print(f"rank {RANK}: {check.__name__} ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

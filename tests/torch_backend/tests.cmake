@@ -1,0 +1,41 @@
+# The torch.distributed backend "fluxcpp" (backend/, docs/torch_backend.md): registered when
+# the build made fluxcpp/_c10d.so. Included from tests/CMakeLists.txt inside the Python tests'
+# block (_py_env, FLUXCPP_TEST_PYTHON).
+# (No return(): in an included file it would leave tests/CMakeLists.txt.)
+if(NOT FLUXCPP_HAVE_TORCH_BACKEND)
+  message(STATUS "fluxcpp: torch.distributed backend tests not registered (backend not built)")
+else()
+set(_tb ${CMAKE_CURRENT_SOURCE_DIR}/torch_backend)
+# Every collective, dtype and ReduceOp against exact references; async, groups, p2p, errors,
+# Context.from_group, DDP against gloo (test_backend.py), ranks from multiprocessing.
+foreach(np 2 3)
+  add_test(NAME torch_backend.collectives.np${np}
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/spawn.py -np ${np}
+                   ${_tb}/test_backend.py)
+  set_tests_properties(torch_backend.collectives.np${np} PROPERTIES TIMEOUT 300 PROCESSORS ${np}
+                       ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+endforeach()
+# Real torchrun running a plain dist.* + DDP script with "fluxcpp" and with gloo: same results.
+add_test(NAME torch_backend.torchrun.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_torchrun.py 2)
+set_tests_properties(torch_backend.torchrun.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# A rank killed under multiprocessing, a rank stopped under torchrun: RuntimeError naming it
+# within the timeout, nothing left in /dev/shm.
+add_test(NAME torch_backend.faults.kill COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_faults.py
+         --launcher mp --fault kill)
+add_test(NAME torch_backend.faults.stop_torchrun COMMAND ${FLUXCPP_TEST_PYTHON}
+         ${_tb}/test_faults.py --launcher torchrun --fault stop)
+set_tests_properties(torch_backend.faults.kill torch_backend.faults.stop_torchrun PROPERTIES
+                     TIMEOUT 200 LABELS fault PROCESSORS 3 ENVIRONMENT "${_py_env}"
+                     FIXTURES_REQUIRED fluxcpp_shm_clean)
+# PyTorch's own suite (dist_suite.py): the CI subset here; scripts/torch_suite.sh runs it whole.
+set(_suite_subset -k test_all_reduce_sum -k test_all_reduce_max -k test_all_reduce_min
+    -k test_all_reduce_product -k test_all_reduce_coalesced -k test_broadcast -k test_reduce_sum
+    -k test_all_gather -k test_gather -k test_scatter -k test_send_recv -k test_barrier
+    -k test_new_subgroups -k test_DistributedDataParallel_requires_grad -k test_ddp_comm_hook)
+add_test(NAME torch_backend.suite.np2
+         COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/dist_suite.py ${_suite_subset})
+set_tests_properties(torch_backend.suite.np2 PROPERTIES TIMEOUT 600 PROCESSORS 2
+                     ENVIRONMENT "${_py_env};BACKEND=fluxcpp;WORLD_SIZE=2"
+                     FIXTURES_REQUIRED fluxcpp_shm_clean)
+endif()

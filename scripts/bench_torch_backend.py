@@ -43,9 +43,9 @@ def make_call(op, backend, group, dtype, nbytes, world, rank):
                 x.copy_(y)
             return ar
         return lambda: dist.all_reduce(x, group=group)
-    if op == "all_gather":
-        x, out = torch.ones(n, dtype=dtype), torch.empty(n * world, dtype=dtype)
-        return lambda: dist.all_gather_into_tensor(out, x, group=group)
+    if op == "all_gather":  # the list form: gloo in torch 1.13 has no all_gather_into_tensor
+        x, outs = torch.ones(n, dtype=dtype), [torch.empty(n, dtype=dtype) for _ in range(world)]
+        return lambda: dist.all_gather(outs, x, group=group)
     if op == "reduce_scatter":  # n elements per rank out, world * n in
         per = max(1, n // world)
         x, out = torch.ones(per * world, dtype=dtype), torch.empty(per, dtype=dtype)
@@ -66,8 +66,10 @@ def make_call(op, backend, group, dtype, nbytes, world, rank):
     raise ValueError(op)
 
 
-def time_call(fn, nbytes, group):
+def time_call(fn, nbytes, group, warm=0):
     reps = max(3, min(200, int(2e8 // max(nbytes, 1) // 50)))
+    for _ in range(warm * reps):  # untimed first (the same count on every rank)
+        fn()
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -92,7 +94,8 @@ def rank_main(rank, world, store, a, results):
                 for b, g in groups.items():
                     try:
                         calls[b] = make_call(op, b, g, dtype, nbytes, world, rank)
-                        calls[b]()  # warm: creates or grows the op's buffers
+                        calls[b]()  # creates or grows the op's buffers
+                        time_call(calls[b], nbytes, g, warm=2)
                     except RuntimeError as e:
                         calls[b] = None
                         if rank == 0:

@@ -129,9 +129,9 @@ auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
   return enqueue(OpType::ALLGATHER, "allgather", [this, in, parts] {
     const int64_t b = nbytes(in);
     if (adjacent(parts, b)) return coll_->all_gather(bytes_of(in), b, bytes_of(parts[0]));
-    std::vector<char> all(static_cast<std::size_t>(b) * size_);
-    coll_->all_gather(bytes_of(in), b, all.data());
-    unpack(all.data(), parts, b);
+    char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
+    coll_->all_gather(bytes_of(in), b, all);
+    unpack(all, parts, b);
   }, outs[0]);
 }
 
@@ -170,10 +170,10 @@ auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensor
   return enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", [this, ins, lists] {
     for (std::size_t i = 0; i < ins.size(); ++i) {
       const int64_t b = nbytes(ins[i]);
-      std::vector<char> all(static_cast<std::size_t>(b) * size_);
-      coll_->all_gather(bytes_of(ins[i]), b, all.data());
+      char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
+      coll_->all_gather(bytes_of(ins[i]), b, all);
       for (int r = 0; r < size_; ++r)
-        std::memcpy(bytes_of(lists[r][i]), all.data() + static_cast<std::size_t>(r) * b, b);
+        std::memcpy(bytes_of(lists[r][i]), all + static_cast<std::size_t>(r) * b, b);
     }
   }, flat);
 }
@@ -196,9 +196,9 @@ auto ProcessGroupFluxcpp::gather(std::vector<Tensors>& outs, Tensors& ins,
   return enqueue(OpType::GATHER, "gather", [this, in, parts, root] {
     const int64_t b = nbytes(in);
     if (parts.empty()) return coll_->gather(bytes_of(in), b, nullptr, root);
-    std::vector<char> all(static_cast<std::size_t>(b) * size_);
-    coll_->gather(bytes_of(in), b, all.data(), root);
-    unpack(all.data(), parts, b);
+    char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
+    coll_->gather(bytes_of(in), b, all, root);
+    unpack(all, parts, b);
   }, parts);
 }
 
@@ -219,9 +219,9 @@ auto ProcessGroupFluxcpp::scatter(Tensors& outs, std::vector<Tensors>& ins,
   }
   return enqueue(OpType::SCATTER, "scatter", [this, out, parts, root] {
     const int64_t b = nbytes(out);
-    std::vector<char> all(parts.empty() ? 0 : static_cast<std::size_t>(b) * size_);
-    pack(parts, all.data(), b);
-    coll_->scatter(parts.empty() ? nullptr : all.data(), b, bytes_of(out), root);
+    char* all = parts.empty() ? nullptr : coll_->staging(static_cast<std::size_t>(b) * size_);
+    if (all != nullptr) pack(parts, all, b);
+    coll_->scatter(all, b, bytes_of(out), root);
   }, outs);
 }
 
@@ -237,9 +237,9 @@ auto ProcessGroupFluxcpp::reduce_scatter(Tensors& outs, std::vector<Tensors>& in
     const int64_t b = nbytes(out);
     if (adjacent(parts, b))
       return coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(parts[0]), bytes_of(out), r.count);
-    std::vector<char> all(static_cast<std::size_t>(b) * size_);
-    pack(parts, all.data(), b);
-    coll_->reduce_scatter(r.scalar, r.reduce, all.data(), bytes_of(out), r.count);
+    char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
+    pack(parts, all, b);
+    coll_->reduce_scatter(r.scalar, r.reduce, all, bytes_of(out), r.count);
   }, outs);
 }
 
@@ -310,13 +310,15 @@ auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllT
     send[t] = nbytes(ins[t]), recv[t] = nbytes(outs[t]);
   }
   return enqueue(OpType::ALLTOALL, "alltoall", [this, ins, outs, send, recv] {
-    std::vector<char> a(std::accumulate(send.begin(), send.end(), int64_t{0}));
-    std::vector<char> b(std::accumulate(recv.begin(), recv.end(), int64_t{0}));
-    for (int t = 0, off = 0; t < size_; off += send[t], ++t)
-      std::memcpy(a.data() + off, bytes_of(ins[t]), send[t]);
-    coll_->all_to_all(a.data(), send.data(), b.data(), recv.data(), -1);
-    for (int t = 0, off = 0; t < size_; off += recv[t], ++t)
-      std::memcpy(bytes_of(outs[t]), b.data() + off, recv[t]);
+    const int64_t sent = std::accumulate(send.begin(), send.end(), int64_t{0});
+    const int64_t got = std::accumulate(recv.begin(), recv.end(), int64_t{0});
+    char* a = coll_->staging(static_cast<std::size_t>(sent + got));
+    char* b = a + sent;
+    int64_t off = 0;
+    for (int t = 0; t < size_; off += send[t], ++t) std::memcpy(a + off, bytes_of(ins[t]), send[t]);
+    coll_->all_to_all(a, send.data(), b, recv.data(), -1);
+    off = 0;
+    for (int t = 0; t < size_; off += recv[t], ++t) std::memcpy(bytes_of(outs[t]), b + off, recv[t]);
   }, outs);
 }
 

@@ -158,7 +158,8 @@ void Collectives::all_gather(const void* in, int64_t bytes, void* out) {
   char* staged_out = scratch(static_cast<std::size_t>(size_) * p, 2);
   check(fluxcpp_all_gather_forward(op, staged_in, size_ * (p / kUnit), staged_out), "all_gather");
   for (int t = 0; t < size_; ++t)
-    std::memcpy(static_cast<char*>(out) + t * bytes, staged_out + t * p, bytes);
+    std::memcpy(static_cast<char*>(out) + static_cast<int64_t>(t) * bytes,
+                staged_out + static_cast<int64_t>(t) * p, bytes);
 }
 
 void Collectives::all_to_all(const void* in, const int64_t* send, void* out, const int64_t* recv,
@@ -194,14 +195,16 @@ void Collectives::all_to_all(const void* in, const int64_t* send, void* out, con
   }
   char* staged_in = scratch(sent * kUnit, 0);
   const char* src = static_cast<const char*>(in);
-  for (int t = 0, off = 0; t < size_; off += su[t] * kUnit, src += send[t], ++t)
+  int64_t off = 0;
+  for (int t = 0; t < size_; off += su[t] * kUnit, src += send[t], ++t)
     std::memcpy(staged_in + off, src, send[t]);
   char* staged_out = scratch(got * kUnit, 2);
   check(fluxcpp_all_to_all_single_forward(op, sent ? staged_in : nullptr, su.data(),
                                           got ? staged_out : nullptr, ru.data()),
         "all_to_all");
   char* dst = static_cast<char*>(out);
-  for (int t = 0, off = 0; t < size_; off += ru[t] * kUnit, dst += recv[t], ++t)
+  off = 0;
+  for (int t = 0; t < size_; off += ru[t] * kUnit, dst += recv[t], ++t)
     std::memcpy(dst, staged_out + off, recv[t]);
 }
 
@@ -214,20 +217,25 @@ void Collectives::broadcast(void* data, int64_t bytes, int root) {
   }
   for (int t = 0; t < size_; ++t) send[t] = t == root ? 0 : bytes;
   const int64_t p = padded(bytes);
-  if (p == bytes) {  // the W - 1 copies go straight into the op's input slot
-    auto* op = static_cast<fluxcpp_all_to_all_single_t>(
-        all_to_all_op((size_ - 1) * p / kUnit + size_));
-    void* slot = nullptr;
-    check(fluxcpp_all_to_all_single_input_buffer(op, &slot), "broadcast input buffer");
-    for (int t = 0; t < size_ - 1; ++t) std::memcpy(static_cast<char*>(slot) + t * bytes, data, bytes);
-    std::vector<int64_t> su(size_, 0), ru(size_, 0);
-    for (int t = 0; t < size_; ++t) su[t] = send[t] / kUnit;
-    check(fluxcpp_all_to_all_single_forward(op, slot, su.data(), nullptr, ru.data()), "broadcast");
-    return;
+  if (size_ == 2 || p != bytes) {
+    // One peer: the root's data is the whole input, which the peer may read straight from the
+    // root's memory (the op's single copy). Odd sizes are staged by all_to_all.
+    char* copies = static_cast<char*>(data);
+    if (size_ > 2) {
+      copies = scratch(static_cast<std::size_t>(size_ - 1) * bytes, 1);
+      for (int t = 0; t < size_ - 1; ++t) std::memcpy(copies + t * bytes, data, bytes);
+    }
+    return all_to_all(copies, send.data(), nullptr, recv.data(), (size_ - 1) * bytes);
   }
-  char* copies = scratch(static_cast<std::size_t>(size_ - 1) * bytes, 1);
-  for (int t = 0; t < size_ - 1; ++t) std::memcpy(copies + t * bytes, data, bytes);
-  all_to_all(copies, send.data(), nullptr, recv.data(), (size_ - 1) * bytes);
+  // Several peers: the W - 1 copies go straight into the op's input slot.
+  auto* op = static_cast<fluxcpp_all_to_all_single_t>(
+      all_to_all_op((size_ - 1) * p / kUnit + size_));
+  void* slot = nullptr;
+  check(fluxcpp_all_to_all_single_input_buffer(op, &slot), "broadcast input buffer");
+  for (int t = 0; t < size_ - 1; ++t) std::memcpy(static_cast<char*>(slot) + t * bytes, data, bytes);
+  std::vector<int64_t> su(size_, 0), ru(size_, 0);
+  for (int t = 0; t < size_; ++t) su[t] = send[t] / kUnit;
+  check(fluxcpp_all_to_all_single_forward(op, slot, su.data(), nullptr, ru.data()), "broadcast");
 }
 
 void Collectives::gather(const void* in, int64_t bytes, void* out, int root) {

@@ -45,6 +45,9 @@ class Collectives {
   // Root's `in` holds size blocks of `bytes`; every rank gets its block in out.
   void scatter(const void* in, int64_t bytes, void* out, int root);
   void barrier();
+  // A buffer of at least `bytes` for the caller's own staging (packing a tensor list), reused
+  // from call to call: valid until the next staging() call; never used by the calls above.
+  char* staging(std::size_t bytes) { return scratch(bytes, 3); }
 
  private:
   struct Op {
@@ -61,7 +64,7 @@ class Collectives {
   fluxcpp_context_t ctx_;
   int rank_, size_;
   std::map<std::pair<int, int>, Op> ops_;  // (kind, dtype) -> op
-  std::vector<char> scratch_[3];
+  std::vector<char> scratch_[4];
 };
 
 }  // namespace fluxcpp::backend

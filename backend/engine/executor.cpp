@@ -1,12 +1,20 @@
 // Executor: one worker thread per group, FIFO calls, parked transfers, caller help.
 #include "executor.hpp"
 
+#include <sys/prctl.h>
+
 #include <chrono>
 
 #include "capi_call.hpp"
 
 namespace fluxcpp::backend {
 namespace {
+
+// How long the worker leaves a new call to its caller, how often it looks for calls, and after
+// how many empty looks it sleeps until woken (see loop()).
+constexpr std::chrono::microseconds kGrace{50};
+constexpr std::chrono::microseconds kPoll{250};
+constexpr int kPollsBeforeSleep = 400;  // 100 ms
 
 bool breaks(std::exception_ptr e) {
   try {
@@ -31,16 +39,24 @@ std::string message(std::exception_ptr e) {
 
 }  // namespace
 
-Executor::Executor(Mailbox* mailbox) : mailbox_(mailbox), worker_([this] { loop(); }) {}
+Executor::Executor(Mailbox* mailbox)
+    : mailbox_(mailbox),
+      worker_([this] {
+        prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us: the grace below is short
+        loop();
+      }) {}
 
 Executor::~Executor() { stop(); }
 
 void Executor::submit(std::shared_ptr<Task> task) {
+  task->submitted = std::chrono::steady_clock::now();
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
+    wake = asleep_ || stopping_;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 std::string Executor::broken() const {
@@ -136,17 +152,36 @@ void Executor::help(const std::shared_ptr<Task>& task) {
 }
 
 void Executor::loop() {
-  int idle = 0;  // passes without progress while transfers are parked
+  int idle = 0;        // passes without progress while transfers are parked
+  int quiet = 0;       // polls that found no call
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       const bool parked = parked_count_.load(std::memory_order_acquire) > 0;
       if (queue_.empty()) {
         if (stopping_ && !parked) return;
-        if (!parked) {
+        if (parked) {
+          if (idle >= 64)  // spin, then yield, then nap until a transfer can move
+            cv_.wait_for(lock, std::chrono::microseconds(idle < 256 ? 20 : 200));
+        } else if (quiet < kPollsBeforeSleep) {
+          // Poll instead of being woken: a blocking call's caller runs its call itself (help),
+          // and a call nobody waits for yet (async_op) starts within a poll.
+          cv_.wait_for(lock, kPoll);
+          quiet = queue_.empty() ? quiet + 1 : 0;
+          continue;
+        } else {
+          asleep_ = true;  // a long quiet: submit() wakes this wait
           cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
-        } else if (idle >= 64) {  // spin, then yield, then nap until a transfer can move
-          cv_.wait_for(lock, std::chrono::microseconds(idle < 256 ? 20 : 200));
+          asleep_ = false;
+          quiet = 0;
+        }
+      }
+      // Leave a call younger than the grace to its caller, which is about to wait() for it.
+      if (!queue_.empty() && !stopping_) {
+        const auto age = std::chrono::steady_clock::now() - queue_.front()->submitted;
+        if (age < kGrace) {
+          cv_.wait_for(lock, kGrace - age);
+          continue;
         }
       }
     }

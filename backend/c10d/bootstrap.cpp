@@ -11,10 +11,9 @@
 namespace fluxcpp::backend {
 namespace {
 
-// mpirun's processes (Open MPI, or any PMI launcher) build their contexts over MPI.
-bool under_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
-}
+// Open MPI's mpirun started this process: its contexts are built over MPI. (Not PMI_SIZE: srun
+// sets it for processes that torchrun then starts several of, each not an MPI rank.)
+bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 bool g_initialized_mpi = false;
 

@@ -34,7 +34,7 @@ ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& 
     : c10d::ProcessGroup(rank, size), timeout_(timeout) {
   coll_ = std::make_unique<Collectives>(make_context(store, rank, size, timeout), rank, size);
   mailbox_ = std::make_unique<Mailbox>(coll_->context(), rank, size);
-  exec_ = std::make_unique<Executor>(mailbox_.get());
+  exec_ = std::make_shared<Executor>(mailbox_.get());
 }
 
 ProcessGroupFluxcpp::~ProcessGroupFluxcpp() {
@@ -43,12 +43,19 @@ ProcessGroupFluxcpp::~ProcessGroupFluxcpp() {
   coll_.reset();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char*,
+c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char* name,
                                                            std::function<void()> body,
                                                            Tensors outputs) {
-  auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_.get());
+  auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_);
   auto task = std::make_shared<Task>();
-  task->run = std::move(body);
+  task->name = name;
+  task->run = [name, body = std::move(body)] {
+    try {  // the torch call named first: its engine call (all_to_all for gather...) follows
+      body();
+    } catch (const Failure& f) {
+      throw Failure(f.status(), std::string("ProcessGroupFluxcpp::") + name + ": " + f.what());
+    }
+  };
   work->bind(task);
   exec_->submit(task);
   return work;
@@ -63,8 +70,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::transfer(const char* name, b
                 " cannot ", send ? "send to" : "receive from", " itself");
   }
   auto work = c10::make_intrusive<FluxWork>(rank_, send ? OpType::SEND : OpType::RECV,
-                                            Tensors{t}, exec_.get());
+                                            Tensors{t}, exec_);
   auto task = std::make_shared<Task>();
+  task->name = name;
   Mailbox::Transfer x;
   x.send = send;
   x.peer = peer;
@@ -267,7 +275,6 @@ auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,
   check_tensor(out, "alltoall_base", "output");
   TORCH_CHECK(out.scalar_type() == in.scalar_type(), "ProcessGroupFluxcpp::alltoall_base: "
               "output is ", out.scalar_type(), ", input ", in.scalar_type());
-  const bool equal = in_splits.empty() && out_splits.empty();
   // Bytes per row (dim 0) and per-rank row counts; empty splits: equal parts.
   auto rows = [&](const at::Tensor& t, std::vector<int64_t> splits, const char* what) {
     const int64_t n0 = t.dim() == 0 ? 1 : t.size(0);
@@ -289,9 +296,10 @@ auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,
   };
   std::vector<int64_t> send = rows(in, in_splits, "input");
   std::vector<int64_t> recv = rows(out, out_splits, "output");
-  const int64_t bound = equal ? nbytes(in) : -1;
-  return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", [this, in, out, send, recv, bound] {
-    coll_->all_to_all(bytes_of(in), send.data(), bytes_of(out), recv.data(), bound);
+  // The largest message is agreed first (one small gather): a rank that passes no splits and
+  // one that passes uneven ones may legally meet in one call.
+  return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", [this, in, out, send, recv] {
+    coll_->all_to_all(bytes_of(in), send.data(), bytes_of(out), recv.data(), -1);
   }, {out});
 }
 

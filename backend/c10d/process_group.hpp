@@ -69,7 +69,7 @@ class ProcessGroupFluxcpp : public c10d::ProcessGroup {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Collectives> coll_;
   std::unique_ptr<Mailbox> mailbox_;
-  std::unique_ptr<Executor> exec_;
+  std::shared_ptr<Executor> exec_;
 };
 
 }  // namespace fluxcpp::backend

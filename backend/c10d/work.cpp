@@ -3,12 +3,15 @@
 
 #include <ATen/core/jit_type.h>
 
+#include "../engine/completions.hpp"
+
 namespace fluxcpp::backend {
 
-FluxWork::FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, Executor* exec)
+FluxWork::FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+                   std::shared_ptr<Executor> exec)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      exec_(exec),
+      exec_(std::move(exec)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))) {}
 
@@ -21,10 +24,14 @@ void FluxWork::bind(const std::shared_ptr<Task>& task) {
 void FluxWork::complete(std::exception_ptr e) {
   if (task_ && task_->transfer) source_rank_ = task_->transfer->peer;
   finish(e);  // completed_, exception_, notifies wait()
-  if (e)
-    future_->setError(e);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
+  auto future = future_;
+  auto outputs = outputs_;
+  post_completion([future, outputs, e] {
+    if (e)
+      future->setError(e);
+    else
+      future->markCompleted(c10::IValue(outputs));
+  });
 }
 
 bool FluxWork::wait(std::chrono::milliseconds timeout) {

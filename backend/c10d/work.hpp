@@ -1,5 +1,7 @@
 // The Work of one call: completed by the executor (on whichever thread ran it), waited on by the
-// caller, and a Future for DDP's communication hooks.
+// caller, and a Future for DDP's communication hooks. The future completes on the completion
+// pool (engine/completions.hpp), never on the thread that runs the group's calls: a callback
+// may issue and wait for another call of the group (PowerSGD's hook does).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -13,7 +15,8 @@ namespace fluxcpp::backend {
 
 class FluxWork : public c10d::Work {
  public:
-  FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, Executor* exec);
+  FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+           std::shared_ptr<Executor> exec);
   // Binds the task: its completion finishes this Work and its future.
   void bind(const std::shared_ptr<Task>& task);
 
@@ -27,7 +30,7 @@ class FluxWork : public c10d::Work {
   void complete(std::exception_ptr e);
 
   std::vector<at::Tensor> outputs_;
-  Executor* exec_;
+  std::shared_ptr<Executor> exec_;  // outlives the group while a Work of it lives
   std::shared_ptr<Task> task_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_rank_ = -1;

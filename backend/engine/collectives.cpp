@@ -61,8 +61,8 @@ char* Collectives::scratch(std::size_t bytes, int which) {
 void* Collectives::all_reduce_op(Scalar s, int64_t count) {
   Op& op = ops_[{kAllReduce, static_cast<int>(s)}];
   if (op.capacity >= count) return op.handle;
-  drop(kAllReduce, op);
   const int64_t cap = grown(op.capacity, count);
+  drop(kAllReduce, op);
   fluxcpp_all_reduce_t h = nullptr;
   check(fluxcpp_all_reduce_create(ctx_, cap, dtype_of(s), &h), "all_reduce create");
   op = {h, cap};

@@ -2,7 +2,8 @@
 // built from the library's ops (AllReduce, ReduceScatter, AllGather, AllToAllSingle) with the
 // ops cached by type and grown collectively when a larger call comes. Blocking; one thread at a
 // time (the context's rule). Every rank must make the same calls in the same order with the same
-// sizes, as torch.distributed requires; a disagreement is the ops' error on every rank.
+// sizes, as torch.distributed requires: a disagreement is the ops' error on every rank, or, when
+// it makes one rank grow an op that another does not, a timeout on every rank.
 #pragma once
 
 #include <cstdint>

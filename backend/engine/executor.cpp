@@ -16,14 +16,16 @@ constexpr std::chrono::microseconds kGrace{50};
 constexpr std::chrono::microseconds kPoll{250};
 constexpr int kPollsBeforeSleep = 400;  // 100 ms
 
+// Whether a failed call leaves the ranks out of step: every failure but an argument error,
+// which the library raises on every rank alike (a rank-local failure, e.g. a context in use by
+// another thread, leaves this rank a call behind its peers: later calls would pair wrongly).
 bool breaks(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const Failure& f) {
-    return f.status() != FLUXCPP_ERROR_INVALID_ARGUMENT &&
-           f.status() != FLUXCPP_ERROR_INVALID_USAGE;
+    return f.status() != FLUXCPP_ERROR_INVALID_ARGUMENT;
   } catch (...) {
-    return false;  // the adapter's own checks
+    return true;
   }
 }
 
@@ -65,12 +67,17 @@ std::string Executor::broken() const {
 }
 
 void Executor::complete(Task& t, std::exception_ptr e) {
-  if (e && breaks(e)) {
+  if (e && !t.transfer && breaks(e)) {  // a transfer's failure is its pair's, not the group's
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.empty()) broken_ = message(e);
   }
+  // The Work holds the task and the task's done holds the Work: dropping done (and run, with
+  // the tensors it holds) here ends that cycle once the call is over.
+  auto done = std::move(t.done);
+  t.done = nullptr;
+  t.run = nullptr;
   t.finished.store(true, std::memory_order_release);
-  if (t.done) t.done(e);
+  if (done) done(e);
 }
 
 bool Executor::advance_transfers() {
@@ -115,13 +122,16 @@ bool Executor::drain(const Task* until) {
       broken = broken_;
     }
     moved = true;
-    if (!broken.empty()) {
+    if (!broken.empty() && !t->transfer) {
       complete(*t, std::make_exception_ptr(Failure(
                        FLUXCPP_ERROR_INVALID_USAGE,
-                       "fluxcpp backend: the process group failed earlier and cannot be used: " +
-                           broken)));
+                       std::string("ProcessGroupFluxcpp::") + t->name +
+                           ": the process group failed earlier and cannot be used: " + broken)));
     } else if (t->transfer) {
       parked_.push_back(t);
+      parked_count_.store(parked_.size(), std::memory_order_release);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (asleep_) cv_.notify_one();  // the worker advances it from now on
     } else {
       std::exception_ptr err;
       try {
@@ -144,6 +154,7 @@ void Executor::help(const std::shared_ptr<Task>& task) {
   if (!exec.owns_lock()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;  // stop() finishes what is left
     bool queued = false;
     for (const auto& q : queue_) queued |= q.get() == task.get();
     if (!queued) return;  // running or done on the worker
@@ -159,7 +170,7 @@ void Executor::loop() {
       std::unique_lock<std::mutex> lock(mu_);
       const bool parked = parked_count_.load(std::memory_order_acquire) > 0;
       if (queue_.empty()) {
-        if (stopping_ && !parked) return;
+        if (stopping_) return;  // stop() finishes parked transfers
         if (parked) {
           if (idle >= 64)  // spin, then yield, then nap until a transfer can move
             cv_.wait_for(lock, std::chrono::microseconds(idle < 256 ? 20 : 200));
@@ -170,8 +181,11 @@ void Executor::loop() {
           quiet = queue_.empty() ? quiet + 1 : 0;
           continue;
         } else {
-          asleep_ = true;  // a long quiet: submit() wakes this wait
-          cv_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+          asleep_ = true;  // a long quiet: submit() (or a parked transfer) wakes this wait
+          cv_.wait(lock, [this] {
+            return !queue_.empty() || stopping_ ||
+                   parked_count_.load(std::memory_order_acquire) > 0;
+          });
           asleep_ = false;
           quiet = 0;
         }
@@ -202,6 +216,14 @@ void Executor::stop() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // A thread in help() may still run calls: wait for it, then finish what it left (calls
+  // submitted meanwhile run; parked transfers go on until they complete or time out).
+  std::lock_guard<std::mutex> exec(exec_);
+  drain(nullptr);
+  while (!parked_.empty()) {
+    if (!advance_transfers()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  parked_count_.store(0, std::memory_order_release);
 }
 
 }  // namespace fluxcpp::backend

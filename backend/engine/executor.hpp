@@ -27,6 +27,7 @@
 namespace fluxcpp::backend {
 
 struct Task {
+  const char* name = "";                    // the torch call, for errors
   std::function<void()> run;                // a blocking call (collective)
   std::optional<Mailbox::Transfer> transfer;  // or a point-to-point transfer
   // Called once, on the thread that completed the task (null: success).
@@ -43,7 +44,8 @@ class Executor {
   // Runs the queue up to and including `task` on this thread if no other thread is running a
   // call; returns without waiting otherwise (or when task is a parked transfer).
   void help(const std::shared_ptr<Task>& task);
-  // Finishes what was submitted, then ends the worker. Idempotent.
+  // Ends the worker, then finishes on this thread what was submitted (parked transfers until
+  // they complete or reach their deadline). help() does nothing from then on. Idempotent.
   void stop();
   // The first error that broke the group ("" while it is whole).
   std::string broken() const;

@@ -18,7 +18,8 @@ struct Header {
 
 }  // namespace
 
-Mailbox::Mailbox(fluxcpp_context_t ctx, int rank, int size) : rank_(rank), size_(size) {
+Mailbox::Mailbox(fluxcpp_context_t ctx, int rank, int size)
+    : rank_(rank), size_(size), recv_broken_(size) {
   if (size < 2) return;
   std::vector<int> peers;
   for (int r = 0; r < size; ++r)
@@ -43,7 +44,8 @@ void Mailbox::overdue(const Transfer& t) const {
                           : "recv from rank " + std::to_string(t.peer);
   throw Failure(FLUXCPP_ERROR_TIMEOUT,
                 "fluxcpp backend: " + what + " (tag " + std::to_string(t.tag) + ", " +
-                    std::to_string(t.bytes) + " bytes) did not complete within the timeout; " +
+                    std::to_string(t.bytes) + " bytes): Timed out: not complete within the "
+                    "group's timeout; " +
                     std::to_string(t.done) + " bytes moved (rank " + std::to_string(rank_) + ")");
 }
 
@@ -94,6 +96,11 @@ bool Mailbox::step_recv(Transfer& t) {
       }
       if (t.peer < 0) return false;
     }
+    if (!recv_broken_[t.peer].empty())
+      throw Failure(FLUXCPP_ERROR_INVALID_USAGE, "fluxcpp backend: recv from rank " +
+                                                    std::to_string(t.peer) +
+                                                    ": receiving from it failed earlier: " +
+                                                    recv_broken_[t.peer]);
     int64_t m = -1;
     check(fluxcpp_async_send_recv_probe(op_, t.peer, &m), "recv");
     if (m < 0) return false;
@@ -102,13 +109,19 @@ bool Mailbox::step_recv(Transfer& t) {
       check(fluxcpp_async_send_recv_recv(op_, t.peer, units, kHeaderUnits, &m), "recv");
       Header h;
       std::memcpy(&h, units, sizeof h);
-      if (m != kHeaderUnits || h.bytes != t.bytes || h.tag != t.tag)
+      if (m != kHeaderUnits || h.bytes != t.bytes || h.tag != t.tag) {
+        recv_broken_[t.peer] = "rank " + std::to_string(t.peer) + " sent tag " +
+                               std::to_string(h.tag) + " and " + std::to_string(h.bytes) +
+                               " bytes; rank " + std::to_string(rank_) + " expects tag " +
+                               std::to_string(t.tag) + " and " + std::to_string(t.bytes) + " bytes";
         throw Failure(FLUXCPP_ERROR_INVALID_ARGUMENT,
                       "fluxcpp backend: recv from rank " + std::to_string(t.peer) +
                           ": the message has tag " + std::to_string(h.tag) + " and " +
                           std::to_string(h.bytes) + " bytes; this rank expects tag " +
                           std::to_string(t.tag) + " and " + std::to_string(t.bytes) +
-                          " bytes (rank " + std::to_string(rank_) + ")");
+                          " bytes (rank " + std::to_string(rank_) + "; tags must match in "
+                          "order: later receives from that rank fail)");
+      }
       t.header_done = true;
       continue;
     }

@@ -2,7 +2,9 @@
 // without blocking: a send or receive advances only as far as slots and arrived messages allow,
 // so that a thread can keep several in flight and run collectives between them (two ranks that
 // each send before they receive never wait on each other). Each message is a header (tag, byte
-// count) and its chunks; a receive checks both against what it expects.
+// count) and its chunks; a receive checks both against what it expects, and a mismatch breaks
+// receiving from that peer (its later receives fail saying so). A receive from any source takes
+// the first peer with a message, whatever its tag.
 #pragma once
 
 #include <chrono>
@@ -47,6 +49,9 @@ class Mailbox {
   fluxcpp_async_send_recv_t op_ = nullptr;
   int rank_, size_;
   std::vector<char> tail_;  // an odd final byte's 2-byte unit
+  // Per peer: why receiving from it failed for good (a header that disagreed leaves its chunks
+  // queued, so nothing after it can be read in order); "" while it works.
+  std::vector<std::string> recv_broken_;
 };
 
 }  // namespace fluxcpp::backend

@@ -169,6 +169,12 @@ bool AsyncSendRecvImpl::send_ready(int dst) {
   if (q <= S) return true;
   if (p.local >= 0) return shm::signal_load(released_.at(p.local, p.theirs)) >= q - S;
   net_->progress();
+  const std::string err = net_->send_error(p.net);
+  if (!err.empty()) {
+    p.send_broken = err;
+    raise(Errc::kMpi, "{}: send_ready to rank {}: {} (rank {})", kOp, dst, err,
+          ctx_->world_rank());
+  }
   return net_->completed(p.net) >= q - S;
 }
 

@@ -173,6 +173,15 @@ def check_async_and_groups():
         (t,) = f.wait()
         assert torch.equal(t, torch.full((1000,), float(i * W)))
     assert all(w.is_completed() for w in works)
+    # A future's callback that issues and waits for another call of the group (PowerSGD's
+    # hook does): it must not run on the thread that runs the group's calls.
+    y = torch.ones(16)
+
+    def then(fut):
+        return dist.all_reduce(y, async_op=True).get_future().wait()
+
+    (z,) = dist.all_reduce(torch.ones(16), async_op=True).get_future().then(then).wait()
+    assert torch.equal(z, torch.full((16,), float(W)))
     dist.barrier()
     if W >= 2:
         members = list(range(1, W))
@@ -219,6 +228,8 @@ def check_p2p():
             raise AssertionError("a recv with the wrong tag succeeded")
         except RuntimeError as e:
             assert "tag 5" in str(e) and "expects tag 6" in str(e), e
+        # the message's chunks still lie ahead: receiving from rank 0 stays broken, saying why
+        expect_error(lambda: dist.recv(torch.empty(2), 0, tag=5), "failed earlier", "tag 5")
     dist.barrier()
 
 
@@ -293,7 +304,9 @@ def main():
                   check_async_and_groups, check_p2p, check_errors, check_from_group, check_ddp):
         check()
         print(f"rank {RANK}: {check.__name__} ok", flush=True)
-    dist.destroy_process_group()
+    late = dist.all_reduce(torch.ones(4), async_op=True)
+    dist.destroy_process_group()  # finishes the queue first
+    assert late.wait() and late.is_completed()  # a Work outlives its group
 
 
 if __name__ == "__main__":

@@ -18,20 +18,22 @@ FluxWork::FluxWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
 void FluxWork::bind(const std::shared_ptr<Task>& task) {
   task_ = task;
   c10::intrusive_ptr<FluxWork> self = c10::intrusive_ptr<FluxWork>::reclaim_copy(this);
-  task->done = [self](std::exception_ptr e) { self->complete(e); };
+  task->done = [self](std::exception_ptr e, bool waiter) { self->complete(e, waiter); };
 }
 
-void FluxWork::complete(std::exception_ptr e) {
+void FluxWork::complete(std::exception_ptr e, bool waiter) {
   if (task_ && task_->transfer) source_rank_ = task_->transfer->peer;
   finish(e);  // completed_, exception_, notifies wait()
-  auto future = future_;
-  auto outputs = outputs_;
-  post_completion([future, outputs, e] {
+  auto mark = [future = future_, outputs = outputs_, e] {
     if (e)
       future->setError(e);
     else
       future->markCompleted(c10::IValue(outputs));
-  });
+  };
+  if (waiter)
+    mark();  // the waiting thread, holding nothing of the group: its callbacks may block
+  else
+    post_completion(std::move(mark));
 }
 
 bool FluxWork::wait(std::chrono::milliseconds timeout) {

@@ -27,7 +27,7 @@ class FluxWork : public c10d::Work {
   void set_source_rank(int r) { source_rank_ = r; }
 
  private:
-  void complete(std::exception_ptr e);
+  void complete(std::exception_ptr e, bool waiter);
 
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<Executor> exec_;  // outlives the group while a Work of it lives

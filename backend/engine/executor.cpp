@@ -66,18 +66,27 @@ std::string Executor::broken() const {
   return broken_;
 }
 
-void Executor::complete(Task& t, std::exception_ptr e) {
+void Executor::complete(const std::shared_ptr<Task>& task, std::exception_ptr e) {
+  Task& t = *task;
   if (e && !t.transfer && breaks(e)) {  // a transfer's failure is its pair's, not the group's
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.empty()) broken_ = message(e);
   }
-  // The Work holds the task and the task's done holds the Work: dropping done (and run, with
-  // the tensors it holds) here ends that cycle once the call is over.
+  t.run = nullptr;  // with the tensors it holds
+  if (deferred_ != nullptr) {  // help(): done() once exec_ is released
+    deferred_->emplace_back(task, e);
+    return;
+  }
+  finish(t, e, false);
+}
+
+void Executor::finish(Task& t, std::exception_ptr e, bool waiter) {
+  // The Work holds the task and the task's done holds the Work: dropping done here ends that
+  // cycle once the call is over.
   auto done = std::move(t.done);
   t.done = nullptr;
-  t.run = nullptr;
   t.finished.store(true, std::memory_order_release);
-  if (done) done(e);
+  if (done) done(e, waiter);
 }
 
 bool Executor::advance_transfers() {
@@ -101,7 +110,7 @@ bool Executor::advance_transfers() {
     if (finished || err) {
       auto keep = parked_[i];
       parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
-      complete(*keep, err);
+      complete(keep, err);
     } else {
       ++i;
     }
@@ -123,7 +132,7 @@ bool Executor::drain(const Task* until) {
     }
     moved = true;
     if (!broken.empty() && !t->transfer) {
-      complete(*t, std::make_exception_ptr(Failure(
+      complete(t, std::make_exception_ptr(Failure(
                        FLUXCPP_ERROR_INVALID_USAGE,
                        std::string("ProcessGroupFluxcpp::") + t->name +
                            ": the process group failed earlier and cannot be used: " + broken)));
@@ -139,7 +148,7 @@ bool Executor::drain(const Task* until) {
       } catch (...) {
         err = std::current_exception();
       }
-      complete(*t, err);
+      complete(t, err);
     }
     if (t.get() == until) break;
   }
@@ -159,7 +168,12 @@ void Executor::help(const std::shared_ptr<Task>& task) {
     for (const auto& q : queue_) queued |= q.get() == task.get();
     if (!queued) return;  // running or done on the worker
   }
+  std::vector<std::pair<std::shared_ptr<Task>, std::exception_ptr>> done;
+  deferred_ = &done;
   drain(task.get());
+  deferred_ = nullptr;
+  exec.unlock();
+  for (auto& [t, e] : done) finish(*t, e, true);
 }
 
 void Executor::loop() {

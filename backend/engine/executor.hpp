@@ -30,8 +30,10 @@ struct Task {
   const char* name = "";                    // the torch call, for errors
   std::function<void()> run;                // a blocking call (collective)
   std::optional<Mailbox::Transfer> transfer;  // or a point-to-point transfer
-  // Called once, on the thread that completed the task (null: success).
-  std::function<void(std::exception_ptr)> done;
+  // Called once when the task is over (error null: success), on a thread that holds no lock of
+  // the executor. `waiter` is true on the thread that waited for it (help()); false on the
+  // worker, which must not be kept: whatever may block (a Future's callbacks) goes elsewhere.
+  std::function<void(std::exception_ptr, bool waiter)> done;
   std::atomic<bool> finished{false};
   std::chrono::steady_clock::time_point submitted;
 };
@@ -56,7 +58,8 @@ class Executor {
   // transfers once. Returns whether anything moved.
   bool drain(const Task* until);
   bool advance_transfers();
-  void complete(Task& t, std::exception_ptr e);
+  void complete(const std::shared_ptr<Task>& t, std::exception_ptr e);
+  static void finish(Task& t, std::exception_ptr e, bool waiter);
 
   Mailbox* mailbox_;
   std::mutex exec_;  // held by the thread that uses the context
@@ -65,6 +68,8 @@ class Executor {
   std::deque<std::shared_ptr<Task>> queue_;
   std::vector<std::shared_ptr<Task>> parked_;  // guarded by exec_
   std::atomic<std::size_t> parked_count_{0};   // parked_.size(), for the worker's sleep
+  // While help() drains: the tasks it completed, whose done() it calls once exec_ is released.
+  std::vector<std::pair<std::shared_ptr<Task>, std::exception_ptr>>* deferred_ = nullptr;
   bool stopping_ = false;
   bool asleep_ = false;  // the worker waits without polling: submit() must wake it
   std::string broken_;

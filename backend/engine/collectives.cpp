@@ -12,6 +12,8 @@ namespace {
 enum Kind { kAllReduce, kReduceScatter, kAllGather, kAllToAll };
 constexpr int64_t kMinCapacity = int64_t{1} << 15;  // elements or 2-byte units
 constexpr int64_t kUnit = 2;                          // AllGather / AllToAllSingle move bf16 units
+// From this size a broadcast to more than one peer goes down a tree (see broadcast_tree).
+constexpr int64_t kTreeBroadcastBytes = int64_t{256} << 10;
 
 bool native_sum(Scalar s, Reduce r) {
   return r == Reduce::kSum && (s == Scalar::kF32 || s == Scalar::kBF16 || s == Scalar::kF64);
@@ -210,6 +212,7 @@ void Collectives::all_to_all(const void* in, const int64_t* send, void* out, con
 
 void Collectives::broadcast(void* data, int64_t bytes, int root) {
   if (bytes == 0 || size_ == 1) return;
+  if (size_ > 2 && bytes >= kTreeBroadcastBytes) return broadcast_tree(data, bytes, root);
   std::vector<int64_t> send(size_, 0), recv(size_, 0);
   if (rank_ != root) {
     recv[root] = bytes;
@@ -236,6 +239,21 @@ void Collectives::broadcast(void* data, int64_t bytes, int root) {
   std::vector<int64_t> su(size_, 0), ru(size_, 0);
   for (int t = 0; t < size_; ++t) su[t] = send[t] / kUnit;
   check(fluxcpp_all_to_all_single_forward(op, slot, su.data(), nullptr, ru.data()), "broadcast");
+}
+
+void Collectives::broadcast_tree(void* data, int64_t bytes, int root) {
+  // Binomial tree over relative ranks: at step k the 2^k ranks that have the data each send it
+  // to the rank 2^k further on, every sender reading its own buffer (the op's single copy when
+  // the block is large): ceil(log2 W) calls of one copy each, none at the root alone.
+  const int rel = (rank_ - root + size_) % size_;
+  for (int mask = 1; mask < size_; mask <<= 1) {
+    std::vector<int64_t> send(size_, 0), recv(size_, 0);
+    if (rel < mask && rel + mask < size_) send[(rank_ + mask) % size_] = bytes;
+    if (rel >= mask && rel < 2 * mask) recv[(rank_ - mask + size_) % size_] = bytes;
+    const bool sends = rel < mask && rel + mask < size_;
+    const bool gets = rel >= mask && rel < 2 * mask;
+    all_to_all(sends ? data : nullptr, send.data(), gets ? data : nullptr, recv.data(), bytes);
+  }
 }
 
 void Collectives::gather(const void* in, int64_t bytes, void* out, int root) {

@@ -60,6 +60,7 @@ class Collectives {
   void* all_gather_op(int64_t units);
   void* all_to_all_op(int64_t units);
   void drop(int kind, Op& op);
+  void broadcast_tree(void* data, int64_t bytes, int root);
   char* scratch(std::size_t bytes, int which);
 
   fluxcpp_context_t ctx_;

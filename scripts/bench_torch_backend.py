@@ -6,6 +6,7 @@ module, both 4 bytes) and a DDP training step. Medians; numbers for docs/benchma
 
     PYTHONPATH=build/python python3 scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
         [--max-bytes N] [--rounds R] [--json FILE]
+    python3 scripts/bench_torch_backend.py --report W2.json [W4.json ...]   # markdown tables
 
 gloo in torch 1.13 has no bf16 sum and no reduce_scatter: its bf16 rows reduce in f32 (a
 conversion each way, as a gloo user must), and its reduce_scatter row is an all_reduce of the
@@ -84,6 +85,10 @@ def rank_main(rank, world, store, a, results):
                             world_size=world)
     gloo = dist.new_group(list(range(world)), backend="gloo")
     groups = {"fluxcpp": None, "gloo": gloo}
+    for g in groups.values():  # both backends warm before the first timed row
+        x = torch.ones(1)
+        for _ in range(2000):
+            dist.all_reduce(x, group=g)
     rows = []
     for dname in a.dtypes.split(","):
         dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dname]
@@ -158,7 +163,50 @@ def rank_main(rank, world, store, a, results):
     dist.destroy_process_group()
 
 
+def report(paths):
+    """docs/benchmarks.md's tables from the JSON of one or more runs."""
+    def size(b):
+        return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
+    for path in paths:
+        d = json.load(open(path))
+        rows = d["rows"]
+        w = rows[0]["world"]
+        print(f"\n**W = {w}** (rev {d['rev']}): fluxcpp µs / gloo µs (gloo ÷ fluxcpp)\n")
+        ops = [o for o in OPS if any(r["op"] == o for r in rows)]
+        for dname in ("f32", "bf16"):
+            sel = [r for r in rows if r.get("dtype") == dname]
+            if not sel:
+                continue
+            print(f"| {dname} | " + " | ".join(ops) + " |")
+            print("|---" * (len(ops) + 1) + "|")
+            for b in sorted({r["bytes"] for r in sel}):
+                cells = []
+                for o in ops:
+                    r = next((x for x in sel if x["op"] == o and x["bytes"] == b), None)
+                    if r is None or r["fluxcpp_us"] is None:
+                        cells.append("—")
+                    elif r["gloo_us"] is None:
+                        cells.append(f"{r['fluxcpp_us']:.1f} / n/a")
+                    else:
+                        cells.append(f"{r['fluxcpp_us']:.1f} / {r['gloo_us']:.0f} "
+                                     f"(**{r['speedup']:.1f}x**)")
+                print(f"| {size(b)} | " + " | ".join(cells) + " |")
+            print()
+        for r in rows:
+            if r["op"] == "python_call":
+                print(f"- 4 B all_reduce from Python: `dist.all_reduce` {r['dist_all_reduce_us']:.1f}"
+                      f" µs, `fluxcpp.AllReduce.forward` {r['module_all_reduce_us']:.1f} µs")
+        steps = {r["backend"]: r["step_ms"] for r in rows if r["op"] == "ddp_step"}
+        if steps:
+            print(f"- DDP step (MLP 1024-4096-1024-4096-1024, batch 32): fluxcpp "
+                  f"{steps['fluxcpp']:.1f} ms, gloo {steps['gloo']:.1f} ms "
+                  f"({steps['gloo'] / steps['fluxcpp']:.2f}x)")
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--report":
+        report(sys.argv[2:])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-np", type=int, default=2)
     ap.add_argument("--dtypes", default="f32,bf16")

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # PyTorch's backend suite (tests/torch_backend/dist_suite.py) in full, for fluxcpp and for gloo
 # at the given world sizes, then the table of outcomes per test side by side
-# (scripts/torch_suite_table.py; docs/testing.md holds the last one).
-# Usage: scripts/torch_suite.sh [--build DIR] [--out DIR] [--backends "fluxcpp gloo"] [W ...]
-# (default W: 2 3). Takes about 10-25 minutes per backend and world size on 2 cores.
+# (scripts/torch_suite_table.py; docs/testing.md holds the last one). The backend
+# "fluxcpp_as_gloo" is fluxcpp running the tests the suite enables for gloo only
+# (DIST_SUITE_AS=gloo).
+# Usage: scripts/torch_suite.sh [--build DIR] [--out DIR]
+#            [--backends "fluxcpp gloo fluxcpp_as_gloo"] [W ...]
+# (default W: 2 3). Takes about 4-6 minutes per backend and world size on 2 cores.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-build="$here/build" out="${TMPDIR:-/tmp}/fluxcpp-torch-suite" backends="fluxcpp gloo" sizes=()
+build="$here/build" out="${TMPDIR:-/tmp}/fluxcpp-torch-suite" backends="fluxcpp gloo fluxcpp_as_gloo" sizes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -27,7 +30,10 @@ for w in "${sizes[@]}"; do
     log="$out/$b-w$w.log"
     echo "torch_suite: BACKEND=$b WORLD_SIZE=$w -> $log" >&2
     start=$(date +%s)
-    BACKEND=$b WORLD_SIZE=$w PYTHONPATH="$build/python" /usr/bin/python3 \
+    as=""
+    backend=$b
+    if [ "$b" = fluxcpp_as_gloo ]; then as=gloo backend=fluxcpp; fi
+    BACKEND=$backend DIST_SUITE_AS=$as WORLD_SIZE=$w PYTHONPATH="$build/python" /usr/bin/python3 \
       "$here/tests/torch_backend/dist_suite.py" -v >"$log" 2>&1 || true
     echo "torch_suite: $b W=$w took $(( $(date +%s) - start )) s: $(tail -1 "$log")" >&2
   done

@@ -137,6 +137,15 @@ auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
   return enqueue(OpType::ALLGATHER, "allgather", [this, in, parts] {
     const int64_t b = nbytes(in);
     if (adjacent(parts, b)) return coll_->all_gather(bytes_of(in), b, bytes_of(parts[0]));
+    if (size_ == 2) {  // the peer's block straight into its tensor (the op's single copy)
+      const int peer = 1 - rank_;
+      std::vector<int64_t> send(2, 0), recv(2, 0);
+      send[peer] = recv[peer] = b;
+      coll_->all_to_all(bytes_of(in), send.data(), bytes_of(parts[peer]), recv.data(), b);
+      if (b > 0 && bytes_of(parts[rank_]) != bytes_of(in))
+        std::memmove(bytes_of(parts[rank_]), bytes_of(in), b);
+      return;
+    }
     char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
     coll_->all_gather(bytes_of(in), b, all);
     unpack(all, parts, b);

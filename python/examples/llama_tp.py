@@ -37,7 +37,8 @@ import time
 
 import torch
 
-from llama_backends import FluxBackend, GlooWorld, MpiWorld, TorchBackend, World  # noqa: F401
+from llama_backends import (FluxBackend, GlooWorld, MpiWorld, TorchBackend, World,  # noqa: F401
+                            dist_backend)
 from llama_model import (Config, Model, generate, load_checkpoint, seeded_weights,  # noqa: F401
                          shard)
 

@@ -24,14 +24,22 @@ def available():
     return _c10d is not None and dist.is_available()
 
 
+def _unavailable(store, rank, size, timeout):
+    raise RuntimeError(f"fluxcpp: this build has no torch.distributed backend ({_WHY}); build "
+                       "fluxcpp with libtorch-dev, pybind11-dev and libpython3-dev installed "
+                       "(scripts/install_deps.sh --python)")
+
+
 def register():
     """Registers the backend with torch.distributed (done by `import fluxcpp`); idempotent.
-    Returns whether the backend is registered."""
-    if not available():
+    Returns whether the backend is usable. Without it, "fluxcpp" is still registered, with a
+    creator that says why init_process_group("fluxcpp") cannot work."""
+    if not dist.is_available():
         return False
     if NAME.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(NAME, _c10d.create_process_group)
-    return True
+        dist.Backend.register_backend(NAME, _c10d.create_process_group if available()
+                                      else _unavailable)
+    return available()
 
 
 def shared_context_handle(group):

@@ -19,6 +19,18 @@ endforeach()
 add_test(NAME torch_backend.torchrun.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_torchrun.py 2)
 set_tests_properties(torch_backend.torchrun.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# The Llama example's torch backend with dist.all_reduce over "fluxcpp" (under mpirun: the
+# MPI bootstrap) against its one-rank model.
+add_test(NAME torch_backend.llama.np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${FLUXCPP_MPIEXEC_FLAGS}
+                 ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)
+set_tests_properties(torch_backend.llama.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# The README's torchrun block, as written.
+add_test(NAME torch_backend.readme.np2 COMMAND ${FLUXCPP_TEST_PYTHON}
+         ${_tb}/readme_torchrun.py ${PROJECT_SOURCE_DIR}/README.md)
+set_tests_properties(torch_backend.readme.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 # A rank killed under multiprocessing, a rank stopped under torchrun: RuntimeError naming it
 # within the timeout, nothing left in /dev/shm.
 add_test(NAME torch_backend.faults.kill COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_faults.py

@@ -157,23 +157,52 @@ bool Executor::drain(const Task* until) {
   return moved;
 }
 
-void Executor::help(const std::shared_ptr<Task>& task) {
-  if (task->transfer || task->finished.load(std::memory_order_acquire)) return;
+bool Executor::help_once(const std::shared_ptr<Task>& task) {
   std::unique_lock<std::mutex> exec(exec_, std::try_to_lock);
-  if (!exec.owns_lock()) return;
+  if (!exec.owns_lock()) return false;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;  // stop() finishes what is left
-    bool queued = false;
+    if (stopping_) return false;  // stop() finishes what is left
     for (const auto& q : queue_) queued |= q.get() == task.get();
-    if (!queued) return;  // running or done on the worker
   }
+  if (!queued && !task->transfer) return false;  // running or done on the worker
   std::vector<std::pair<std::shared_ptr<Task>, std::exception_ptr>> done;
   deferred_ = &done;
-  drain(task.get());
+  bool moved = true;
+  if (queued)
+    drain(task.get());  // a transfer is parked and advanced once
+  else
+    moved = advance_transfers();  // a parked transfer, once: never waiting here for its peer
+  parked_count_.store(parked_.size(), std::memory_order_release);
   deferred_ = nullptr;
   exec.unlock();
   for (auto& [t, e] : done) finish(*t, e, true);
+  return moved;
+}
+
+void Executor::help(const std::shared_ptr<Task>& task) {
+  if (task->finished.load(std::memory_order_acquire)) return;
+  if (!task->transfer) {
+    help_once(task);
+    return;
+  }
+  // A transfer: this thread would only wait, so it advances the parked transfers itself, a step
+  // at a time, letting go of the group between steps (the worker may need to run a call the
+  // peer waits for). Spin, then yield, then nap, as the library's waits do.
+  int idle = 0;
+  while (!task->finished.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      if (!queue_.empty()) cv_.notify_one();  // calls behind: the worker takes them
+    }
+    idle = help_once(task) ? 0 : idle + 1;
+    if (idle > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(idle > 1024 ? 200 : 20));
+    else if (idle > 16)
+      std::this_thread::yield();
+  }
 }
 
 void Executor::loop() {

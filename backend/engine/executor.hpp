@@ -44,7 +44,8 @@ class Executor {
   ~Executor();  // stop()
   void submit(std::shared_ptr<Task> task);
   // Runs the queue up to and including `task` on this thread if no other thread is running a
-  // call; returns without waiting otherwise (or when task is a parked transfer).
+  // call; returns without waiting otherwise. For a transfer, advances the parked transfers on
+  // this thread until it is over, letting go of the group between steps.
   void help(const std::shared_ptr<Task>& task);
   // Ends the worker, then finishes on this thread what was submitted (parked transfers until
   // they complete or reach their deadline). help() does nothing from then on. Idempotent.
@@ -58,6 +59,8 @@ class Executor {
   // transfers once. Returns whether anything moved.
   bool drain(const Task* until);
   bool advance_transfers();
+  // One try of help(): whether anything moved.
+  bool help_once(const std::shared_ptr<Task>& task);
   void complete(const std::shared_ptr<Task>& t, std::exception_ptr e);
   static void finish(Task& t, std::exception_ptr e, bool waiter);
 

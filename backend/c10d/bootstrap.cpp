@@ -78,6 +78,9 @@ fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int
     if (rc != MPI_SUCCESS || comm == MPI_COMM_NULL)
       throw Failure(FLUXCPP_ERROR_MPI, "fluxcpp backend: MPI_Comm_create_group failed (rank " +
                                            std::to_string(rank) + ")");
+    // Tests simulate hosts as the library's do: groups of this many consecutive ranks.
+    if (const char* rpn = std::getenv("FLUXCPP_BACKEND_RANKS_PER_NODE"))
+      cfg.ranks_per_node = std::atoi(rpn);
     const fluxcpp_status_t s = fluxcpp_context_create(comm, &cfg, &ctx);
     MPI_Comm_free(&comm);
     check(s, "context create (MPI)");

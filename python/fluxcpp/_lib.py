@@ -143,6 +143,7 @@ _FUNCTIONS = {
     "fluxcpp_last_error": ([], ctypes.c_char_p),
     "fluxcpp_version": ([], c_int),
     "fluxcpp_get_unique_id": ([P], c_int),
+    "fluxcpp_context_share": ([P, P], c_int),
     "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int], c_int),
     "fluxcpp_moe_layout": ([P, c_i64, c_i64, c_i64, c_i64, P, P, P, P, P, P], c_int),
 }

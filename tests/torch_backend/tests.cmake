@@ -26,6 +26,13 @@ add_test(NAME torch_backend.llama.np2
                  ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)
 set_tests_properties(torch_backend.llama.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# The same on 2 simulated hosts of one rank: the group's legs between hosts go over MPI.
+add_test(NAME torch_backend.llama.np2.hosts2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${FLUXCPP_MPIEXEC_FLAGS}
+                 ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)
+set_tests_properties(torch_backend.llama.np2.hosts2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env};FLUXCPP_BACKEND_RANKS_PER_NODE=1"
+                     FIXTURES_REQUIRED fluxcpp_shm_clean)
 # The README's torchrun block, as written.
 add_test(NAME torch_backend.readme.np2 COMMAND ${FLUXCPP_TEST_PYTHON}
          ${_tb}/readme_torchrun.py ${PROJECT_SOURCE_DIR}/README.md)

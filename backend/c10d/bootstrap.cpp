@@ -1,6 +1,7 @@
 // make_context: the store carries the unique id (or the MPI ranks) of each group's creation.
 #include "bootstrap.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -45,6 +46,47 @@ std::vector<uint8_t> fetch(c10d::Store& store, const std::string& key,
   }
 }
 
+// fluxcpp_store_t over a c10d store, under a prefix of the creation's own.
+struct StoreUser {
+  c10d::Store* store;
+  std::string prefix;
+};
+
+int store_set(void* user, const char* key, const void* value, size_t bytes) {
+  auto* u = static_cast<StoreUser*>(user);
+  try {
+    const auto* p = static_cast<const uint8_t*>(value);
+    u->store->set(u->prefix + key, std::vector<uint8_t>(p, p + bytes));
+    return 0;
+  } catch (const std::exception&) {
+    return 1;
+  }
+}
+
+int store_wait(void* user, const char* key, double timeout_s) {
+  auto* u = static_cast<StoreUser*>(user);
+  try {
+    const auto ms = std::chrono::milliseconds(
+        static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0) + 1);
+    u->store->wait({u->prefix + key}, ms);
+    return 0;
+  } catch (const std::exception&) {
+    return 1;  // the store's timeout (or a lost store)
+  }
+}
+
+int store_get(void* user, const char* key, void* value, size_t capacity, size_t* bytes) {
+  auto* u = static_cast<StoreUser*>(user);
+  try {
+    const std::vector<uint8_t> v = u->store->get(u->prefix + key);
+    *bytes = v.size();
+    if (v.size() <= capacity && !v.empty()) std::memcpy(value, v.data(), v.size());
+    return 0;
+  } catch (const std::exception&) {
+    return 1;
+  }
+}
+
 }  // namespace
 
 fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -86,19 +128,11 @@ fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int
     check(s, "context create (MPI)");
     return ctx;
   }
-  const std::string key = "fluxcpp/" + gen + "/unique_id";
-  fluxcpp_unique_id_t id;
-  if (rank == 0) {
-    check(fluxcpp_get_unique_id(&id), "unique id");
-    store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
-  } else {
-    const auto v = fetch(*store, key, timeout, rank);
-    if (v.size() != sizeof id.internal)
-      throw Failure(FLUXCPP_ERROR_INVALID_USAGE,
-                    "fluxcpp backend: the store's '" + key + "' is not a fluxcpp unique id");
-    std::memcpy(id.internal, v.data(), sizeof id.internal);
-  }
-  check(fluxcpp_context_create_from_id(&id, size, rank, &cfg, &ctx), "context create");
+  // Without MPI the library meets the ranks through the store itself: one host in shared
+  // memory, several over its TCP channel.
+  StoreUser user{store.get(), "fluxcpp/" + gen + "/ctx/"};
+  fluxcpp_store_t cs{&user, store_set, store_wait, store_get};
+  check(fluxcpp_context_create_from_store(&cs, size, rank, &cfg, &ctx), "context create");
   return ctx;
 }
 

@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "fluxcpp/export.h"
 
@@ -32,6 +34,15 @@ struct UniqueId {
 // A fresh id; not collective. Throws Error(kSystem) when no random bits can be had.
 FLUXCPP_API UniqueId get_unique_id();
 
+// The caller's key-value store a context is made from without MPI, on one host or several (see
+// fluxcpp_context_create_from_store in fluxcpp.h): set stores a value, wait returns true once the
+// key exists (false after timeout_s), get returns the value of a key that exists. Each may throw.
+struct KeyValueStore {
+  std::function<void(const std::string& key, const std::string& value)> set;
+  std::function<bool(const std::string& key, double timeout_s)> wait;
+  std::function<std::string(const std::string& key)> get;
+};
+
 // A duplicated communicator, its host layout, settings, worker threads and logging.
 // Construction is collective over `comm` (every rank, same options); on an invalid option on any
 // rank, every rank throws Error(kInvalidArgument). Multi-host contexts need MPI initialised with
@@ -48,6 +59,12 @@ class FLUXCPP_API Context {
   // never arrives: kTimeout naming it). kInvalidUsage on a rank whose host is not the id's (ranks
   // on several hosts need MPI); options.ranks_per_node must be 0 or world_size.
   Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options = {});
+  // Without MPI, from the caller's store, ranks on one host or several: collective over the
+  // `world_size` processes that pass a store (or prefix) of the context's own. Hosts meet over
+  // gloo's TCP transport (fluxcpp_context_create_from_store says how they are told apart and
+  // which interface is used).
+  Context(const KeyValueStore& store, int world_size, int rank,
+          const ContextOptions& options = {});
   Context(Context&&) noexcept = default;
   Context& operator=(Context&&) noexcept = default;
   ~Context();  // noexcept; never communicates

@@ -77,6 +77,33 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
                                                             int world_size, int rank,
                                                             const fluxcpp_context_config_t* config,
                                                             fluxcpp_context_t* ctx);
+/* Without MPI, on one host or several (the UCC convention: the caller's out-of-band store, e.g.
+ * torch's c10d store, etcd, a file). Every rank calls create_from_store with the same world_size
+ * and its own rank, on a store (or key prefix) of the context's own: the keys
+ * "fluxcpp/rank/<r>", "fluxcpp/host/<n>" and "fluxcpp/net/..." are written under it. The ranks of
+ * one machine meet in shared memory (as create_from_id); machines, told apart by their boot id
+ * and host name (FLUXCPP_HOST_ID=<name> makes ranks of one machine distinct hosts, for tests),
+ * meet over gloo's TCP transport, which then carries every op's traffic between hosts: listening
+ * on FLUXCPP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) when set, else on the address the host name
+ * resolves to. Callbacks return 0 on success, nonzero on failure (create fails with
+ * FLUXCPP_ERROR_SYSTEM naming the key); they may be called from the calling thread only, during
+ * the create. A rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it. A timeout on the
+ * network (a host lost mid-call) closes the context's TCP channel: every later call on the
+ * context fails and it can only be destroyed. config->ranks_per_node must be 0. */
+typedef struct {
+  void* user;
+  /* Stores `bytes` bytes of `value` under `key`. */
+  int (*set)(void* user, const char* key, const void* value, size_t bytes);
+  /* Waits until `key` exists: 0 once it does, nonzero when timeout_s passed first. */
+  int (*wait)(void* user, const char* key, double timeout_s);
+  /* Copies the value of `key` (which exists) into `value` (capacity bytes) and sets *bytes to its
+   * size; when it is larger than capacity, copies nothing, sets *bytes and returns 0: the
+   * library calls again with a buffer that large. */
+  int (*get)(void* user, const char* key, void* value, size_t capacity, size_t* bytes);
+} fluxcpp_store_t;
+FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_store(
+    const fluxcpp_store_t* store, int world_size, int rank, const fluxcpp_context_config_t* config,
+    fluxcpp_context_t* ctx);
 /* Collective; NULL is a no-op. Ops created on the context are not destroyed with it, but once it
  * is closed every forward, input_buffer and async_send_recv call on them returns
  * FLUXCPP_ERROR_INVALID_USAGE "<op>: the context was closed" (grouped_gemm's forward, which is

@@ -1,12 +1,13 @@
 """fluxcpp.Context and the base of every op class (create, close, with, __del__)."""
 import ctypes
+import hashlib
 import numbers
 import warnings
 
 from . import _lib
 from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
-from ._store import Claim, effective_timeout, get_within, job_tag, store_wait
+from ._store import Claim, StoreBridge, effective_timeout, get_within, job_tag, store_wait
 
 
 def _comm_handle(comm):
@@ -78,10 +79,13 @@ class Context(_Handle):
     @classmethod
     def from_store(cls, store, rank, world_size, *, timeout_s=0.0, compute_threads=0,
                    comm_threads=0, key=None):
-        """A context without MPI for ranks on one host (as torchrun, multiprocessing or a serving
-        stack starts them): rank 0 makes an id and sets it in `store` (a torch.distributed
+        """A context without MPI for ranks on one host or several (as torchrun, multiprocessing
+        or a serving stack starts them): rank 0 sets a fresh id in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
-        rank creates the context from it. Collective over the world_size ranks.
+        rank creates the context through the store under a prefix that id makes the call's own
+        (fluxcpp_context_create_from_store): the ranks of a host meet in shared memory, hosts
+        over gloo's TCP transport (FLUXCPP_SOCKET_IFNAME or GLOO_SOCKET_IFNAME picks the
+        interface). Collective over the world_size ranks.
 
         key None: one key per job and call to from_store in this process (the job: the parent
         process, and torchrun's restart count; the call counted even when it fails, so the ranks
@@ -133,10 +137,19 @@ class Context(_Handle):
                                 f"{getattr(e, 'message', e)}") from e
                 claim.check_writer()
                 ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
+            # The ranks meet under a prefix the id makes this attempt's own: on one host in
+            # shared memory, across hosts over the library's TCP channel.
+            bridge = StoreBridge(store, f"{key}/{hashlib.sha1(bytes(uid)).hexdigest()[:16]}/")
             out = c_void_p()
-            create = _lib.fn("fluxcpp_context_create_from_id")
-            _lib.checked(create(ctypes.byref(uid), world_size, rank, ctypes.byref(cfg),
-                                ctypes.byref(out)))
+            create = _lib.fn("fluxcpp_context_create_from_store")
+            try:
+                _lib.checked(create(ctypes.byref(bridge.struct), world_size, rank,
+                                    ctypes.byref(cfg), ctypes.byref(out)))
+            except Error as e:
+                if bridge.error is not None:
+                    raise Error(e.status, f"{getattr(e, 'message', e)} (the store raised: "
+                                f"{bridge.error})") from e
+                raise
         except BaseException:
             claim.release()
             raise

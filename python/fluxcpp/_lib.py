@@ -92,7 +92,8 @@ LIB, LIBRARY_PATH = _load()
 # plus input_buffer (handle, void**) when its input is zero-copy.
 _OBJECTS = {
     "context": dict(create=[None, P, P],  # MPI_Comm: its ctypes type is set by _base.Context
-                    create_from_id=[P, c_int, c_int, P, P], info=[P, P, P, P, P]),
+                    create_from_id=[P, c_int, c_int, P, P],
+                    create_from_store=[P, c_int, c_int, P, P], info=[P, P, P, P, P]),
     "packed_weight": dict(create=[P, c_int, P, c_i64, c_i64, c_int, P], update=[P, P]),
     # all_gather, ag_gemm, reduce_scatter, gemm_rs, all_reduce, gemm_ar
     "all_gather": dict(create=[P, c_i64, c_i64, c_int, P], forward=[P, P, c_i64, P],

@@ -15,19 +15,22 @@ told apart: an explicit key must be the job's own.) A rank whose create fails gi
 (rank 0 first removes its id), so a retry under the same key works; rank 0 removes the id and
 every claim once the context exists (every rank has read and claimed by then)."""
 import datetime
+import ctypes
 import math
 import os
 import threading
+import time
 
 from ._lib import Error, Status
 
 
 def job_tag():
-    """What the ranks of one job on one host share and another job's do not: their parent
-    process (the launcher: torchrun's agent, mpirun's daemon, multiprocessing's parent, the
-    serving stack), and torchrun's restart count (a restart's workers get a key of their own,
-    whatever the killed ones left in the agent's store)."""
-    tag = f"ppid-{os.getppid()}"
+    """What the ranks of one job share and another job's do not: under torchrun its run id
+    (the same on every host of the job), else their parent process (the launcher: mpirun's
+    daemon, multiprocessing's parent, the serving stack); and torchrun's restart count (a
+    restart's workers get a key of their own, whatever the killed ones left in the store)."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID")
+    tag = f"run-{run}" if run else f"ppid-{os.getppid()}"
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     return f"{tag}-restart{restart}" if restart else tag
 
@@ -184,3 +187,65 @@ class Claim:
         for k in [self.key, f"{self.key}/conflict"] + [_claim_key(self.key, r)
                                                         for r in range(self.world_size)]:
             self._quietly(lambda k=k: self._delete(k))
+
+
+class StoreBridge:
+    """fluxcpp_store_t over a torch.distributed Store under `prefix`: the callbacks the C create
+    calls on this thread. A callback's exception is kept (first one) for the caller's message;
+    the create sees a failure code."""
+
+    _SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
+                            ctypes.c_size_t)
+    _WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double)
+    _GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
+                            ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
+
+    class Struct(ctypes.Structure):
+        pass
+
+    def __init__(self, store, prefix):
+        self.store, self.prefix, self.error = store, prefix, None
+        self._cb = (self._SET(self._set), self._WAIT(self._wait), self._GET(self._get))
+        self.struct = StoreBridge.Struct(None, *self._cb)
+
+    def _key(self, key):
+        return self.prefix + key.decode()
+
+    def _keep(self, e):
+        if self.error is None:
+            self.error = e
+
+    def _set(self, _user, key, value, nbytes):
+        try:
+            self.store.set(self._key(key), ctypes.string_at(value, nbytes))
+            return 0
+        except Exception as e:  # handed to the caller through the create's failure
+            self._keep(e)
+            return 1
+
+    def _wait(self, _user, key, timeout_s):
+        # Store.wait with a timeout: the store's file exists by now (rank 0 set the id first),
+        # so a FileStore's wait cannot hang on a missing file (torch 1.13).
+        try:
+            self.store.wait([self._key(key)],
+                            datetime.timedelta(seconds=max(0.001, min(float(timeout_s), 1e8))))
+            return 0
+        except Exception as e:  # the store's timeout, or a lost store
+            if "imeout" not in str(e):
+                self._keep(e)
+            return 1
+
+    def _get(self, _user, key, value, capacity, nbytes):
+        try:
+            raw = self.store.get(self._key(key))
+            nbytes[0] = len(raw)
+            if len(raw) <= capacity:
+                ctypes.memmove(value, raw, len(raw))
+            return 0
+        except Exception as e:
+            self._keep(e)
+            return 1
+
+
+StoreBridge.Struct._fields_ = [("user", ctypes.c_void_p), ("set", StoreBridge._SET),
+                               ("wait", StoreBridge._WAIT), ("get", StoreBridge._GET)]

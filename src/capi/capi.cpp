@@ -99,6 +99,57 @@ fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique_id_t* id, i
   });
 }
 
+namespace {
+
+fluxcpp::comm::KvStore store_of(const fluxcpp_store_t& s) {
+  using fluxcpp::Errc;
+  fluxcpp::comm::KvStore k;
+  k.set = [s](const std::string& key, const std::string& value) {
+    if (s.set(s.user, key.c_str(), value.data(), value.size()) != 0)
+      fluxcpp::raise(Errc::kSystem, "context create: the store's set failed for key '{}'", key);
+  };
+  k.wait = [s](const std::string& key, double timeout_s) {
+    return s.wait(s.user, key.c_str(), timeout_s) == 0;
+  };
+  k.get = [s](const std::string& key) {
+    std::string v(256, '\0');
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::size_t bytes = 0;
+      if (s.get(s.user, key.c_str(), v.data(), v.size(), &bytes) != 0)
+        fluxcpp::raise(Errc::kSystem, "context create: the store's get failed for key '{}'", key);
+      if (bytes <= v.size()) {
+        v.resize(bytes);
+        return v;
+      }
+      v.assign(bytes, '\0');
+    }
+    fluxcpp::raise(Errc::kSystem, "context create: the store's value for key '{}' keeps growing",
+                   key);
+  };
+  return k;
+}
+
+}  // namespace
+
+fluxcpp_status_t fluxcpp_context_create_from_store(const fluxcpp_store_t* store, int world_size,
+                                                   int rank,
+                                                   const fluxcpp_context_config_t* config,
+                                                   fluxcpp_context_t* ctx) {
+  if (ctx != nullptr) *ctx = nullptr;
+  if (store == nullptr) return null_arg("fluxcpp_context_create_from_store", "store");
+  if (store->set == nullptr || store->get == nullptr || store->wait == nullptr)
+    return null_arg("fluxcpp_context_create_from_store", "store->set, get or wait");
+  return guarded([&] {
+    fluxcpp::ContextOptions o;
+    std::string local_error = read_config(config, &o);
+    if (ctx == nullptr) local_error = "context: the ctx out-pointer is NULL";
+    const fluxcpp::comm::KvStore kv = store_of(*store);
+    auto impl =
+        std::make_shared<fluxcpp::detail::ContextImpl>(kv, world_size, rank, o, local_error);
+    *ctx = new fluxcpp_context_s{std::move(impl)};
+  });
+}
+
 fluxcpp_status_t fluxcpp_context_share(fluxcpp_context_t ctx, fluxcpp_context_t* shared) {
   if (shared != nullptr) *shared = nullptr;
   if (ctx == nullptr) return null_arg("fluxcpp_context_share", "ctx");

@@ -8,6 +8,7 @@
 #include "comm/affinity.hpp"
 #include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/gloo_net.hpp"
 #include "comm/host_layout.hpp"
 #include "comm/launch_guard.hpp"
 #include "comm/mpi_util.hpp"
@@ -211,6 +212,7 @@ void ContextImpl::release() noexcept {
     // and a thread there may have held a stream's lock when the copy was made. Drop nothing.
     for (auto& s : comm_streams_) (void)s.release();
     for (auto& s : compute_) (void)s.release();
+    if (net_) (void)new std::shared_ptr<comm::GlooNet>(std::move(net_));  // its threads too
     return;
   }
   comm_streams_.clear();
@@ -218,6 +220,7 @@ void ContextImpl::release() noexcept {
   own_node_group_.reset();
   node_group_ = nullptr;
   group_.reset();
+  net_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI

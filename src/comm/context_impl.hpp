@@ -12,6 +12,7 @@
 #include "comm/config.hpp"
 #include "comm/group.hpp"
 #include "comm/host_layout.hpp"
+#include "comm/kv_store.hpp"
 #include "comm/stream.hpp"
 #include "comm/unique_id.hpp"
 #include "deadline.hpp"
@@ -19,6 +20,10 @@
 #include "process_owner.hpp"
 #include "shm/signal.hpp"
 #include "shm/symmetric_buffer.hpp"
+
+namespace fluxcpp::comm {
+class GlooNet;
+}
 
 namespace fluxcpp::detail {
 
@@ -33,6 +38,12 @@ class ContextImpl : public shm::HostTeam {
   // naming this rank.
   ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size, int rank,
               const ContextOptions& options, const std::string& local_error = {});
+  // Without MPI, from the caller's key-value store (comm/kv_store.hpp), ranks on one host or
+  // several: the ranks of a host meet in shared memory (an id its first rank sets in the store),
+  // hosts over the gloo channel (comm/gloo_net.hpp). Hosts are told apart by the machine (boot
+  // id and host name), or by FLUXCPP_HOST_ID where tests simulate hosts on one machine.
+  ContextImpl(const comm::KvStore& store, int world_size, int rank, const ContextOptions& options,
+              const std::string& local_error = {});
   ~ContextImpl() override;
 
   // shm::HostTeam over the host's group.
@@ -49,6 +60,9 @@ class ContextImpl : public shm::HostTeam {
   MPI_Comm mpi_comm() const { return comm_; }
   // Ranks with this rank's node_rank on every host, ordered by host (meaningful when uniform).
   MPI_Comm rail_comm() const { return rail_comm_; }
+  // The gloo channel of a context made from a store whose ranks span hosts (else null): the
+  // network for the ops when mpi_comm() is MPI_COMM_NULL.
+  const std::shared_ptr<comm::GlooNet>& net() const { return net_; }
 
   int world_rank() const { return rank_; }
   int world_size() const { return size_; }
@@ -133,6 +147,7 @@ class ContextImpl : public shm::HostTeam {
   void start(const ContextOptions& options, int thread_level);
 
   MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+  std::shared_ptr<comm::GlooNet> net_;  // before the groups: they may use it
   std::unique_ptr<comm::Group> group_, own_node_group_;
   comm::Group* node_group_ = nullptr;  // own_node_group_, or group_ when there is one host
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "comm/gloo_net.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -37,6 +38,15 @@ RecordSwap::RecordSwap(MPI_Comm base, std::string what)
   check_mpi(MPI_Comm_size(comm_.get(), &size_), "MPI_Comm_size");
 }
 
+RecordSwap::RecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me,
+                       uint64_t serial, std::string what)
+    : net_(std::move(net)),
+      members_(std::move(members)),
+      serial_(serial),
+      what_(std::move(what)),
+      rank_(me),
+      size_(static_cast<int>(members_.size())) {}
+
 void RecordSwap::prepare(std::size_t bytes) {
   bytes = round_up(bytes);
   // A timed-out swap's orphans may still use the records: never reuse those.
@@ -52,6 +62,7 @@ char* RecordSwap::record(int member) const {
 
 std::vector<int> RecordSwap::swap(std::size_t send_bytes, Deadline deadline,
                                   const BackoffPolicy& wait, std::array<int64_t, 2> retraction) {
+  if (net_) return swap_net(deadline);
   const MPI_Comm c = comm_.get();
   std::vector<int> peers;  // every other member, starting after this one
   for (int i = 1; i < size_; ++i) peers.push_back((rank_ + i) % size_);
@@ -89,6 +100,7 @@ std::vector<int> RecordSwap::swap(std::size_t send_bytes, Deadline deadline,
 
 std::vector<std::pair<int, std::array<int64_t, 2>>> RecordSwap::retractions() {
   std::vector<std::pair<int, std::array<int64_t, 2>>> out;
+  if (net_) return out;  // a late member finds the channel closed instead
   for (int n = 0; n < size_; ++n) {
     if (n == rank_) continue;
     int flag = 0;
@@ -106,6 +118,7 @@ std::vector<std::pair<int, std::array<int64_t, 2>>> RecordSwap::retractions() {
 std::vector<std::string> RecordSwap::gather_texts(const std::string& mine, Deadline deadline,
                                                   const BackoffPolicy& wait,
                                                   const std::function<std::string()>& missing) {
+  if (net_) return gather_texts_net(mine, deadline, missing);
   Records& b = *records_;
   b.text.assign(kText, '\0');
   std::snprintf(b.text.data(), kText, "%s", mine.c_str());

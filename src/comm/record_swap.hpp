@@ -6,6 +6,11 @@
 // small text per member can be gathered when some member has an error to tell. Owns a duplicate
 // of the communicator (collective to make) and the records; what a timed-out swap posted keeps
 // its own reference to the records it may still touch.
+//
+// Over the gloo channel (a context made from a store), the same swap runs on the op's rail slots
+// among the members' world ranks; every record crosses whole. A member late at the deadline
+// closes the channel (comm/gloo_net.hpp), so the late one fails when it arrives with no
+// retraction needed.
 #pragma once
 
 #include <array>
@@ -21,14 +26,20 @@
 
 namespace fluxcpp::comm {
 
+class GlooNet;
+
 class RecordSwap {
  public:
   RecordSwap() = default;
   // Collective over `base`: duplicates it. `what` names the exchange in the errors of later
   // creates on it (a timed-out swap's orphans).
   RecordSwap(MPI_Comm base, std::string what);
+  // Over the gloo channel: `members` are the world ranks in member order, this rank is member
+  // `me`; `serial` is the op's create serial (its slots). Not collective.
+  RecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me, uint64_t serial,
+             std::string what);
 
-  bool active() const { return comm_.get() != MPI_COMM_NULL; }
+  bool active() const { return comm_.get() != MPI_COMM_NULL || net_ != nullptr; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -53,7 +64,13 @@ class RecordSwap {
 
  private:
   struct Records;
+  std::vector<int> swap_net(Deadline deadline);
+  std::vector<std::string> gather_texts_net(const std::string& mine, Deadline deadline,
+                                            const std::function<std::string()>& missing);
   UniqueComm comm_;
+  std::shared_ptr<GlooNet> net_;
+  std::vector<int> members_;
+  uint64_t serial_ = 0;
   std::string what_;
   int rank_ = 0, size_ = 1;
   std::size_t bytes_ = 0;

@@ -37,14 +37,19 @@ def exact_sum(make, shape, dtype, seed):
     return total.to(dtype)
 
 
-def ordered_sum(make, shape, dtype, seed):
-    """The documented order (include/fluxcpp/fluxcpp.h, ops/core/all_reduce_exchange.hpp): ranks
-    in index order, accumulated in f32 (f64 for f64), rounded once."""
+def ordered_sum(make, shape, dtype, seed, per_host=None):
+    """The documented order (include/fluxcpp/fluxcpp.h, ops/core/all_reduce_exchange.hpp): within
+    each host (per_host consecutive ranks; None: one host) by local rank, then the hosts' sums by
+    host index, accumulated in f32 (f64 for f64), rounded once."""
     acc_t = torch.float64 if dtype == torch.float64 else torch.float32
-    acc = make(shape, dtype, seed, 0).to(acc_t)
-    for r in range(1, W):
-        acc = acc + make(shape, dtype, seed, r).to(acc_t)
-    return acc.to(dtype)
+    per_host = per_host or W
+    total = None
+    for h in range(0, W, per_host):
+        acc = make(shape, dtype, seed, h).to(acc_t)
+        for r in range(h + 1, h + per_host):
+            acc = acc + make(shape, dtype, seed, r).to(acc_t)
+        total = acc if total is None else total + acc
+    return total.to(dtype)
 
 
 def one_shot_edge(dtype):
@@ -114,7 +119,7 @@ def random_cases(ctx, tag):
                 y = op(x)
                 same_on_every_rank(y, what)
                 equal(op(x), y, f"{what}: call to call")
-                want = ordered_sum(rand, (count,), dtype, seed)
+                want = ordered_sum(rand, (count,), dtype, seed, ctx.node_size)
                 if not torch.equal(y, want):
                     diff = (y != want).nonzero().reshape(-1)
                     i = diff[0].item()
@@ -131,8 +136,9 @@ def random_cases(ctx, tag):
 
 with context(timeout_s=60) as ctx:
     if available("all_reduce"):
-        exact_cases(ctx, "one host")
-        random_cases(ctx, "one host")
+        where = "one host" if ctx.node_size == W else f"{W // ctx.node_size} hosts (TCP)"
+        exact_cases(ctx, where)
+        random_cases(ctx, where)
 
         with fluxcpp.AllReduce(ctx, 100, torch.float32) as op:
             fw = "AllReduce.forward"

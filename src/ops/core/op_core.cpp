@@ -85,7 +85,7 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
   buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
   layout.bind(buf_);
   if (c.num_nodes() > 1)
-    transport_.emplace(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
+    transport_ = comm::make_transport(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
 }
 
 OpCore::~OpCore() {

@@ -95,7 +95,7 @@ class OpCore {
   const Handshake& handshake() const { return hs_; }
   // The order in which this rank visits its peers (peer_order.hpp).
   const PeerOrder& peers() const { return peers_; }
-  comm::Transport* transport() { return transport_ ? &*transport_ : nullptr; }
+  comm::Transport* transport() { return transport_.get(); }
   bool multi_host() const { return ctx_->num_nodes() > 1; }
   const shm::Layout& layout() const { return *layout_; }
 
@@ -138,7 +138,7 @@ class OpCore {
   PeerOrder peers_;
   shm::SignalArray released_;  // [L]: released[q] in our segment = last call q released
   shm::SymmetricBuffer buf_;
-  std::optional<comm::Transport> transport_;
+  std::unique_ptr<comm::Transport> transport_;
   uint64_t epoch_ = 0;
   uint64_t released_epoch_ = 0;  // the last call that released the host peers
   bool skip_release_ = false;

@@ -1,0 +1,231 @@
+// ContextImpl from the caller's key-value store: every rank publishes who it is and where it
+// runs; the ranks of each host meet in shared memory through an id their first rank sets; hosts
+// meet over the gloo channel.
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "comm/bounded.hpp"
+#include "comm/context_impl.hpp"
+#include "comm/gloo_group.hpp"
+#include "comm/gloo_net.hpp"
+#include "comm/shm_group.hpp"
+#include "deadline.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::detail {
+
+namespace {
+
+constexpr char kMagic[] = "fluxcpp-store-1";
+constexpr char kSep = '\x1e';
+
+double left_s(SteadyTime deadline) {
+  if (deadline == SteadyTime::max()) return 1e9;
+  return std::max(0.0, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now())
+                           .count());
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (ch == kSep)
+      out.emplace_back();
+    else
+      out.back() += ch;
+  }
+  return out;
+}
+
+// What a rank publishes: the fields below, in this order.
+struct Arrival {
+  long long world_size = 0, rank = -1, pid = 0;
+  std::string host, boot, name, nonce, error;
+};
+
+std::string encode(const Arrival& a) {
+  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", kMagic, kSep, a.world_size, kSep, a.rank,
+                     kSep, a.pid, kSep, a.host, kSep, a.boot, kSep, a.name, kSep, a.nonce, kSep,
+                     a.error);
+}
+
+Arrival decode(const std::string& text, int key_rank) {
+  const std::vector<std::string> f = split(text);
+  if (f.size() != 9 || f[0] != kMagic)
+    raise(Errc::kInvalidUsage,
+          "context create: the store's key for rank {} does not hold a fluxcpp arrival (another "
+          "program or library version wrote it: give each context a store prefix of its own)",
+          key_rank);
+  Arrival a;
+  try {
+    a.world_size = std::stoll(f[1]);
+    a.rank = std::stoll(f[2]);
+    a.pid = std::stoll(f[3]);
+  } catch (const std::exception&) {
+    raise(Errc::kInvalidUsage, "context create: the store's key for rank {} is corrupted",
+          key_rank);
+  }
+  a.host = f[4];
+  a.boot = f[5];
+  a.name = f[6];
+  a.nonce = f[7];
+  a.error = f[8];
+  return a;
+}
+
+std::string rank_key(int r) {
+  return fmt::format("fluxcpp/rank/{}", r);
+}
+
+}  // namespace
+
+namespace {
+
+std::string host_identity() {
+  if (const char* h = std::getenv("FLUXCPP_HOST_ID"); h != nullptr && *h != '\0')
+    return fmt::format("{}/{}", comm::this_boot_id(), h);
+  return fmt::format("{}/{}", comm::this_boot_id(), comm::this_host_name());
+}
+
+}  // namespace
+
+ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
+                         const ContextOptions& options, const std::string& local_error) {
+  const SteadyTime deadline = deadline_after(create_timeout_s(options));
+  comm::DeadlineScope scope(deadline, "context create");
+  FLUXCPP_CHECK_ARG(world_size >= 1, "context: world_size={} must be >= 1", world_size);
+  FLUXCPP_CHECK_ARG(rank >= 0 && rank < world_size,
+                    "context: rank={} must be in [0, world_size={})", rank, world_size);
+  // 1. Arrivals: every rank's identity, in the store. Errors found here travel in the record, so
+  //    that every rank raises the same one.
+  Arrival mine;
+  mine.world_size = world_size;
+  mine.rank = rank;
+  mine.pid = static_cast<long long>(getpid());
+  mine.host = host_identity();
+  mine.boot = comm::this_boot_id();
+  mine.name = comm::this_host_name();
+  mine.nonce = fmt::format("{:016x}", std::random_device{}() * 0x100000001ull ^
+                                          static_cast<unsigned long long>(mine.pid));
+  mine.error = local_error;
+  if (mine.error.empty() && options.ranks_per_node != 0)
+    mine.error = fmt::format(
+        "context: ranks_per_node={} with a context made from a store: hosts are told apart by "
+        "the machine (FLUXCPP_HOST_ID simulates hosts); pass 0",
+        options.ranks_per_node);
+  for (char& ch : mine.error)
+    if (ch == kSep) ch = ' ';
+  store.set(rank_key(rank), encode(mine));
+  std::vector<Arrival> all(static_cast<std::size_t>(world_size));
+  std::string missing;
+  for (int r = 0; r < world_size; ++r)
+    if (!store.wait(rank_key(r), missing.empty() ? left_s(deadline) : 0.0))
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+  if (!missing.empty())
+    raise(Errc::kTimeout,
+          "context create: timed out after {} s in the store rendezvous: rank(s) {} did not "
+          "arrive (this is rank {})",
+          create_timeout_s(options), missing, rank);
+  for (int r = 0; r < world_size; ++r) all[r] = decode(store.get(rank_key(r)), r);
+  for (int r = 0; r < world_size; ++r) {
+    if (all[r].world_size != world_size)
+      raise(Errc::kInvalidArgument,
+            "context create: ranks disagree on world_size: rank {} passed {}, rank {} passed {}",
+            rank, world_size, r, all[r].world_size);
+    if (all[r].rank != r)
+      raise(Errc::kInvalidUsage, "context create: the store's key for rank {} holds rank {}'s "
+            "arrival", r, all[r].rank);
+  }
+  for (int r = 0; r < world_size; ++r)
+    if (!all[r].error.empty())
+      throw AgreedError(Errc::kInvalidArgument,
+                        r == rank ? all[r].error
+                                  : fmt::format("{} (reported by rank {})", all[r].error, r));
+  if (all[rank].nonce != mine.nonce)
+    raise(Errc::kInvalidUsage,
+          "context create: another process (pid {} on host '{}') also claims rank {} under this "
+          "store prefix: two jobs or two calls share the prefix (give each context its own)",
+          all[rank].pid, all[rank].name, rank);
+  // 2. Hosts, numbered in the order of their lowest rank; ranks on a host by world rank.
+  std::vector<std::string> hosts;
+  node_of_.assign(world_size, 0);
+  local_of_.assign(world_size, 0);
+  for (int r = 0; r < world_size; ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), all[r].host);
+    const int n = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) {
+      hosts.push_back(all[r].host);
+      members_.emplace_back();
+    }
+    node_of_[r] = n;
+    local_of_[r] = static_cast<int>(members_[n].size());
+    members_[n].push_back(r);
+  }
+  rank_ = rank;
+  size_ = world_size;
+  num_nodes_ = static_cast<int>(hosts.size());
+  node_id_ = node_of_[rank];
+  node_rank_ = local_of_[rank];
+  node_size_ = static_cast<int>(members_[node_id_].size());
+  shared_size_ = 0;
+  for (const Arrival& a : all) shared_size_ += a.boot == mine.boot ? 1 : 0;
+  uniform_ = true;
+  for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
+  try {
+    // 3. The host's ranks meet in shared memory, through an id the host's first rank sets.
+    const std::string id_key = fmt::format("fluxcpp/host/{}", node_id_);
+    char id[comm::kUniqueIdBytes] = {};
+    if (node_rank_ == 0) {
+      comm::make_unique_id(id);
+      store.set(id_key, std::string(id, sizeof id));
+    } else {
+      if (!store.wait(id_key, left_s(deadline)))
+        raise(Errc::kTimeout,
+              "context create: timed out after {} s waiting for rank {} (the first rank of this "
+              "host) to set the host's id in the store (this is rank {})",
+              create_timeout_s(options), members_[node_id_][0], rank);
+      const std::string v = store.get(id_key);
+      if (v.size() != sizeof id)
+        raise(Errc::kInvalidUsage, "context create: the store's host id is corrupted");
+      std::copy(v.begin(), v.end(), id);
+    }
+    const comm::ParsedId parsed = comm::parse_unique_id(id);
+    if (parsed.boot_id != comm::this_boot_id())
+      raise(Errc::kInvalidUsage,
+            "context create: rank {} and rank {} claim the same host ('{}'), but run on "
+            "different machines ('{}' and '{}'): FLUXCPP_HOST_ID must name ranks of one machine",
+            rank, members_[node_id_][0], all[rank].host, comm::this_host_name(), parsed.host);
+    auto host_group =
+        std::make_unique<comm::ShmGroup>(parsed.segment, node_rank_, node_size_, parsed.secret);
+    host_pids_ = host_group->pids();
+    // 4. Hosts meet over the network.
+    if (num_nodes_ > 1) {
+      net_ = std::make_shared<comm::GlooNet>(store, "fluxcpp/net/", rank, world_size, deadline);
+      group_ = std::make_unique<comm::GlooGroup>(net_);
+      own_node_group_ = std::move(host_group);
+      node_group_ = own_node_group_.get();
+    } else {
+      group_ = std::move(host_group);
+      node_group_ = group_.get();
+    }
+    start(options, MPI_THREAD_MULTIPLE);  // no MPI: no thread level to ask for
+  } catch (const Error& e) {
+    const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();
+    release();
+    if (gone.empty()) throw;
+    throw Error(e.code(), fmt::format("{} ({})", e.what(), gone));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+}  // namespace fluxcpp::detail
+
+namespace fluxcpp {
+
+Context::Context(const KeyValueStore& store, int world_size, int rank, const ContextOptions& options)
+    : impl_(std::make_shared<detail::ContextImpl>(store, world_size, rank, options)) {}
+
+}  // namespace fluxcpp

@@ -1,0 +1,247 @@
+#include "comm/gloo_transport.hpp"
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <condition_variable>
+
+#include "comm/context_impl.hpp"
+#include "comm/gloo_net.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+struct GlooTransport::Batch {
+  struct Stream {
+    Transfer t;
+    std::size_t chunk = 0, chunks = 0;
+    std::unique_ptr<GlooBuffer> buf;
+    std::size_t posted = 0;  // sends: chunks posted (guarded by Batch::mu)
+    std::size_t done = 0;    // chunks completed (guarded by Batch::mu)
+  };
+  std::vector<Stream> streams;
+  std::mutex mu;
+  std::condition_variable cv;  // a chunk posted or completed, a job ended, an abort
+  std::atomic<std::size_t> pending{0};
+  std::atomic<bool> failed{false};
+  std::unique_ptr<Error> error;  // guarded by mu; set once
+  bool aborted = false;          // guarded by mu
+  int jobs = 0;                  // waiter jobs still running (guarded by mu)
+
+  void fail(Error e) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!error) error = std::make_unique<Error>(std::move(e));
+    failed.store(true, std::memory_order_release);
+    cv.notify_all();
+  }
+};
+
+GlooTransport::GlooTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes)
+    : ctx_(&ctx),
+      net_(ctx.net()),
+      op_(op),
+      serial_(ctx.creating_serial()),
+      chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {}
+
+GlooTransport::~GlooTransport() {
+  if (!idle()) abandon(Error(Errc::kInternal, op_ + ": transfers abandoned by destroy"));
+}
+
+bool GlooTransport::idle() const {
+  return !batch_ || batch_->pending.load(std::memory_order_acquire) == 0;
+}
+
+bool GlooTransport::failed() const {
+  return batch_ && batch_->failed.load(std::memory_order_acquire);
+}
+
+void GlooTransport::raise_if_failed() const {
+  if (!failed()) return;
+  std::lock_guard<std::mutex> lk(batch_->mu);
+  if (batch_->error) throw *batch_->error;
+}
+
+void GlooTransport::post(std::vector<Transfer> transfers) {
+  if (batch_ && batch_->error) throw *batch_->error;
+  if (!idle()) raise(Errc::kInternal, "{}: transfers posted over a busy batch", op_);
+  if (const std::string f = net_->failure(); !f.empty())
+    raise(Errc::kInvalidUsage, "{}: the network channel failed earlier: {}", op_, f);
+  auto b = std::make_shared<Batch>();
+  std::size_t messages = 0;
+  for (Transfer& t : transfers) {
+    if (t.bytes == 0) continue;
+    Batch::Stream s;
+    s.t = t;
+    s.chunk = t.chunk > 0 ? std::min(t.chunk, chunk_) : chunk_;
+    s.chunks = (t.bytes + s.chunk - 1) / s.chunk;
+    s.buf = net_->buffer(t.buf, t.bytes);
+    messages += s.chunks;
+    b->streams.push_back(std::move(s));
+  }
+  b->pending.store(messages, std::memory_order_release);
+  b->jobs = static_cast<int>(b->streams.size());
+  batch_ = b;
+  const detail::ContextImpl& c = *ctx_;
+  try {
+    for (Batch::Stream& s : b->streams) {  // receives first, all of them
+      if (s.t.send) continue;
+      const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
+                                             static_cast<uint32_t>(s.t.tag));
+      for (std::size_t k = 0; k < s.chunks; ++k) {
+        const std::size_t off = k * s.chunk;
+        net_->recv(*s.buf, s.t.peer, slot, off, std::min(s.chunk, s.t.bytes - off));
+      }
+    }
+  } catch (const Error& e) {
+    b->fail(e);
+    b->jobs = 0;
+    abandon(e);
+    throw;
+  }
+  // One waiter job per transfer: blocks in gloo's waits, chunk after chunk (a pair completes a
+  // slot's messages in order), and publishes each.
+  for (std::size_t i = 0; i < b->streams.size(); ++i) {
+    const std::string what =
+        fmt::format("{}: rank {} (host {}, local rank {})", op_, b->streams[i].t.peer,
+                    c.node_of(b->streams[i].t.peer), c.local_of(b->streams[i].t.peer));
+    net_->waiters().run([b, i, net = net_, what, me = c.world_rank()] {
+      Batch::Stream& s = b->streams[i];
+      try {
+        for (std::size_t k = 0; k < s.chunks; ++k) {
+          if (s.t.send) {
+            std::unique_lock<std::mutex> lk(b->mu);
+            b->cv.wait(lk, [&] { return b->aborted || s.posted > k; });
+            if (b->aborted) break;
+          } else if (std::lock_guard<std::mutex> lk(b->mu); b->aborted) {
+            break;
+          }
+          const bool ok = s.t.send ? net->wait_send(*s.buf, Deadline::max(), what)
+                                   : net->wait_recv(*s.buf, nullptr, Deadline::max(), what);
+          if (!ok) break;  // aborted
+          const std::size_t end = std::min(s.t.bytes, (k + 1) * s.chunk);
+          if (!s.t.send && s.t.signal != nullptr) shm::signal_max(*s.t.signal, s.t.base + end);
+          std::lock_guard<std::mutex> lk(b->mu);
+          ++s.done;
+          b->pending.fetch_sub(1, std::memory_order_acq_rel);
+          b->cv.notify_all();
+        }
+      } catch (const Error& e) {
+        b->fail(Error(Errc::kTimeout, fmt::format("{} is unreachable over TCP, {} of {} bytes {}: "
+                                                  "{} (this is rank {})",
+                                                  what, std::min(s.t.bytes, s.done * s.chunk),
+                                                  s.t.bytes, s.t.send ? "sent" : "received",
+                                                  e.what(), me)));
+      }
+      std::lock_guard<std::mutex> lk(b->mu);
+      --b->jobs;
+      b->cv.notify_all();
+    });
+  }
+  progress();
+}
+
+bool GlooTransport::progress() noexcept {
+  if (idle() || failed()) return true;
+  std::unique_lock<std::mutex> lk(post_mu_, std::try_to_lock);
+  if (!lk.owns_lock()) return false;
+  Batch& b = *batch_;
+  try {
+    for (Batch::Stream& s : b.streams) {
+      if (!s.t.send) continue;
+      std::size_t posted;
+      {
+        std::lock_guard<std::mutex> g(b.mu);
+        posted = s.posted;
+      }
+      const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
+                                             static_cast<uint32_t>(s.t.tag));
+      const std::size_t before = posted;
+      while (posted < s.chunks) {
+        const std::size_t off = posted * s.chunk, len = std::min(s.chunk, s.t.bytes - off);
+        if (s.t.signal != nullptr && shm::signal_load(*s.t.signal) < s.t.base + off + len) break;
+        net_->send(*s.buf, s.t.peer, slot, off, len);
+        ++posted;
+      }
+      if (posted != before) {
+        std::lock_guard<std::mutex> g(b.mu);
+        s.posted = posted;
+        b.cv.notify_all();
+      }
+    }
+  } catch (const Error& e) {
+    b.fail(e);
+    return true;
+  }
+  return idle();
+}
+
+void GlooTransport::complete(Deadline deadline) {
+  for (;;) {
+    progress();
+    if (idle() || failed()) break;
+    if (Clock::now() >= deadline) {
+      batch_->fail(Error(Errc::kTimeout, missing()));
+      break;
+    }
+    bool unposted = false;
+    std::unique_lock<std::mutex> lk(batch_->mu);
+    for (const Batch::Stream& s : batch_->streams) unposted = unposted || s.posted < s.chunks;
+    // Sends still waiting for their producer are polled; otherwise the waiters wake us.
+    const auto nap = unposted ? std::chrono::microseconds(50) : std::chrono::microseconds(20000);
+    batch_->cv.wait_for(lk, nap, [&] {
+      return batch_->pending.load() == 0 || batch_->failed.load();
+    });
+  }
+  if (failed()) abandon(Error(Errc::kInternal, op_ + ": failed"));
+  raise_if_failed();
+}
+
+void GlooTransport::abandon(const Error& why) noexcept {
+  if (!batch_) return;
+  std::shared_ptr<Batch> b = batch_;
+  b->fail(why);
+  {
+    std::unique_lock<std::mutex> lk(b->mu);
+    b->aborted = true;
+    for (Batch::Stream& s : b->streams) {
+      if (s.done == s.chunks) continue;
+      if (s.t.send)
+        s.buf->abortWaitSend();
+      else
+        s.buf->abortWaitRecv();
+    }
+    b->cv.notify_all();
+    b->cv.wait(lk, [&] { return b->jobs == 0; });
+  }
+  if (b->pending.load() != 0) {
+    // gloo cannot take back a posted transfer: its buffer stays, and so does the memory it
+    // points at (poisoned); the pair's later messages would not match, so the channel fails.
+    poisoned_ = true;
+    (void)new std::shared_ptr<Batch>(b);
+    net_->fail(fmt::format("{}: transfers abandoned in flight ({})", op_, why.what()));
+    b->pending.store(0, std::memory_order_release);
+  }
+}
+
+std::string GlooTransport::missing() const {
+  const detail::ContextImpl& c = *ctx_;
+  std::lock_guard<std::mutex> lk(batch_->mu);
+  for (const Batch::Stream& s : batch_->streams) {
+    if (s.done == s.chunks) continue;
+    return fmt::format(
+        "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over TCP: {} {} of "
+        "{} bytes{} (this is rank {})",
+        op_, c.config().timeout_s, s.t.peer, c.node_of(s.t.peer), c.local_of(s.t.peer),
+        s.t.send ? "it received" : "received", std::min(s.t.bytes, s.done * s.chunk), s.t.bytes,
+        s.t.send && s.posted < s.chunks ? " (this rank had not produced the rest)" : "",
+        c.world_rank());
+  }
+  return fmt::format("{}: timed out after {} s in TCP transfers (this is rank {})", op_,
+                     c.config().timeout_s, c.world_rank());
+}
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,61 @@
+// GlooTransport: comm/transport.hpp's Transport over gloo's TCP transport (comm/gloo_net.hpp),
+// for a context made from a store whose ranks span hosts.
+//
+// A transfer is one gloo buffer over its bytes; its chunks are gloo messages on the op's slot
+// for the transfer's tag (a pair matches them in order). Receives are all posted at once; a send
+// chunk is posted once its ready signal allows (progress(), from whichever thread drives).
+// gloo's I/O thread moves the bytes whatever this rank's threads do, so the transfers overlap
+// the GEMM with no polling; a waiter thread per transfer (GlooNet::waiters) blocks in gloo's
+// waits, raises the landed signal chunk by chunk and counts what completed.
+//
+// A peer that is gone (its connection closed) fails the transport with kTimeout naming it; a
+// deadline in complete() fails it with kTimeout naming the peer and the bytes missing. An
+// abandoned batch with transfers in flight keeps its buffers for good (poisoned) and fails the
+// channel: gloo cannot cancel a posted transfer, so later messages of the pair would not match.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace fluxcpp::comm {
+
+class GlooNet;
+
+class GlooTransport : public Transport {
+ public:
+  GlooTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes);
+  GlooTransport(const GlooTransport&) = delete;
+  GlooTransport& operator=(const GlooTransport&) = delete;
+  ~GlooTransport() override;
+
+  std::size_t chunk_bytes() const override { return chunk_; }
+  void post(std::vector<Transfer> batch) override;
+  bool progress() noexcept override;
+  bool idle() const override;
+  void complete(Deadline deadline) override;
+  void raise_if_failed() const override;
+  bool failed() const override;
+  void abandon(const Error& why) noexcept override;
+  bool poisoned() const override { return poisoned_; }
+
+  struct Batch;  // shared with the waiter jobs
+
+ private:
+  std::string missing() const;
+
+  detail::ContextImpl* ctx_ = nullptr;
+  std::shared_ptr<GlooNet> net_;
+  std::string op_;
+  uint64_t serial_ = 0;
+  std::size_t chunk_ = 0;
+  std::mutex post_mu_;  // progress(): one poster at a time
+  std::shared_ptr<Batch> batch_;
+  bool poisoned_ = false;
+};
+
+}  // namespace fluxcpp::comm

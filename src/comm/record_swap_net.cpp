@@ -1,0 +1,86 @@
+// RecordSwap over the gloo channel (comm/record_swap.hpp).
+#include <gloo/transport/unbound_buffer.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "comm/gloo_net.hpp"
+#include "comm/record_swap.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+
+namespace {
+constexpr int kText = 512;
+
+// Every member sends `mine` (bytes) to every other and receives theirs into all + bytes * member;
+// returns the members whose part had not arrived when the channel failed or timed out. The
+// buffers are kept for good after a failure (the closed channel's transfers are dropped, but
+// nothing is left to chance).
+std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me, char* all,
+                          std::size_t bytes, uint64_t slot, Deadline deadline,
+                          const std::string& what, std::string* error) {
+  const int n = static_cast<int>(members.size());
+  std::unique_ptr<GlooBuffer> rx = net.buffer(all, bytes * n);
+  std::unique_ptr<GlooBuffer> tx = net.buffer(all + bytes * me, bytes);
+  std::vector<bool> got(static_cast<std::size_t>(n), false);
+  got[me] = true;
+  try {
+    for (int m = 0; m < n; ++m)
+      if (m != me) net.recv(*rx, members[m], slot, bytes * m, bytes);
+    for (int m = 0; m < n; ++m)
+      if (m != me) net.send(*tx, members[m], slot, 0, bytes);
+    for (int i = 1; i < n; ++i) {
+      int from = -1;
+      net.wait_recv(*rx, &from, deadline, what);
+      for (int m = 0; m < n; ++m)
+        if (members[m] == from) got[m] = true;
+    }
+    for (int i = 1; i < n; ++i) net.wait_send(*tx, deadline, what);
+  } catch (const Error& e) {
+    *error = e.what();
+    (void)rx.release();
+    (void)tx.release();
+    std::vector<int> late;
+    for (int m = 0; m < n; ++m)
+      if (!got[m]) late.push_back(m);
+    if (late.empty()) throw;  // our sends failed: nothing to name
+    return late;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<int> RecordSwap::swap_net(Deadline deadline) {
+  if (const std::string f = net_->failure(); !f.empty())
+    raise(Errc::kInvalidUsage, "{}: the network channel failed earlier: {}", what_, f);
+  std::string error;
+  std::vector<int> late =
+      exchange(*net_, members_, rank_, record(0), bytes_,
+               GlooNet::op_slot(serial_, GlooNet::kRailSlot, 0), deadline, what_, &error);
+  if (!late.empty()) (void)new std::shared_ptr<Records>(records_);  // see exchange()
+  return late;
+}
+
+std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, Deadline deadline,
+                                                      const std::function<std::string()>& missing) {
+  std::vector<char> texts(static_cast<std::size_t>(kText) * size_, '\0');
+  std::snprintf(&texts[static_cast<std::size_t>(kText) * rank_], kText, "%s", mine.c_str());
+  std::string error;
+  const std::vector<int> late =
+      exchange(*net_, members_, rank_, texts.data(), kText,
+               GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_, &error);
+  if (!late.empty()) {
+    (void)new std::vector<char>(std::move(texts));
+    raise(Errc::kTimeout, "{}", missing());
+  }
+  std::vector<std::string> out;
+  for (int n = 0; n < size_; ++n) {
+    const char* t = &texts[static_cast<std::size_t>(kText) * n];
+    out.emplace_back(t, strnlen(t, kText - 1));
+  }
+  return out;
+}
+
+}  // namespace fluxcpp::comm

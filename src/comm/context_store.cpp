@@ -117,25 +117,28 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
   for (char& ch : mine.error)
     if (ch == kSep) ch = ' ';
   store.set(rank_key(rank), encode(mine));
+  // Read in rank order as they arrive: a rank of another world size is told at once (it may
+  // wait for a rank that does not exist).
   std::vector<Arrival> all(static_cast<std::size_t>(world_size));
-  std::string missing;
-  for (int r = 0; r < world_size; ++r)
-    if (!store.wait(rank_key(r), missing.empty() ? left_s(deadline) : 0.0))
-      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
-  if (!missing.empty())
-    raise(Errc::kTimeout,
-          "context create: timed out after {} s in the store rendezvous: rank(s) {} did not "
-          "arrive (this is rank {})",
-          create_timeout_s(options), missing, rank);
-  for (int r = 0; r < world_size; ++r) all[r] = decode(store.get(rank_key(r)), r);
   for (int r = 0; r < world_size; ++r) {
+    if (!store.wait(rank_key(r), left_s(deadline))) {
+      std::string missing = std::to_string(r);
+      for (int q = r + 1; q < world_size; ++q)
+        if (!store.wait(rank_key(q), 0.0)) missing += fmt::format(", {}", q);
+      raise(Errc::kTimeout,
+            "context create: timed out after {} s in the store rendezvous: rank(s) {} did not "
+            "take part (this is rank {})",
+            create_timeout_s(options), missing, rank);
+    }
+    all[r] = decode(store.get(rank_key(r)), r);
     if (all[r].world_size != world_size)
       raise(Errc::kInvalidArgument,
-            "context create: ranks disagree on world_size: rank {} passed {}, rank {} passed {}",
-            rank, world_size, r, all[r].world_size);
+            "context create: world_size={} on rank {}, but rank {} passed {}", world_size, rank,
+            r, all[r].world_size);
     if (all[r].rank != r)
-      raise(Errc::kInvalidUsage, "context create: the store's key for rank {} holds rank {}'s "
-            "arrival", r, all[r].rank);
+      raise(Errc::kInvalidUsage,
+            "context create: the store's key for rank {} holds rank {}'s arrival", r,
+            all[r].rank);
   }
   for (int r = 0; r < world_size; ++r)
     if (!all[r].error.empty())

@@ -274,7 +274,10 @@ void ContextImpl::close() {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if ((finalized && comm_ != MPI_COMM_NULL) || !broken_.empty()) {
+  // A network channel that failed (a host gone, the link cut) was reported by the call that hit
+  // it; nothing collective can cross it any more.
+  const bool net_failed = net_ && !net_->failure().empty();
+  if ((finalized && comm_ != MPI_COMM_NULL) || !broken_.empty() || net_failed) {
     release();  // local: nothing collective can be trusted
     return;
   }

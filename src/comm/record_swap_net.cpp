@@ -59,7 +59,13 @@ std::vector<int> RecordSwap::swap_net(Deadline deadline) {
   std::vector<int> late =
       exchange(*net_, members_, rank_, record(0), bytes_,
                GlooNet::op_slot(serial_, GlooNet::kRailSlot, 0), deadline, what_, &error);
-  if (!late.empty()) (void)new std::shared_ptr<Records>(records_);  // see exchange()
+  if (late.empty()) return late;
+  (void)new std::shared_ptr<Records>(records_);  // see exchange()
+  if (std::chrono::steady_clock::now() < deadline) {  // not late: gone (its connection closed)
+    std::string names;
+    for (int m : late) names += fmt::format("{}{}", names.empty() ? "" : ", ", members_[m]);
+    raise(Errc::kTimeout, "{} (rank(s) {} on other hosts are gone)", error, names);
+  }
   return late;
 }
 

@@ -1,0 +1,171 @@
+"""The failure model of the TCP channel between hosts (contexts made from a store whose ranks
+span hosts), in a private network namespace whose loopback carries the hosts' traffic:
+
+- host_killed: 2 hosts x 2 ranks; after a first all_reduce, host 1's ranks are killed; host 0's
+  ranks call again and get TIMEOUT naming a rank of host 1 within timeout_s plus a little.
+- link_cut: 2 hosts x 1 rank; after a first all_reduce, every packet on the link is dropped
+  (the loopback set down) while both ranks call again: each gets TIMEOUT naming the other within
+  timeout_s plus a little; then the link comes back and each destroys its context (local, the
+  context being broken).
+In both, nothing is left in /dev/shm. Run as one process (no mpirun): it re-runs itself under
+`unshare -n` (root: a network namespace of its own) and starts the ranks itself."""
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from procs import join_all
+
+TIMEOUT = 3.0
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", file=sys.stderr, flush=True)
+
+
+def rank_main(scenario, rank, world, hosts, store_path, barrier, results, cut):
+    import torch
+    import torch.distributed as dist
+    import fluxcpp
+    per_host = world // hosts
+    os.environ["FLUXCPP_HOST_ID"] = f"simulated-host-{rank // per_host}"
+    os.environ["FLUXCPP_SOCKET_IFNAME"] = "lo"
+    results.put(("pid", rank, os.getpid()))
+    store = dist.FileStore(store_path, world)
+    ctx = fluxcpp.Context.from_store(store, rank, world, timeout_s=TIMEOUT)
+    op = fluxcpp.AllReduce(ctx, 1 << 16, torch.float32)
+    x = torch.full((1 << 16,), float(rank + 1))
+    got = op.forward(x)
+    results.put(("first_call", rank,
+                 torch.equal(got, torch.full((1 << 16,), float(world * (world + 1) // 2)))))
+    barrier.wait()
+    if scenario == "host_killed" and rank // per_host == 1:
+        results.close()
+        results.join_thread()  # flush the queue before dying
+        os.kill(os.getpid(), signal.SIGKILL)
+    if scenario == "link_cut":
+        cut.wait(60)  # the parent dropped every packet on the link
+    t0 = time.monotonic()
+    try:
+        op.forward(x)
+        results.put(("error", rank, "no error", "", time.monotonic() - t0))
+    except fluxcpp.Error as e:
+        results.put(("error", rank, e.status.name, str(e), time.monotonic() - t0))
+    if scenario == "link_cut":
+        barrier.wait()  # the link is back (the parent waits for every error first)
+    t0 = time.monotonic()
+    try:
+        op.close()
+        ctx.close()
+        results.put(("closed", rank, "", time.monotonic() - t0))
+    except fluxcpp.Error as e:
+        results.put(("closed", rank, str(e), time.monotonic() - t0))
+
+
+def link(up):
+    """The link between the simulated hosts: the namespace's loopback. Down, it drops every
+    packet; the connections stay open (nothing tells the ranks)."""
+    subprocess.run(["ip", "link", "set", "lo", "up" if up else "down"], check=True)
+
+
+def run(scenario, world, hosts):
+    tmp = tempfile.mkdtemp(prefix="fluxcpp_netfaults_")
+    ctx = mp.get_context("spawn")
+    n_barrier = world if scenario == "link_cut" else world
+    results, barrier, cut = ctx.Queue(), ctx.Barrier(n_barrier), ctx.Event()
+    procs = [ctx.Process(target=rank_main, args=(scenario, r, world, hosts,
+                                                 os.path.join(tmp, "store"), barrier, results,
+                                                 cut))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    out = []
+    if scenario == "link_cut":
+        firsts = 0
+        deadline = time.monotonic() + 120
+        while firsts < world and time.monotonic() < deadline:
+            m = results.get(timeout=120)
+            out.append(m)
+            firsts += m[0] == "first_call"
+        link(False)
+        cut.set()
+        errors_seen = 0
+        while errors_seen < world and time.monotonic() < deadline:
+            m = results.get(timeout=120)
+            out.append(m)
+            errors_seen += m[0] == "error"
+        link(True)
+    hung = join_all(procs)
+    check(not hung, f"{scenario}: rank(s) {hung} still running after 120 s (watchdog)")
+    while not results.empty():
+        out.append(results.get())
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def no_leftovers(scenario, out):
+    pids = [m[2] for m in out if m[0] == "pid"]
+    left = [n for n in os.listdir("/dev/shm")
+            if any(n.startswith(f"fluxcpp-{pid}-") for pid in pids)]
+    check(not left, f"{scenario}: left in /dev/shm: {left}")
+
+
+def main():
+    boot_before = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
+
+    out = run("host_killed", 4, 2)
+    firsts = [m for m in out if m[0] == "first_call"]
+    check(len(firsts) == 4 and all(m[2] for m in firsts), f"host_killed: first calls {firsts}")
+    err = {m[1]: m[2:] for m in out if m[0] == "error"}
+    for r in (0, 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(status == "TIMEOUT" and ("rank 2" in text or "rank 3" in text or
+                                       "rank(s) 2" in text or "rank(s) 3" in text)
+              and secs < TIMEOUT + 3,
+              f"host_killed: rank {r} got {status} after {secs:.1f} s: {text}")
+        print(f"host_killed: rank {r} after {secs:.1f} s: {text}", flush=True)
+    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
+    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
+                                           for e, secs in closed.values()),
+          f"host_killed: destroys {closed}")
+    print(f"host_killed: destroys {closed}", flush=True)
+    no_leftovers("host_killed", out)
+
+    out = run("link_cut", 2, 2)
+    firsts = [m for m in out if m[0] == "first_call"]
+    check(len(firsts) == 2 and all(m[2] for m in firsts), f"link_cut: first calls {firsts}")
+    err = {m[1]: m[2:] for m in out if m[0] == "error"}
+    for r in (0, 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(status == "TIMEOUT" and (f"rank {1 - r}" in text or f"rank(s) {1 - r}" in text)
+              and secs < TIMEOUT + 3,
+              f"link_cut: rank {r} got {status} after {secs:.1f} s: {text}")
+        print(f"link_cut: rank {r} after {secs:.1f} s: {text}", flush=True)
+    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
+    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
+                                           for e, secs in closed.values()),
+          f"link_cut: destroys {closed}")
+    no_leftovers("link_cut", out)
+
+    left = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")} - boot_before
+    check(not left, f"rendezvous segments left in /dev/shm: {sorted(left)}")
+    print(f"python.net_faults: {'ok' if not failures else f'{len(failures)} failure(s)'}",
+          flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    if os.environ.get("FLUXCPP_NET_FAULTS_NETNS") != "1":
+        # A network namespace of our own: its loopback is the link we cut.
+        env = dict(os.environ, FLUXCPP_NET_FAULTS_NETNS="1")
+        script = ("ip link set lo up && exec " + " ".join([sys.executable] +
+                                                           [os.path.abspath(sys.argv[0])]))
+        sys.exit(subprocess.run(["unshare", "-n", "bash", "-c", script], env=env).returncode)
+    main()

@@ -13,6 +13,7 @@
 #include "comm/shm_group.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
+#include "log.hpp"
 
 namespace fluxcpp::detail {
 
@@ -150,7 +151,27 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
           "context create: another process (pid {} on host '{}') also claims rank {} under this "
           "store prefix: two jobs or two calls share the prefix (give each context its own)",
           all[rank].pid, all[rank].name, rank);
-  // 2. Hosts, numbered in the order of their lowest rank; ranks on a host by world rank.
+  // 2. Hosts, numbered in the order of their lowest rank; ranks on a host by world rank. The ops
+  //    across hosts need as many ranks on every host: ranks spread unevenly (3 ranks on 2 hosts,
+  //    a framework's subgroup) are each a host of their own, all of their traffic over TCP.
+  std::vector<int> per_host;
+  {
+    std::vector<std::string> seen;
+    for (const Arrival& a : all) {
+      auto it = std::find(seen.begin(), seen.end(), a.host);
+      if (it == seen.end()) {
+        seen.push_back(a.host);
+        per_host.push_back(1);
+      } else {
+        ++per_host[it - seen.begin()];
+      }
+    }
+  }
+  const bool uneven =
+      per_host.size() > 1 && std::count(per_host.begin(), per_host.end(), per_host[0]) !=
+                                 static_cast<std::ptrdiff_t>(per_host.size());
+  if (uneven)
+    for (int r = 0; r < world_size; ++r) all[r].host += fmt::format("/rank{}", r);
   std::vector<std::string> hosts;
   node_of_.assign(world_size, 0);
   local_of_.assign(world_size, 0);
@@ -175,6 +196,9 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
   for (const Arrival& a : all) shared_size_ += a.boot == mine.boot ? 1 : 0;
   uniform_ = true;
   for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
+  if (uneven && rank == 0)
+    FLUXCPP_LOG_INFO("context: {} ranks on {} hosts, not as many on each: every rank is a host of "
+                     "its own (all traffic over TCP)", world_size, per_host.size());
   try {
     // 3. The host's ranks meet in shared memory, through an id the host's first rank sets.
     const std::string id_key = fmt::format("fluxcpp/host/{}", node_id_);

@@ -1,30 +1,23 @@
 // P2pNet: the ordered pairs of a point-to-point op (AsyncSendRecv) whose ends are on different
-// hosts, over MPI on a communicator of the op's own (one tag for data: MPI keeps the messages of
-// a pair in order).
+// hosts, over the context's network channel (make_p2p_net picks it: MPI, comm/mpi_p2p_net.hpp,
+// for a context made from MPI; gloo's TCP transport, comm/gloo_p2p_net.hpp, for one made from a
+// store). The contract both keep:
 //
 // Sender: num_slots staging slots per peer in this process. Message q is copied into slot
-// (q-1) % num_slots and, once marked ready, posted as a synchronous send (MPI_Issend); the slot
-// is free again when that send completed, i.e. the receiver matched it. So at most num_slots
-// messages per pair are in flight, and a receiver never buffers more than num_slots of them.
-// Sends are posted in message order by whichever thread progresses next (the caller's waits, or
-// the comm stream that finished an isend's copy).
+// (q-1) % num_slots and marked ready; the slot is free again when its send completed, i.e. the
+// receiver took the message. So at most num_slots messages per pair are in flight, and a
+// receiver never buffers more than num_slots of them.
 //
-// Receiver: probes the next message (its size says its row count), receives it into an inbox of
-// this process and copies it out, so MPI never writes into caller memory after a call returned.
-//
-// MPI moves data only inside MPI calls: every call of the op progresses every pair.
+// Receiver: sees the next message's size (probe), receives it into an inbox of this process
+// (start_recv, recv_done) and copies it out, so the network never writes into caller memory
+// after a call returned.
 #pragma once
-
-#include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
-
-#include "process_owner.hpp"
 
 namespace fluxcpp::detail {
 class ContextImpl;
@@ -35,76 +28,49 @@ namespace fluxcpp::comm {
 class P2pNet {
  public:
   using Deadline = std::chrono::steady_clock::time_point;
+  virtual ~P2pNet() = default;
 
-  P2pNet() = default;
-  // Collective over the context (every rank, also those without peers on other hosts): a
-  // communicator of the op's own, then the buffers (allocation failures agreed world-wide).
-  P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
-         const std::vector<int>& peers);
-  P2pNet(const P2pNet&) = delete;
-  P2pNet& operator=(const P2pNet&) = delete;
-  // Never communicates. Requests still in flight keep their buffers and the communicator alive
-  // for good (MPI may still touch them).
-  ~P2pNet();
-
-  bool active() const { return comm_ != MPI_COMM_NULL; }
-  int size() const { return static_cast<int>(pairs_ ? pairs_->size() : 0); }
+  virtual bool active() const = 0;
+  virtual int size() const = 0;
   // Index of world rank `peer` among this rank's cross-host peers, or -1.
-  int find(int peer) const;
+  virtual int find(int peer) const = 0;
 
   // Progresses every pair: posts sends that became ready, in order, and completes finished ones.
-  // Never blocks, never throws (an MPI failure is kept as the pair's send error).
-  void progress() noexcept;
+  // Never blocks, never throws (a failure is kept as the pair's send error).
+  virtual void progress() noexcept = 0;
   // True while a send or receive of this rank is in flight.
-  bool busy() const;
+  virtual bool busy() const = 0;
   // For comm::wait_driving: nothing to raise, the errors belong to the pairs (send_error,
   // recv_done).
-  void raise_if_failed() const {}
+  virtual void raise_if_failed() const = 0;
 
   // Sender side of pair i. Messages whose sends completed (in order; the slots they used are
-  // free again); the first MPI failure of the pair's sends, or "".
-  uint64_t completed(int i);
-  std::string send_error(int i);
-  char* staging(int i, uint64_t q);
+  // free again); the first failure of the pair's sends, or "".
+  virtual uint64_t completed(int i) = 0;
+  virtual std::string send_error(int i) = 0;
+  virtual char* staging(int i, uint64_t q) = 0;
   // Message q (the next in order) is in its staging slot: `bytes` of it. Posts it when possible.
-  void ready(int i, uint64_t q, std::size_t bytes) noexcept;
+  virtual void ready(int i, uint64_t q, std::size_t bytes) noexcept = 0;
 
   // Receiver side of pair i (the calling thread only). probe: true with the next message's size
   // if it has arrived. start_recv: receives that message into the inbox; recv_done: whether it
-  // has landed (raises kMpi on failure).
-  bool probe(int i, std::size_t* bytes);
-  void start_recv(int i, std::size_t bytes);
-  bool recv_done(int i);
-  const char* inbox(int i) const;
+  // has landed (raises when the pair failed).
+  virtual bool probe(int i, std::size_t* bytes) = 0;
+  virtual void start_recv(int i, std::size_t bytes) = 0;
+  virtual bool recv_done(int i) = 0;
+  virtual const char* inbox(int i) const = 0;
 
   // Collective teardown of the messages in flight (after the op's check-in): each pair swaps the
   // number of messages it posted, the receiver discards those it never received, and every send
   // completes. `received[i]`: messages this rank received from pair i; `skip[i]`: the pair broke
   // here (its counters are unknown). Raises kTimeout at the deadline naming the peer.
-  void drain(const std::vector<uint64_t>& received, const std::vector<bool>& skip,
-             Deadline deadline, const char* op);
-
- private:
-  struct Pair {
-    int rank = -1;
-    std::vector<char> staging;       // num_slots * slot_bytes
-    std::vector<std::size_t> bytes;  // per slot: the bytes of the message in it
-    std::vector<MPI_Request> sreq;   // per slot
-    uint64_t ready = 0, posted = 0, completed = 0;
-    std::vector<char> inbox;  // slot_bytes
-    MPI_Request rreq = MPI_REQUEST_NULL;
-    std::string error;
-  };
-  void progress_locked() noexcept;
-  bool in_flight_locked() const;
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  ProcessOwner creator_;  // the destructor does nothing in a fork's copy
-  std::size_t slot_ = 0;
-  int slots_ = 1;
-  mutable std::mutex mu_;
-  // Heap-held so that requests MPI may still complete can keep it alive after destruction.
-  std::unique_ptr<std::vector<Pair>> pairs_;
+  virtual void drain(const std::vector<uint64_t>& received, const std::vector<bool>& skip,
+                     Deadline deadline, const char* op) = 0;
 };
+
+// Collective over the context (every rank, also those without peers on other hosts).
+std::unique_ptr<P2pNet> make_p2p_net(detail::ContextImpl& c, const char* op,
+                                     std::size_t slot_bytes, int num_slots,
+                                     const std::vector<int>& peers);
 
 }  // namespace fluxcpp::comm

@@ -43,7 +43,7 @@ bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime d
   // may post one while we wait: poll MPI while anything is in flight, and otherwise sleep on the
   // signal in slices of 1 ms, looking again between them.
   const shm::WaitPolicy policy = ctx_->wait_policy();
-  comm::P2pNet* net = net_ && net_->size() > 0 ? &*net_ : nullptr;
+  comm::P2pNet* net = net_ && net_->size() > 0 ? net_.get() : nullptr;
   return comm::wait_driving(net, s, target, deadline,
                             {policy, comm::point_to_point(policy), std::chrono::milliseconds(1)},
                             observed);

@@ -83,7 +83,7 @@ class AsyncSendRecvImpl {
   shm::SlotArray out_;
   shm::SignalArray rows_, arrived_, released_;
   shm::SymmetricBuffer buf_;
-  std::optional<comm::P2pNet> net_;
+  std::unique_ptr<comm::P2pNet> net_;
   bool closed_ = false;
 };
 

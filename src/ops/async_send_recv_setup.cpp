@@ -123,14 +123,7 @@ void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
     buf_ = shm::SymmetricBuffer(c, layout_.bytes(), c.creating_tag());
     layout_.bind(buf_);
   });
-  // Every rank sees the same: the context's hosts and how it was made.
-  if (plan.networked() && c.mpi_comm() == MPI_COMM_NULL)
-    raise(Errc::kInvalidUsage,
-          "{}: ranks on {} hosts in a context made from a store: async_send_recv between hosts "
-          "runs over MPI only (the TCP channel does not carry it yet); create the context from "
-          "MPI, or keep each pair on one host",
-          kOp, c.num_nodes());
-  if (plan.networked()) net_.emplace(c, kOp, slot_bytes_, slots_, plan.net_peers());
+  if (plan.networked()) net_ = comm::make_p2p_net(c, kOp, slot_bytes_, slots_, plan.net_peers());
 }
 
 void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {

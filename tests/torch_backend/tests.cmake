@@ -15,6 +15,15 @@ foreach(np 2 3)
   set_tests_properties(torch_backend.collectives.np${np} PROPERTIES TIMEOUT 300 PROCESSORS ${np}
                        ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 endforeach()
+# The same on 2 simulated hosts whose ranks meet over the library's TCP channel (spawn.py
+# --hosts 2): 2 hosts x 1 rank and 2 hosts x 2 ranks (its 3-rank subgroups: every rank a host).
+foreach(np 2 4)
+  add_test(NAME torch_backend.collectives.hosts2.np${np}
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/spawn.py -np ${np}
+                   --hosts 2 ${_tb}/test_backend.py)
+  set_tests_properties(torch_backend.collectives.hosts2.np${np} PROPERTIES TIMEOUT 300
+                       PROCESSORS ${np} ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+endforeach()
 # Real torchrun running a plain dist.* + DDP script with "fluxcpp" and with gloo: same results.
 add_test(NAME torch_backend.torchrun.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_torchrun.py 2)
 set_tests_properties(torch_backend.torchrun.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2

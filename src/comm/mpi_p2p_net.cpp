@@ -1,4 +1,4 @@
-#include "comm/p2p_net.hpp"
+#include "comm/mpi_p2p_net.hpp"
 
 #include <climits>
 #include <cstring>
@@ -23,7 +23,7 @@ bool finalized() {
 }
 }  // namespace
 
-P2pNet::P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
+MpiP2pNet::MpiP2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
                const std::vector<int>& peers)
     : slot_(slot_bytes), slots_(num_slots) {
   comm_ = detail::ContextImpl::dup_comm(c.mpi_comm());
@@ -43,7 +43,7 @@ P2pNet::P2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, i
   pairs_ = std::move(pairs);
 }
 
-P2pNet::~P2pNet() {
+MpiP2pNet::~MpiP2pNet() {
   if (comm_ == MPI_COMM_NULL || finalized() || !creator_.here()) return;  // see process_owner.hpp
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
@@ -55,31 +55,31 @@ P2pNet::~P2pNet() {
   free_comm(&comm_);
 }
 
-int P2pNet::find(int peer) const {
+int MpiP2pNet::find(int peer) const {
   for (int i = 0; i < size(); ++i)
     if ((*pairs_)[i].rank == peer) return i;
   return -1;
 }
 
-bool P2pNet::in_flight_locked() const {
+bool MpiP2pNet::in_flight_locked() const {
   for (const Pair& p : *pairs_)
     if (p.posted > p.completed || p.rreq != MPI_REQUEST_NULL) return true;
   return false;
 }
 
-bool P2pNet::busy() const {
+bool MpiP2pNet::busy() const {
   if (!active()) return false;
   std::lock_guard<std::mutex> lk(mu_);
   return in_flight_locked();
 }
 
-void P2pNet::progress() noexcept {
+void MpiP2pNet::progress() noexcept {
   if (!active()) return;
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
 }
 
-void P2pNet::progress_locked() noexcept {
+void MpiP2pNet::progress_locked() noexcept {
   for (Pair& p : *pairs_) {
     if (!p.error.empty()) continue;
     while (p.posted < p.ready) {
@@ -108,22 +108,22 @@ void P2pNet::progress_locked() noexcept {
   }
 }
 
-uint64_t P2pNet::completed(int i) {
+uint64_t MpiP2pNet::completed(int i) {
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
   return (*pairs_)[i].completed;
 }
 
-std::string P2pNet::send_error(int i) {
+std::string MpiP2pNet::send_error(int i) {
   std::lock_guard<std::mutex> lk(mu_);
   return (*pairs_)[i].error;
 }
 
-char* P2pNet::staging(int i, uint64_t q) {
+char* MpiP2pNet::staging(int i, uint64_t q) {
   return (*pairs_)[i].staging.data() + ((q - 1) % static_cast<uint64_t>(slots_)) * slot_;
 }
 
-void P2pNet::ready(int i, uint64_t q, std::size_t bytes) noexcept {
+void MpiP2pNet::ready(int i, uint64_t q, std::size_t bytes) noexcept {
   std::lock_guard<std::mutex> lk(mu_);
   Pair& p = (*pairs_)[i];
   p.bytes[(q - 1) % static_cast<uint64_t>(slots_)] = bytes;
@@ -131,7 +131,7 @@ void P2pNet::ready(int i, uint64_t q, std::size_t bytes) noexcept {
   progress_locked();
 }
 
-bool P2pNet::probe(int i, std::size_t* bytes) {
+bool MpiP2pNet::probe(int i, std::size_t* bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
   Pair& p = (*pairs_)[i];
@@ -145,7 +145,7 @@ bool P2pNet::probe(int i, std::size_t* bytes) {
   return true;
 }
 
-void P2pNet::start_recv(int i, std::size_t bytes) {
+void MpiP2pNet::start_recv(int i, std::size_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   Pair& p = (*pairs_)[i];
   check_mpi(
@@ -153,7 +153,7 @@ void P2pNet::start_recv(int i, std::size_t bytes) {
       "MPI_Irecv");
 }
 
-bool P2pNet::recv_done(int i) {
+bool MpiP2pNet::recv_done(int i) {
   std::lock_guard<std::mutex> lk(mu_);
   progress_locked();
   Pair& p = (*pairs_)[i];
@@ -163,11 +163,11 @@ bool P2pNet::recv_done(int i) {
   return done != 0;
 }
 
-const char* P2pNet::inbox(int i) const {
+const char* MpiP2pNet::inbox(int i) const {
   return (*pairs_)[i].inbox.data();
 }
 
-void P2pNet::drain(const std::vector<uint64_t>& received, const std::vector<bool>& skip,
+void MpiP2pNet::drain(const std::vector<uint64_t>& received, const std::vector<bool>& skip,
                    Deadline deadline, const char* op) {
   if (!active() || size() == 0) return;
   std::lock_guard<std::mutex> lk(mu_);

@@ -196,15 +196,30 @@ def make_backend(args, dtype):
         world = GlooWorld(args.dist_backend)
         return world, TorchBackend(world), [world]
     import fluxcpp
-    from mpi4py import MPI
-    ctx = fluxcpp.Context(ranks_per_node=args.ranks_per_node)
-    local_ctx = None
-    if args.local_gemm == "fluxcpp":
-        local_ctx = fluxcpp.Context(MPI.COMM_SELF, compute_threads=args.threads)
-    world = MpiWorld(MPI.COMM_WORLD)
+    if "OMPI_COMM_WORLD_SIZE" not in os.environ and "WORLD_SIZE" in os.environ:
+        # torchrun (or any launcher that hands out a store, no MPI): the world is a
+        # torch.distributed group (--dist-backend), the context meets through its store, on one
+        # host or several, and the one-rank context through a private store.
+        import torch.distributed as dist
+        world = GlooWorld(args.dist_backend)
+        store = dist.distributed_c10d._get_default_store()
+        ctx = fluxcpp.Context.from_store(store, world.rank, world.size)
+        local_ctx = None
+        if args.local_gemm == "fluxcpp":
+            local_ctx = fluxcpp.Context.from_store(dist.HashStore(), 0, 1,
+                                                   compute_threads=args.threads)
+        closers = [world]
+    else:
+        from mpi4py import MPI
+        ctx = fluxcpp.Context(ranks_per_node=args.ranks_per_node)
+        local_ctx = None
+        if args.local_gemm == "fluxcpp":
+            local_ctx = fluxcpp.Context(MPI.COMM_SELF, compute_threads=args.threads)
+        world = MpiWorld(MPI.COMM_WORLD)
+        closers = []
     world.ranks_per_host = ctx.node_size
     backend = FluxBackend(world, ctx, local_ctx, dtype, not args.no_packed)
-    return world, backend, [c for c in (local_ctx, ctx) if c is not None]
+    return world, backend, [c for c in (local_ctx, ctx) if c is not None] + closers
 
 
 def main(argv=None):

@@ -4,6 +4,9 @@ for the table to compare with), WORLD_SIZE=W, each test spawning W ranks.
 
     BACKEND=fluxcpp WORLD_SIZE=2 PYTHONPATH=build/python python3 tests/torch_backend/dist_suite.py [-k pattern] [-v]
 
+DIST_SUITE_HOSTS=H: the ranks are H simulated hosts of WORLD_SIZE / H consecutive ranks
+(FLUXCPP_HOST_ID), whose groups meet over the library's TCP channel on the loopback.
+
 scripts/torch_suite.sh runs it whole, for both backends, and tabulates; tests/CMakeLists.txt
 runs a subset (torch_backend.suite.*)."""
 import os
@@ -40,10 +43,22 @@ if AS:
     os.environ["BACKEND"] = _dt.BACKEND = BACKEND
 
 
+HOSTS = int(os.environ.get("DIST_SUITE_HOSTS", "1"))
+
+
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
         self._spawn_processes()
+
+    @classmethod
+    def _run(cls, rank, *args, **kwargs):
+        # In the spawned rank, before any group exists: its simulated host.
+        if HOSTS > 1:
+            per_host = max(1, int(os.environ["WORLD_SIZE"]) // HOSTS)
+            os.environ["FLUXCPP_HOST_ID"] = f"simulated-host-{rank // per_host}"
+            os.environ.setdefault("FLUXCPP_SOCKET_IFNAME", "lo")
+        super()._run(rank, *args, **kwargs)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,16 @@ endforeach()
 add_test(NAME torch_backend.torchrun.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_torchrun.py 2)
 set_tests_properties(torch_backend.torchrun.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# torchrun --nnodes 2 with no MPI anywhere (two agents, one per simulated host): the Llama
+# example's fused layers (context from the job's store) and its dist.all_reduce over "fluxcpp",
+# against one rank; 2 hosts x 1 rank (np2) and 2 hosts x 2 ranks (np4).
+foreach(per_host 1 2)
+  math(EXPR np "2 * ${per_host}")
+  add_test(NAME torch_backend.torchrun.hosts2.np${np}
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_torchrun_hosts.py ${per_host})
+  set_tests_properties(torch_backend.torchrun.hosts2.np${np} PROPERTIES TIMEOUT 300
+                       PROCESSORS ${np} ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+endforeach()
 # The Llama example's torch backend with dist.all_reduce over "fluxcpp" (under mpirun: the
 # MPI bootstrap) against its one-rank model.
 add_test(NAME torch_backend.llama.np2
@@ -65,5 +75,11 @@ add_test(NAME torch_backend.suite.np2
          COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/dist_suite.py ${_suite_subset})
 set_tests_properties(torch_backend.suite.np2 PROPERTIES TIMEOUT 600 PROCESSORS 2
                      ENVIRONMENT "${_py_env};BACKEND=fluxcpp;WORLD_SIZE=2"
+                     FIXTURES_REQUIRED fluxcpp_shm_clean)
+# The same subset on 2 simulated hosts of one rank: every group over the TCP channel.
+add_test(NAME torch_backend.suite.hosts2.np2
+         COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/dist_suite.py ${_suite_subset})
+set_tests_properties(torch_backend.suite.hosts2.np2 PROPERTIES TIMEOUT 600 PROCESSORS 2
+                     ENVIRONMENT "${_py_env};BACKEND=fluxcpp;WORLD_SIZE=2;DIST_SUITE_HOSTS=2"
                      FIXTURES_REQUIRED fluxcpp_shm_clean)
 endif()

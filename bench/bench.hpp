@@ -18,6 +18,11 @@
 
 namespace fluxcpp::bench {
 
+// FLUXCPP_BENCH_CHANNEL=gloo: the context comes from a store and its hosts meet over the TCP
+// channel (bench_store.cpp); otherwise from MPI_COMM_WORLD.
+bool store_channel();
+Context store_context(int rank, int size);
+
 struct Stats {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };

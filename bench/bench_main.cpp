@@ -145,7 +145,9 @@ void usage() {
       "  --batch-ms MS  a sample is a batch of back-to-back calls sized (once, at warm-up) to\n"
       "            take at least MS ms (default 2)\n"
       "  --help-env  list the FLUXCPP_* settings\n"
-      "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
+      "Context settings come from FLUXCPP_* variables; FLUXCPP_BENCH_CHANNEL=gloo makes the\n"
+      "context from a store, its hosts meeting over gloo's TCP transport (MPI still starts the\n"
+      "ranks and runs the unfused references); FLUXCPP_BENCH_RANKS_PER_NODE forces\n"
       "simulated hosts.\n");
 }
 
@@ -260,7 +262,10 @@ int main(int argc, char** argv) {
     ContextOptions o;
     if (const char* r = std::getenv("FLUXCPP_BENCH_RANKS_PER_NODE"))
       o.ranks_per_node = std::atoi(r);
-    Context ctx(MPI_COMM_WORLD, o);
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    Context ctx = bench::store_channel() ? bench::store_context(rank, world)
+                                         : Context(MPI_COMM_WORLD, o);
     const auto& impl = *ctx.impl();
     FILE* json = nullptr;
     if (rank == 0 && !json_path.empty()) {
@@ -292,8 +297,8 @@ int main(int argc, char** argv) {
       if (const char* link = std::getenv("FLUXCPP_BENCH_LINK"); link != nullptr && *link != '\0')
         std::printf(
             "# link: every host is joined to the others by a %s link (tc tbf on a private "
-            "loopback, MPI over TCP)\n",
-            link);
+            "loopback); the fused ops' channel: %s; the unfused references: MPI over TCP\n",
+            link, bench::store_channel() ? "gloo TCP (context from a store)" : "MPI over TCP");
       std::printf("# times: median [min max] over %d samples of the max over ranks%s\n",
                   settings.quick ? std::max(5, settings.samples / 3) : settings.samples,
                   settings.quick ? " (quick)" : "");

@@ -13,6 +13,8 @@ namespace fluxcpp::comm {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// A sender job waits for its producer asleep on the futex: it must not take a core from the GEMM.
+constexpr shm::WaitPolicy kSleep{std::chrono::nanoseconds(0), std::chrono::nanoseconds(0)};
 }  // namespace
 
 struct GlooTransport::Batch {
@@ -29,7 +31,7 @@ struct GlooTransport::Batch {
   std::atomic<std::size_t> pending{0};
   std::atomic<bool> failed{false};
   std::unique_ptr<Error> error;  // guarded by mu; set once
-  bool aborted = false;          // guarded by mu
+  std::atomic<bool> aborted{false};
   int jobs = 0;                  // waiter jobs still running (guarded by mu)
 
   void fail(Error e) {
@@ -85,6 +87,7 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
   b->pending.store(messages, std::memory_order_release);
   b->jobs = static_cast<int>(b->streams.size());
   batch_ = b;
+  // Sends are posted by their jobs as their chunks become ready: nothing for progress() to do.
   const detail::ContextImpl& c = *ctx_;
   try {
     for (Batch::Stream& s : b->streams) {  // receives first, all of them
@@ -102,23 +105,33 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
     abandon(e);
     throw;
   }
-  // One waiter job per transfer: blocks in gloo's waits, chunk after chunk (a pair completes a
-  // slot's messages in order), and publishes each.
+  // One waiter job per transfer.
   for (std::size_t i = 0; i < b->streams.size(); ++i) {
     const std::string what =
         fmt::format("{}: rank {} (host {}, local rank {})", op_, b->streams[i].t.peer,
                     c.node_of(b->streams[i].t.peer), c.local_of(b->streams[i].t.peer));
-    net_->waiters().run([b, i, net = net_, what, me = c.world_rank()] {
+    const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
+                                           static_cast<uint32_t>(b->streams[i].t.tag));
+    net_->waiters().run([b, i, net = net_, what, slot, me = c.world_rank()] {
       Batch::Stream& s = b->streams[i];
       try {
-        for (std::size_t k = 0; k < s.chunks; ++k) {
-          if (s.t.send) {
-            std::unique_lock<std::mutex> lk(b->mu);
-            b->cv.wait(lk, [&] { return b->aborted || s.posted > k; });
-            if (b->aborted) break;
-          } else if (std::lock_guard<std::mutex> lk(b->mu); b->aborted) {
-            break;
+        // A send posts each chunk once its producer wrote it (asleep on the ready signal's
+        // futex), all of them before it counts completions: chunks pipeline on the link.
+        for (std::size_t k = 0; s.t.send && k < s.chunks && !b->aborted.load(); ++k) {
+          const std::size_t off = k * s.chunk, len = std::min(s.chunk, s.t.bytes - off);
+          while (s.t.signal != nullptr && !b->aborted.load() &&
+                 !shm::signal_wait(*s.t.signal, s.t.base + off + len,
+                                   Clock::now() + std::chrono::milliseconds(20), kSleep, nullptr,
+                                   &b->aborted)) {
           }
+          if (b->aborted.load()) break;
+          net->send(*s.buf, s.t.peer, slot, off, len);
+          std::lock_guard<std::mutex> lk(b->mu);
+          ++s.posted;
+        }
+        // Completions, in order (a pair completes a slot's messages in order); a receive
+        // publishes each chunk as it lands.
+        for (std::size_t k = 0; k < s.chunks && !b->aborted.load(); ++k) {
           const bool ok = s.t.send ? net->wait_send(*s.buf, Deadline::max(), what)
                                    : net->wait_recv(*s.buf, nullptr, Deadline::max(), what);
           if (!ok) break;  // aborted
@@ -141,60 +154,21 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
       b->cv.notify_all();
     });
   }
-  progress();
 }
 
 bool GlooTransport::progress() noexcept {
-  if (idle() || failed()) return true;
-  std::unique_lock<std::mutex> lk(post_mu_, std::try_to_lock);
-  if (!lk.owns_lock()) return false;
-  Batch& b = *batch_;
-  try {
-    for (Batch::Stream& s : b.streams) {
-      if (!s.t.send) continue;
-      std::size_t posted;
-      {
-        std::lock_guard<std::mutex> g(b.mu);
-        posted = s.posted;
-      }
-      const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
-                                             static_cast<uint32_t>(s.t.tag));
-      const std::size_t before = posted;
-      while (posted < s.chunks) {
-        const std::size_t off = posted * s.chunk, len = std::min(s.chunk, s.t.bytes - off);
-        if (s.t.signal != nullptr && shm::signal_load(*s.t.signal) < s.t.base + off + len) break;
-        net_->send(*s.buf, s.t.peer, slot, off, len);
-        ++posted;
-      }
-      if (posted != before) {
-        std::lock_guard<std::mutex> g(b.mu);
-        s.posted = posted;
-        b.cv.notify_all();
-      }
-    }
-  } catch (const Error& e) {
-    b.fail(e);
-    return true;
-  }
-  return idle();
+  return idle() || failed();  // gloo's I/O thread and the waiter jobs do everything
 }
 
 void GlooTransport::complete(Deadline deadline) {
-  for (;;) {
-    progress();
-    if (idle() || failed()) break;
-    if (Clock::now() >= deadline) {
-      batch_->fail(Error(Errc::kTimeout, missing()));
-      break;
-    }
-    bool unposted = false;
-    std::unique_lock<std::mutex> lk(batch_->mu);
-    for (const Batch::Stream& s : batch_->streams) unposted = unposted || s.posted < s.chunks;
-    // Sends still waiting for their producer are polled; otherwise the waiters wake us.
-    const auto nap = unposted ? std::chrono::microseconds(50) : std::chrono::microseconds(20000);
-    batch_->cv.wait_for(lk, nap, [&] {
-      return batch_->pending.load() == 0 || batch_->failed.load();
+  if (batch_) {
+    Batch& b = *batch_;
+    std::unique_lock<std::mutex> lk(b.mu);
+    const bool done = b.cv.wait_until(lk, deadline, [&] {
+      return b.pending.load() == 0 || b.failed.load();
     });
+    lk.unlock();
+    if (!done) batch_->fail(Error(Errc::kTimeout, missing()));
   }
   if (failed()) abandon(Error(Errc::kInternal, op_ + ": failed"));
   raise_if_failed();
@@ -206,7 +180,7 @@ void GlooTransport::abandon(const Error& why) noexcept {
   b->fail(why);
   {
     std::unique_lock<std::mutex> lk(b->mu);
-    b->aborted = true;
+    b->aborted.store(true);
     for (Batch::Stream& s : b->streams) {
       if (s.done == s.chunks) continue;
       if (s.t.send)

@@ -2,11 +2,12 @@
 // for a context made from a store whose ranks span hosts.
 //
 // A transfer is one gloo buffer over its bytes; its chunks are gloo messages on the op's slot
-// for the transfer's tag (a pair matches them in order). Receives are all posted at once; a send
-// chunk is posted once its ready signal allows (progress(), from whichever thread drives).
-// gloo's I/O thread moves the bytes whatever this rank's threads do, so the transfers overlap
-// the GEMM with no polling; a waiter thread per transfer (GlooNet::waiters) blocks in gloo's
-// waits, raises the landed signal chunk by chunk and counts what completed.
+// for the transfer's tag (a pair matches them in order). Receives are all posted at once. A
+// waiter thread per transfer (GlooNet::waiters) does the rest, asleep between events: a send's
+// posts each chunk once its ready signal shows it written (a futex sleep) and counts the
+// completions; a receive's raises the landed signal chunk by chunk. gloo's I/O thread moves the
+// bytes whatever this rank's threads do, so the transfers overlap the GEMM and nobody polls:
+// busy() is false, and the ops' waits sleep on their signals.
 //
 // A peer that is gone (its connection closed) fails the transport with kTimeout naming it; a
 // deadline in complete() fails it with kTimeout naming the peer and the bytes missing. An
@@ -37,6 +38,8 @@ class GlooTransport : public Transport {
   void post(std::vector<Transfer> batch) override;
   bool progress() noexcept override;
   bool idle() const override;
+  // Nothing to drive: a waiter sleeps on its signal (and looks at failed() every few ms).
+  bool busy() const override { return false; }
   void complete(Deadline deadline) override;
   void raise_if_failed() const override;
   bool failed() const override;
@@ -53,7 +56,6 @@ class GlooTransport : public Transport {
   std::string op_;
   uint64_t serial_ = 0;
   std::size_t chunk_ = 0;
-  std::mutex post_mu_;  // progress(): one poster at a time
   std::shared_ptr<Batch> batch_;
   bool poisoned_ = false;
 };

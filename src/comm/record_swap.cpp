@@ -62,7 +62,7 @@ char* RecordSwap::record(int member) const {
 
 std::vector<int> RecordSwap::swap(std::size_t send_bytes, Deadline deadline,
                                   const BackoffPolicy& wait, std::array<int64_t, 2> retraction) {
-  if (net_) return swap_net(deadline);
+  if (net_) return swap_net(send_bytes, deadline);
   const MPI_Comm c = comm_.get();
   std::vector<int> peers;  // every other member, starting after this one
   for (int i = 1; i < size_; ++i) peers.push_back((rank_ + i) % size_);

@@ -8,7 +8,7 @@
 // its own reference to the records it may still touch.
 //
 // Over the gloo channel (a context made from a store), the same swap runs on the op's rail slots
-// among the members' world ranks; every record crosses whole. A member late at the deadline
+// among the members' world ranks. A member late at the deadline
 // closes the channel (comm/gloo_net.hpp), so the late one fails when it arrives with no
 // retraction needed.
 #pragma once
@@ -64,7 +64,7 @@ class RecordSwap {
 
  private:
   struct Records;
-  std::vector<int> swap_net(Deadline deadline);
+  std::vector<int> swap_net(std::size_t send_bytes, Deadline deadline);
   std::vector<std::string> gather_texts_net(const std::string& mine, Deadline deadline,
                                             const std::function<std::string()>& missing);
   UniqueComm comm_;

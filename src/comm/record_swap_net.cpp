@@ -1,6 +1,7 @@
 // RecordSwap over the gloo channel (comm/record_swap.hpp).
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -13,23 +14,24 @@ namespace fluxcpp::comm {
 namespace {
 constexpr int kText = 512;
 
-// Every member sends `mine` (bytes) to every other and receives theirs into all + bytes * member;
+// Every member sends the first `send_bytes` of its record (all + bytes * me) to every other and
+// receives theirs into all + bytes * member (a shorter message fills the record's start);
 // returns the members whose part had not arrived when the channel failed or timed out. The
 // buffers are kept for good after a failure (the closed channel's transfers are dropped, but
 // nothing is left to chance).
 std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me, char* all,
-                          std::size_t bytes, uint64_t slot, Deadline deadline,
-                          const std::string& what, std::string* error) {
+                          std::size_t bytes, std::size_t send_bytes, uint64_t slot,
+                          Deadline deadline, const std::string& what, std::string* error) {
   const int n = static_cast<int>(members.size());
   std::unique_ptr<GlooBuffer> rx = net.buffer(all, bytes * n);
-  std::unique_ptr<GlooBuffer> tx = net.buffer(all + bytes * me, bytes);
+  std::unique_ptr<GlooBuffer> tx = net.buffer(all + bytes * me, send_bytes);
   std::vector<bool> got(static_cast<std::size_t>(n), false);
   got[me] = true;
   try {
     for (int m = 0; m < n; ++m)
       if (m != me) net.recv(*rx, members[m], slot, bytes * m, bytes);
     for (int m = 0; m < n; ++m)
-      if (m != me) net.send(*tx, members[m], slot, 0, bytes);
+      if (m != me) net.send(*tx, members[m], slot, 0, send_bytes);
     for (int i = 1; i < n; ++i) {
       int from = -1;
       net.wait_recv(*rx, &from, deadline, what);
@@ -52,12 +54,12 @@ std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me,
 
 }  // namespace
 
-std::vector<int> RecordSwap::swap_net(Deadline deadline) {
+std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline) {
   if (const std::string f = net_->failure(); !f.empty())
     raise(Errc::kInvalidUsage, "{}: the network channel failed earlier: {}", what_, f);
   std::string error;
   std::vector<int> late =
-      exchange(*net_, members_, rank_, record(0), bytes_,
+      exchange(*net_, members_, rank_, record(0), bytes_, std::min(send_bytes, bytes_),
                GlooNet::op_slot(serial_, GlooNet::kRailSlot, 0), deadline, what_, &error);
   if (late.empty()) return late;
   (void)new std::shared_ptr<Records>(records_);  // see exchange()
@@ -75,7 +77,7 @@ std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, D
   std::snprintf(&texts[static_cast<std::size_t>(kText) * rank_], kText, "%s", mine.c_str());
   std::string error;
   const std::vector<int> late =
-      exchange(*net_, members_, rank_, texts.data(), kText,
+      exchange(*net_, members_, rank_, texts.data(), kText, kText,
                GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_, &error);
   if (!late.empty()) {
     (void)new std::vector<char>(std::move(texts));

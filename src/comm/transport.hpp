@@ -62,7 +62,8 @@ class Transport {
   // when the batch is complete (or failed). Never throws, never blocks.
   virtual bool progress() noexcept = 0;
   virtual bool idle() const = 0;
-  bool busy() const { return !idle(); }  // for comm::wait_driving
+  // For comm::wait_driving: transfers in flight that move only while this rank drives them.
+  virtual bool busy() const { return !idle(); }
   // Drives progress until the batch is complete. On a deadline the transport fails with kTimeout
   // naming the peer and the bytes still missing; raises the transport's error if it failed.
   virtual void complete(Deadline deadline) = 0;

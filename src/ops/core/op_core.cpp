@@ -170,8 +170,11 @@ void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::st
   if (shm::signal_load(s) >= target) return;
   detail::ContextImpl& c = *ctx_;
   uint64_t observed = 0;
-  if (comm::wait_driving(transport(), s, target, c.deadline(),
-                         {c.wait_policy(), comm::kTransportWait}, &observed, stop))
+  comm::DriveWait how{c.wait_policy(), comm::kTransportWait};
+  // A transport that needs no driving (the TCP channel) fails on its own: look every few ms.
+  if (transport() != nullptr && !transport()->idle() && !transport()->busy())
+    how.idle_slice = std::chrono::milliseconds(2);
+  if (comm::wait_driving(transport(), s, target, c.deadline(), how, &observed, stop))
     return;
   if (stop != nullptr && stop->load(std::memory_order_relaxed))
     raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);

@@ -5,7 +5,12 @@ call from Python (dist.all_reduce against the same AllReduce called through flux
 module, both 4 bytes) and a DDP training step. Medians; numbers for docs/benchmarks.md.
 
     PYTHONPATH=build/python python3 scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
-        [--max-bytes N] [--rounds R] [--json FILE]
+        [--max-bytes N] [--rounds R] [--json FILE] [--hosts H] [--link RATE]
+
+--hosts H: H simulated hosts of W / H ranks (FLUXCPP_HOST_ID): fluxcpp's legs between them go
+over its TCP channel, gloo's over its own, both on the loopback. --link RATE (root): the run
+moves into a network namespace of its own whose loopback is shaped with tc tbf at RATE (10gbit:
+one core per rank and 10 Gbit/s, as scripts/link_run.sh does for the C++ bench).
     python3 scripts/bench_torch_backend.py --report W2.json [W4.json ...]   # markdown tables
 
 gloo in torch 1.13 has no bf16 sum and no reduce_scatter: its bf16 rows reduce in f32 (a
@@ -79,6 +84,10 @@ def time_call(fn, nbytes, group, warm=0):
 
 
 def rank_main(rank, world, store, a, results):
+    if a.hosts > 1:
+        os.environ["FLUXCPP_HOST_ID"] = f"simulated-host-{rank // (world // a.hosts)}"
+        os.environ.setdefault("FLUXCPP_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import fluxcpp
     torch.set_num_threads(1)
     dist.init_process_group("fluxcpp", init_method=f"file://{store}", rank=rank,
@@ -113,7 +122,8 @@ def rank_main(rank, world, store, a, results):
                 if rank == 0:
                     med = {b: statistics.median(v) * 1e6 if v else None for b, v in times.items()}
                     ratio = med["gloo"] / med["fluxcpp"] if med["gloo"] and med["fluxcpp"] else None
-                    rows.append(dict(op=op, dtype=dname, bytes=nbytes, world=world,
+                    rows.append(dict(op=op, dtype=dname, bytes=nbytes, world=world, hosts=a.hosts,
+                                     link=a.link,
                                      fluxcpp_us=med["fluxcpp"], gloo_us=med["gloo"],
                                      speedup=ratio))
                     print(f"{op:15s} {dname:4s} {nbytes:>10d} B  fluxcpp {med['fluxcpp']:10.1f} us"
@@ -170,8 +180,10 @@ def report(paths):
     for path in paths:
         d = json.load(open(path))
         rows = d["rows"]
-        w = rows[0]["world"]
-        print(f"\n**W = {w}** (rev {d['rev']}): fluxcpp µs / gloo µs (gloo ÷ fluxcpp)\n")
+        w, hosts, link = rows[0]["world"], rows[0].get("hosts", 1), rows[0].get("link", "")
+        where = (f", {hosts} hosts x {w // hosts} ranks" if hosts > 1 else "") + \
+                (f", link {link}" if link else "")
+        print(f"\n**W = {w}{where}** (rev {d['rev']}): fluxcpp µs / gloo µs (gloo ÷ fluxcpp)\n")
         ops = [o for o in OPS if any(r["op"] == o for r in rows)]
         for dname in ("f32", "bf16"):
             sel = [r for r in rows if r.get("dtype") == dname]
@@ -213,7 +225,18 @@ def main():
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--hosts", type=int, default=1)
+    ap.add_argument("--link", default="")
     a = ap.parse_args()
+    if a.link and os.environ.get("FLUXCPP_BENCH_TB_NETNS") != "1":
+        import subprocess
+        env = dict(os.environ, FLUXCPP_BENCH_TB_NETNS="1")
+        script = ("ip link set lo up && tc qdisc add dev lo root tbf rate \"$0\" burst 512kb "
+                  "latency 100ms && exec \"$@\"")
+        return subprocess.run(["unshare", "-n", "bash", "-c", script, a.link, sys.executable,
+                               os.path.abspath(__file__)] + sys.argv[1:], env=env).returncode
+    if a.np % a.hosts:
+        ap.error(f"--hosts {a.hosts} must divide -np {a.np}")
     store = os.path.join(tempfile.mkdtemp(prefix="fluxcpp_bench_tb_"), "store")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

@@ -57,7 +57,8 @@ class FLUXCPP_API Context {
   // the `world_size` processes that pass `id`, each with its own `rank`. Rendezvous, handshakes
   // and timeouts run over shared memory, with the failure model of the MPI context (a rank that
   // never arrives: kTimeout naming it). kInvalidUsage on a rank whose host is not the id's (ranks
-  // on several hosts need MPI); options.ranks_per_node must be 0 or world_size.
+  // on several hosts: the store constructor below, or MPI); options.ranks_per_node must be 0 or
+  // world_size.
   Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options = {});
   // Without MPI, from the caller's store, ranks on one host or several: collective over the
   // `world_size` processes that pass a store (or prefix) of the context's own. Hosts meet over

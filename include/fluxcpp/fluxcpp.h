@@ -67,7 +67,8 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm,
  * rendezvous, handshakes, barriers and timeouts run over shared memory, with the failure model
  * of an MPI context (a rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it). Every op works
  * on such a context. A rank whose host is not the id's gets FLUXCPP_ERROR_INVALID_USAGE (ranks
- * on several hosts need MPI); config->ranks_per_node must be 0 or world_size. An id is good for
+ * on several hosts: create_from_store below, or MPI); config->ranks_per_node must be 0 or
+ * world_size. An id is good for
  * one context. */
 typedef struct {
   char internal[128];

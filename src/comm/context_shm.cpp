@@ -22,8 +22,8 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
   if (parsed.boot_id != comm::this_boot_id())
     raise(Errc::kInvalidUsage,
           "context: rank {} runs on host '{}', but the id was made on host '{}': a context "
-          "created from an id has its ranks on one host; ranks on several hosts need MPI "
-          "(fluxcpp_context_create over an MPI communicator)",
+          "created from an id has its ranks on one host; ranks on several hosts create it from "
+          "a store (fluxcpp_context_create_from_store, Context.from_store) or from MPI",
           rank, comm::this_host_name(), parsed.host);
   try {
     auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size, parsed.secret);

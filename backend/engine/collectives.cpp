@@ -180,34 +180,51 @@ void Collectives::all_to_all(const void* in, const int64_t* send, void* out, con
   for (int t = 0; t < size_; ++t) su[t] = padded(send[t]) / kUnit, ru[t] = padded(recv[t]) / kUnit;
   const int64_t sent = std::accumulate(su.begin(), su.end(), int64_t{0});
   const int64_t got = std::accumulate(ru.begin(), ru.end(), int64_t{0});
+  // One forward on `op`; odd sizes staged through 2-byte units.
+  auto run = [&](void* h) {
+    auto* op = static_cast<fluxcpp_all_to_all_single_t>(h);
+    if (even) {
+      check(fluxcpp_all_to_all_single_forward(op, sent ? in : nullptr, su.data(),
+                                              got ? out : nullptr, ru.data()),
+            "all_to_all");
+      return;
+    }
+    char* staged_in = scratch(sent * kUnit, 0);
+    const char* src = static_cast<const char*>(in);
+    int64_t off = 0;
+    for (int t = 0; t < size_; off += su[t] * kUnit, src += send[t], ++t)
+      std::memcpy(staged_in + off, src, send[t]);
+    char* staged_out = scratch(got * kUnit, 2);
+    check(fluxcpp_all_to_all_single_forward(op, sent ? staged_in : nullptr, su.data(),
+                                            got ? staged_out : nullptr, ru.data()),
+          "all_to_all");
+    char* dst = static_cast<char*>(out);
+    off = 0;
+    for (int t = 0; t < size_; off += ru[t] * kUnit, dst += recv[t], ++t)
+      std::memcpy(dst, staged_out + off, recv[t]);
+  };
   int64_t units = bound >= 0 ? padded(bound) / kUnit + size_ : -1;  // + size_: each block's pad
-  if (units < 0) {  // every rank's need, so that every rank grows the op alike
+  if (units < 0) {
+    // Sizes not known alike: every rank first calls the op it has (the same on every rank). A
+    // rank whose message exceeds it makes the call fail on every rank (INVALID_ARGUMENT, before
+    // a byte moves); then they agree on the largest need and grow. One exchange, not two, while
+    // the op is large enough.
+    const Op& have = ops_[{kAllToAll, 0}];
+    if (have.handle != nullptr) {
+      try {
+        run(have.handle);
+        return;
+      } catch (const Failure& f) {
+        if (f.status() != FLUXCPP_ERROR_INVALID_ARGUMENT) throw;
+      }
+    }
     std::vector<int64_t> all(size_);
     const int64_t need = std::max(sent, got);
     all_gather(&need, sizeof need, all.data());
     units = *std::max_element(all.begin(), all.end());
   }
   if (units == 0) return;
-  auto* op = static_cast<fluxcpp_all_to_all_single_t>(all_to_all_op(units));
-  if (even) {
-    check(fluxcpp_all_to_all_single_forward(op, sent ? in : nullptr, su.data(),
-                                            got ? out : nullptr, ru.data()),
-          "all_to_all");
-    return;
-  }
-  char* staged_in = scratch(sent * kUnit, 0);
-  const char* src = static_cast<const char*>(in);
-  int64_t off = 0;
-  for (int t = 0; t < size_; off += su[t] * kUnit, src += send[t], ++t)
-    std::memcpy(staged_in + off, src, send[t]);
-  char* staged_out = scratch(got * kUnit, 2);
-  check(fluxcpp_all_to_all_single_forward(op, sent ? staged_in : nullptr, su.data(),
-                                          got ? staged_out : nullptr, ru.data()),
-        "all_to_all");
-  char* dst = static_cast<char*>(out);
-  off = 0;
-  for (int t = 0; t < size_; off += ru[t] * kUnit, dst += recv[t], ++t)
-    std::memcpy(dst, staged_out + off, recv[t]);
+  run(all_to_all_op(units));
 }
 
 void Collectives::broadcast(void* data, int64_t bytes, int root) {

@@ -141,6 +141,16 @@ def check_movement():
             outs = [torch.empty(recv[s], dtype=dtype) for s in range(W)]
             dist.all_to_all(outs, [data(10 * RANK + t, send[t], dtype) for t in range(W)])
             assert all(torch.equal(outs[s], data(10 * s + RANK, recv[s], dtype)) for s in range(W))
+            # One rank's message outgrows the op the others' still fit: the call that tries the
+            # op fails on every rank, they agree on the size, grow, and the result is whole.
+            big = 200000 + 17
+            send = [big if RANK == 0 and t == 1 else 1 for t in range(W)]
+            recv = [big if RANK == 1 and s == 0 else 1 for s in range(W)]
+            inp = torch.cat([data(10 * RANK + t, send[t], dtype) for t in range(W)])
+            out = torch.empty(sum(recv), dtype=dtype)
+            dist.all_to_all_single(out, inp, recv, send)
+            assert torch.equal(out, torch.cat([data(10 * s + RANK, recv[s], dtype)
+                                               for s in range(W)])), f"alltoall growth {dtype}"
 
 
 def check_reductions_to_parts():

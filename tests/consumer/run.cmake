@@ -44,10 +44,11 @@ elseif(MODE STREQUAL "add_subdirectory")
   set(source ${ROOT}/tests/consumer_embed)
   list(APPEND configure_args -DFLUXCPP_EMBED=add_subdirectory -DFLUXCPP_SOURCE_DIR=${ROOT})
 elseif(MODE STREQUAL "fetchcontent")
-  # What a release tarball holds for the library (with its Python module); tests, bench and
-  # examples are left out, so the build fails if the embedded project tries to add them.
+  # What a release tarball holds for the library (with its Python module and the torch backend);
+  # tests, bench and examples are left out, so the build fails if the embedded project tries to
+  # add them.
   execute_process(COMMAND ${CMAKE_COMMAND} -E tar czf ${WORK}/fluxcpp-src.tar.gz
-                          CMakeLists.txt cmake include src python
+                          CMakeLists.txt cmake include src python backend
                   WORKING_DIRECTORY ${ROOT} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "could not pack the sources of ${ROOT}")

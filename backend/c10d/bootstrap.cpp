@@ -70,8 +70,12 @@ int store_wait(void* user, const char* key, double timeout_s) {
         static_cast<int64_t>(std::min(timeout_s, 1e9) * 1000.0) + 1);
     u->store->wait({u->prefix + key}, ms);
     return 0;
-  } catch (const std::exception&) {
-    return 1;  // the store's timeout (or a lost store)
+  } catch (const std::exception& e) {
+    // c10d says "Timeout" (or "timed out") when the time ran out; anything else: a lost store.
+    const std::string what = e.what();
+    return what.find("imeout") != std::string::npos || what.find("timed out") != std::string::npos
+               ? 1
+               : -1;
   }
 }
 

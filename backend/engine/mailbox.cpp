@@ -24,18 +24,9 @@ Mailbox::Mailbox(fluxcpp_context_t ctx, int rank, int size)
   std::vector<int> peers;
   for (int r = 0; r < size; ++r)
     if (r != rank) peers.push_back(r);
-  const fluxcpp_status_t s = fluxcpp_async_send_recv_create(
-      ctx, kChunk / kUnit, 1, FLUXCPP_BFLOAT16, kSlots, static_cast<int>(peers.size()),
-      peers.data(), &op_);
-  // A context whose hosts meet over TCP has no send/recv between hosts yet: the group works for
-  // collectives, and point-to-point calls say why they cannot run.
-  if (s == FLUXCPP_ERROR_INVALID_USAGE) {
-    unavailable_ = std::string("point-to-point calls are not available in this group: ") +
-                   fluxcpp_last_error();
-    op_ = nullptr;
-    return;
-  }
-  check(s, "send/recv create");
+  check(fluxcpp_async_send_recv_create(ctx, kChunk / kUnit, 1, FLUXCPP_BFLOAT16, kSlots,
+                                       static_cast<int>(peers.size()), peers.data(), &op_),
+        "send/recv create");
 }
 
 Mailbox::~Mailbox() { fluxcpp_async_send_recv_destroy(op_); }
@@ -59,7 +50,6 @@ void Mailbox::overdue(const Transfer& t) const {
 }
 
 bool Mailbox::step(Transfer& t) {
-  if (!unavailable_.empty()) throw Failure(FLUXCPP_ERROR_INVALID_USAGE, unavailable_);
   if (op_ == nullptr)
     throw Failure(FLUXCPP_ERROR_INVALID_ARGUMENT,
                   "fluxcpp backend: send/recv: a group of one rank has no peer");

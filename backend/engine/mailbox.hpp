@@ -47,7 +47,6 @@ class Mailbox {
   [[noreturn]] void overdue(const Transfer& t) const;
 
   fluxcpp_async_send_recv_t op_ = nullptr;
-  std::string unavailable_;  // why this group has no point-to-point calls ("" when it has)
   int rank_, size_;
   std::vector<char> tail_;  // an odd final byte's 2-byte unit
   // Per peer: why receiving from it failed for good (a header that disagreed leaves its chunks

@@ -81,7 +81,7 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
 /* Without MPI, on one host or several (the UCC convention: the caller's out-of-band store, e.g.
  * torch's c10d store, etcd, a file). Every rank calls create_from_store with the same world_size
  * and its own rank, on a store (or key prefix) of the context's own: the keys
- * "fluxcpp/rank/<r>", "fluxcpp/host/<n>" and "fluxcpp/net/..." are written under it. The ranks of
+ * "fluxcpp/rank/<r>", "fluxcpp/host/<job>/<n>" and "fluxcpp/net/<job>/..." are written under it. The ranks of
  * one machine meet in shared memory (as create_from_id); machines, told apart by their boot id
  * and host name (FLUXCPP_HOST_ID=<name> makes ranks of one machine distinct hosts, for tests),
  * meet over gloo's TCP transport, which then carries every op's traffic between hosts: listening
@@ -95,7 +95,8 @@ typedef struct {
   void* user;
   /* Stores `bytes` bytes of `value` under `key`. */
   int (*set)(void* user, const char* key, const void* value, size_t bytes);
-  /* Waits until `key` exists: 0 once it does, nonzero when timeout_s passed first. */
+  /* Waits until `key` exists: 0 once it does, 1 when timeout_s passed first, any other value
+   * when the store failed (create fails with FLUXCPP_ERROR_SYSTEM naming the key). */
   int (*wait)(void* user, const char* key, double timeout_s);
   /* Copies the value of `key` (which exists) into `value` (capacity bytes) and sets *bytes to its
    * size; when it is larger than capacity, copies nothing, sets *bytes and returns 0: the

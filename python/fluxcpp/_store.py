@@ -230,10 +230,11 @@ class StoreBridge:
             self.store.wait([self._key(key)],
                             datetime.timedelta(seconds=max(0.001, min(float(timeout_s), 1e8))))
             return 0
-        except Exception as e:  # the store's timeout, or a lost store
-            if "imeout" not in str(e):
-                self._keep(e)
-            return 1
+        except Exception as e:  # the store's timeout (1), or a lost store (-1: SYSTEM)
+            if "imeout" in str(e) or "timed out" in str(e):
+                return 1
+            self._keep(e)
+            return -1
 
     def _get(self, _user, key, value, capacity, nbytes):
         try:

@@ -109,7 +109,10 @@ fluxcpp::comm::KvStore store_of(const fluxcpp_store_t& s) {
       fluxcpp::raise(Errc::kSystem, "context create: the store's set failed for key '{}'", key);
   };
   k.wait = [s](const std::string& key, double timeout_s) {
-    return s.wait(s.user, key.c_str(), timeout_s) == 0;
+    const int rc = s.wait(s.user, key.c_str(), timeout_s);
+    if (rc == 0 || rc == 1) return rc == 0;
+    fluxcpp::raise(Errc::kSystem, "context create: the store's wait failed for key '{}' ({})",
+                   key, rc);
   };
   k.get = [s](const std::string& key) {
     std::string v(256, '\0');

@@ -201,7 +201,10 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
                      "its own (all traffic over TCP)", world_size, per_host.size());
   try {
     // 3. The host's ranks meet in shared memory, through an id the host's first rank sets.
-    const std::string id_key = fmt::format("fluxcpp/host/{}", node_id_);
+    // Keys of this meeting only: rank 0's nonce names them, so ranks that read another call's
+    // arrival of rank 0 never meet this one's hosts or addresses.
+    const std::string job = all[0].nonce;
+    const std::string id_key = fmt::format("fluxcpp/host/{}/{}", job, node_id_);
     char id[comm::kUniqueIdBytes] = {};
     if (node_rank_ == 0) {
       comm::make_unique_id(id);
@@ -228,7 +231,9 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
     host_pids_ = host_group->pids();
     // 4. Hosts meet over the network.
     if (num_nodes_ > 1) {
-      net_ = std::make_shared<comm::GlooNet>(store, "fluxcpp/net/", rank, world_size, deadline);
+      const bool several_machines = shared_size_ < world_size;
+      net_ = std::make_shared<comm::GlooNet>(store, fmt::format("fluxcpp/net/{}/", job), rank,
+                                             world_size, deadline, several_machines);
       group_ = std::make_unique<comm::GlooGroup>(net_);
       own_node_group_ = std::move(host_group);
       node_group_ = own_node_group_.get();
@@ -236,6 +241,14 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
       group_ = std::move(host_group);
       node_group_ = group_.get();
     }
+    // Every rank read the same arrivals (two calls under one prefix would not).
+    uint64_t seen = 1469598103934665603ull;  // FNV-1a over the nonces in rank order
+    for (const Arrival& a : all)
+      for (char ch : a.nonce) seen = (seen ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    comm::agree_value(*group_, "context create",
+                      "the arrivals read from the store (a hash of every rank's nonce: two "
+                      "calls or jobs share the store prefix)",
+                      static_cast<long long>(seen >> 1));
     start(options, MPI_THREAD_MULTIPLE);  // no MPI: no thread level to ask for
   } catch (const Error& e) {
     const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();

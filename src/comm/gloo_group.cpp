@@ -25,34 +25,39 @@ void GlooGroup::exchange(const void* mine, void* all, std::size_t bytes, const c
   if (const std::string f = net_->failure(); !f.empty())
     raise(Errc::kInvalidUsage, "{}{}the network channel failed earlier: {}", scope,
           scope.empty() ? "" : ": ", f);
-  // The send and receive buffers must outlive anything gloo may still do with them: a timeout
-  // closes the channel, so nothing is left in flight once this returns or raises.
-  std::unique_ptr<GlooBuffer> rx = net_->buffer(out, bytes * n);
+  // One receive buffer per peer (gloo reports only the latest completion's rank). Any failure
+  // closes the channel (GlooNet::fail), so nothing posted here outlives this call.
+  std::vector<std::unique_ptr<GlooBuffer>> rx(static_cast<std::size_t>(n));
   std::unique_ptr<GlooBuffer> tx = net_->buffer(out + bytes * me, bytes);
-  for (int p = 0; p < n; ++p)
-    if (p != me) net_->recv(*rx, p, slot, bytes * p, bytes);
-  for (int p = 0; p < n; ++p)
-    if (p != me) net_->send(*tx, p, slot, 0, bytes);
   const Deadline deadline = DeadlineScope::current();
   std::vector<bool> got(static_cast<std::size_t>(n), false);
   got[me] = true;
   const std::string what = fmt::format("{}{}{} over the network", scope, scope.empty() ? "" : ": ",
                                        step);
   try {
-    for (int i = 1; i < n; ++i) {
-      int from = -1;
-      net_->wait_recv(*rx, &from, deadline, what);
-      if (from >= 0 && from < n) got[from] = true;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      rx[p] = net_->buffer(out + bytes * p, bytes);
+      net_->recv(*rx[p], p, slot, 0, bytes);
+    }
+    for (int p = 0; p < n; ++p)
+      if (p != me) net_->send(*tx, p, slot, 0, bytes);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      net_->wait_recv(*rx[p], nullptr, deadline, what);
+      got[p] = true;
     }
     for (int i = 1; i < n; ++i) net_->wait_send(*tx, deadline, what);
   } catch (const Error& e) {
     std::string missing;
     for (int p = 0; p < n; ++p)
       if (!got[p]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", name(p));
-    if (e.code() == Errc::kTimeout)
+    if (e.code() == Errc::kTimeout)  // the deadline (GlooNet raises kSystem for a failed pair)
       raise(Errc::kTimeout, "{}timed out in {}: rank(s) {} did not take part (this is rank {})",
             scope.empty() ? "" : scope + ": ", step, missing.empty() ? "?" : missing, name(me));
-    raise(e.code(), "{} (no part yet from rank(s) {})", e.what(), missing.empty() ? "-" : missing);
+    // A pair failed: a peer is gone (its connection closed) or the channel was closed.
+    raise(Errc::kTimeout, "{}{}{}: rank(s) {} gone or unreachable ({}) (this is rank {})", scope,
+          scope.empty() ? "" : ": ", step, missing.empty() ? "?" : missing, e.what(), name(me));
   }
 }
 

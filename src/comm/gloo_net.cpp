@@ -1,12 +1,12 @@
 #include "comm/gloo_net.hpp"
 
-#include <dirent.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -62,7 +62,20 @@ class StoreAdapter : public gloo::rendezvous::Store {
   GlooNet::Deadline deadline_;
 };
 
-std::shared_ptr<gloo::transport::Device> make_device() {
+// The interface of the default route ("" if none): what reaches other machines.
+std::string default_route_interface() {
+  std::ifstream routes("/proc/net/route");
+  std::string line;
+  std::getline(routes, line);  // the header
+  while (std::getline(routes, line)) {
+    std::istringstream f(line);
+    std::string iface, destination;
+    if (f >> iface >> destination && destination == "00000000") return iface;
+  }
+  return {};
+}
+
+std::shared_ptr<gloo::transport::Device> make_device(bool several_machines) {
   gloo::transport::tcp::attr attr;
   const char* iface = std::getenv("FLUXCPP_SOCKET_IFNAME");
   if (iface == nullptr || *iface == '\0') iface = std::getenv("GLOO_SOCKET_IFNAME");
@@ -75,6 +88,18 @@ std::shared_ptr<gloo::transport::Device> make_device() {
             std::getenv("FLUXCPP_SOCKET_IFNAME") ? "FLUXCPP_SOCKET_IFNAME"
                                                  : "GLOO_SOCKET_IFNAME",
             e.what());
+    }
+  }
+  // Ranks on several machines: the default route's interface (a host name often resolves to a
+  // loopback address, 127.0.1.1 on Debian, which no other machine reaches).
+  if (several_machines) {
+    if (const std::string route = default_route_interface(); !route.empty()) {
+      attr.iface = route;
+      try {
+        return gloo::transport::tcp::CreateDevice(attr);
+      } catch (const std::exception&) {
+        attr = gloo::transport::tcp::attr();
+      }
     }
   }
   char host[256] = {};
@@ -90,30 +115,28 @@ std::shared_ptr<gloo::transport::Device> make_device() {
   return gloo::transport::tcp::CreateDevice(attr);
 }
 
-// This process's thread ids.
-std::vector<long> thread_ids() {
-  std::vector<long> out;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') out.push_back(std::atol(e->d_name));
-    closedir(d);
-  }
-  return out;
-}
-
 // gloo's I/O thread polls its sockets level-triggered and skips a pair whose lock another thread
 // holds: woken on the core of a thread that posts (and holds that lock), it would preempt it and
 // spin until its time slice ends. As SCHED_BATCH it never preempts on wakeup: it runs when the
-// core is free or at the next tick.
-void calm_io_threads(const std::vector<long>& before) {
-  const std::vector<long> after = thread_ids();
-  for (long tid : after) {
-    if (std::find(before.begin(), before.end(), tid) != before.end()) continue;
-    sched_param p{};
-    p.sched_priority = 0;
-    (void)sched_setscheduler(static_cast<pid_t>(tid), SCHED_BATCH, &p);
+// core is free or at the next tick. gloo starts it in CreateDevice, and a new thread inherits its
+// creator's policy: the calling thread takes SCHED_BATCH for that call only.
+class BatchPolicyScope {
+ public:
+  BatchPolicyScope() {
+    policy_ = sched_getscheduler(0);
+    if (policy_ < 0 || sched_getparam(0, &param_) != 0) return;
+    sched_param batch{};
+    set_ = sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
   }
-}
+  ~BatchPolicyScope() {
+    if (set_) (void)sched_setscheduler(0, policy_, &param_);
+  }
+
+ private:
+  int policy_ = -1;
+  sched_param param_{};
+  bool set_ = false;
+};
 
 }  // namespace
 
@@ -147,24 +170,31 @@ void Waiters::loop() {
     jobs_.pop_front();
     lk.unlock();
     job();  // jobs catch their own errors
+    job = nullptr;  // what it holds goes here, outside the lock
     lk.lock();
   }
 }
 
 GlooNet::GlooNet(const KvStore& store, const std::string& prefix, int rank, int size,
-                 Deadline deadline)
+                 Deadline deadline, bool several_machines)
     : rank_(rank), size_(size) {
   std::shared_ptr<gloo::transport::Device> dev;
-  const std::vector<long> threads = thread_ids();
   try {
-    dev = make_device();
-    calm_io_threads(threads);
+    BatchPolicyScope batch;  // for gloo's I/O thread, started here
+    dev = make_device(several_machines);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     raise(Errc::kSystem, "context create: gloo cannot open a TCP device: {}", e.what());
   }
   address_ = dev->str();
+  if (several_machines && (address_.find("127.") != std::string::npos ||
+                           address_.find("::1") != std::string::npos))
+    raise(Errc::kInvalidUsage,
+          "context create: rank {} would listen on a loopback address ({}) while the ranks span "
+          "several machines: set FLUXCPP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) to the interface "
+          "that reaches them",
+          rank, address_);
   auto c = std::make_shared<gloo::rendezvous::Context>(rank, size);
   c->setTimeout(until(deadline));
   StoreAdapter adapter(store, prefix, deadline);
@@ -194,8 +224,18 @@ std::string GlooNet::failure() const {
 }
 
 void GlooNet::fail(const std::string& why) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (failure_.empty()) failure_ = why;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.empty()) return;
+    failure_ = why;
+  }
+  // Close every pair: what was posted to a live peer must never reach a buffer its owner freed
+  // on the way out (gloo's reader would spin on it), and the peers learn at once.
+  try {
+    if (ctx_) ctx_->closeConnections();
+  } catch (const std::exception&) {
+    // already closing
+  }
 }
 
 void GlooNet::raise_gloo(const std::string& what, const std::string& gloo_error) {

@@ -7,10 +7,11 @@
 // slots of its create serial (the same on every rank: ops are created collectively, in order);
 // the control plane takes the next control slot at each collective (ranks run them in order).
 //
-// Waiting: gloo has no test; its waits block, and a wait that times out closes every pair of the
-// context (so every rank's next wait fails at once: a timeout on the gloo channel ends the
-// context's network, which the context then reports as broken). Transfers are watched by waiter
-// threads (waiters()) that block in gloo's waits and publish what landed.
+// Waiting: gloo has no test; its waits block, and a wait that times out closes every pair of
+// this rank's context. Any failure (fail()) closes them too: the channel is then over for this
+// rank, every later use is refused, and a peer waiting on this rank learns at once (its
+// connection closed). Transfers are watched by waiter threads (waiters()) that block in gloo's
+// waits and publish what landed.
 #pragma once
 
 #include <atomic>
@@ -59,10 +60,12 @@ class GlooNet {
  public:
   using Deadline = std::chrono::steady_clock::time_point;
   // Collective over the world: every rank connects to every other, through `store` under
-  // `prefix`. The interface: FLUXCPP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) names it, else the
-  // address this host's name resolves to, else the loopback. kTimeout when some rank does not
-  // connect by `deadline`, kSystem when gloo fails.
-  GlooNet(const KvStore& store, const std::string& prefix, int rank, int size, Deadline deadline);
+  // `prefix`. The interface: FLUXCPP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) names it; else, when
+  // the ranks span several machines, the default route's; else the address this host's name
+  // resolves to, else the loopback (kInvalidUsage when that is all there is for several
+  // machines). kTimeout when some rank does not connect by `deadline`, kSystem when gloo fails.
+  GlooNet(const KvStore& store, const std::string& prefix, int rank, int size, Deadline deadline,
+          bool several_machines);
   ~GlooNet();
   GlooNet(const GlooNet&) = delete;
   GlooNet& operator=(const GlooNet&) = delete;

@@ -3,6 +3,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -68,20 +69,38 @@ GlooP2pNet::GlooP2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_
       pairs_.push_back(std::move(p));
     }
   });
-  for (const auto& p : pairs_) start_jobs(p);
+  try {
+    for (const auto& p : pairs_) start_jobs(p);
+  } catch (...) {
+    stop();  // the pairs whose jobs started
+    throw;
+  }
 }
 
 void GlooP2pNet::start_jobs(const std::shared_ptr<Pair>& p) {
   const std::string what = fmt::format("{}: rank {}", op_, p->rank);
   const uint64_t head_slot = GlooNet::op_slot(serial_, kHeadSlot, 0);
-  p->jobs = 2;
   // The header receive is posted before the jobs start: the first message can land at once.
   net_->recv(*p->head_in_buf, p->rank, head_slot, 0, sizeof(uint64_t));
   auto gone = [what, me = me_](const Error& e) {
     return fmt::format("{} is gone: {} (this is rank {})", what, e.what(), me);
   };
+  // A job is counted before it can end; a run() that throws takes it back.
+  auto start = [&](std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lk(p->mu);
+      ++p->jobs;
+    }
+    try {
+      net_->waiters().run(std::move(job));
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(p->mu);
+      --p->jobs;
+      throw;
+    }
+  };
   // Sends: counts them complete in order.
-  net_->waiters().run([p, net = net_, what, gone, slots = slots_] {
+  start([p, net = net_.get(), what, gone, slots = slots_] {
     try {
       for (;;) {
         std::unique_lock<std::mutex> lk(p->mu);
@@ -105,7 +124,7 @@ void GlooP2pNet::start_jobs(const std::shared_ptr<Pair>& p) {
     p->cv.notify_all();
   });
   // Receives: a header, the next header's receive, then the message once the op took it.
-  net_->waiters().run([p, net = net_, what, gone, head_slot] {
+  start([p, net = net_.get(), what, gone, head_slot] {
     try {
       for (;;) {
         {
@@ -140,7 +159,12 @@ void GlooP2pNet::start_jobs(const std::shared_ptr<Pair>& p) {
 }
 
 GlooP2pNet::~GlooP2pNet() {
+  stop();
+}
+
+void GlooP2pNet::stop() noexcept {
   for (const auto& p : pairs_) {
+    if (!p->head_in_buf) continue;  // stopped already
     std::unique_lock<std::mutex> lk(p->mu);
     p->stop = true;
     p->head_in_buf->abortWaitRecv();

@@ -51,6 +51,8 @@ class GlooP2pNet : public P2pNet {
 
  private:
   void start_jobs(const std::shared_ptr<Pair>& p);
+  // Ends the pairs' jobs (aborting their waits) and leaves behind what gloo may still touch.
+  void stop() noexcept;
 
   std::shared_ptr<GlooNet> net_;
   std::string op_;

@@ -85,7 +85,6 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
     b->streams.push_back(std::move(s));
   }
   b->pending.store(messages, std::memory_order_release);
-  b->jobs = static_cast<int>(b->streams.size());
   batch_ = b;
   // Sends are posted by their jobs as their chunks become ready (nothing for progress() to do),
   // but the chunks already written go at once, from here: a job's wakeup is a round of the
@@ -114,7 +113,6 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
     }
   } catch (const Error& e) {
     b->fail(e);
-    b->jobs = 0;
     abandon(e);
     throw;
   }
@@ -125,7 +123,11 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
                     c.node_of(b->streams[i].t.peer), c.local_of(b->streams[i].t.peer));
     const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
                                            static_cast<uint32_t>(b->streams[i].t.tag));
-    net_->waiters().run([b, i, net = net_, what, slot, me = c.world_rank()] {
+    {
+      std::lock_guard<std::mutex> lk(b->mu);
+      ++b->jobs;  // counted before it can end; a run() that throws takes it back below
+    }
+    auto job = [b, i, net = net_.get(), what, slot, me = c.world_rank()] {
       Batch::Stream& s = b->streams[i];
       try {
         // A send posts each chunk once its producer wrote it (asleep on the ready signal's
@@ -161,8 +163,8 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
           b->cv.notify_all();
         }
       } catch (const Error& e) {
-        b->fail(Error(Errc::kTimeout, fmt::format("{} is unreachable over TCP, {} of {} bytes {}: "
-                                                  "{} (this is rank {})",
+        b->fail(Error(Errc::kTimeout, fmt::format("{} is gone or unreachable over TCP, {} of {} "
+                                                  "bytes {}: {} (this is rank {})",
                                                   what, std::min(s.t.bytes, s.done * s.chunk),
                                                   s.t.bytes, s.t.send ? "sent" : "received",
                                                   e.what(), me)));
@@ -170,7 +172,20 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
       std::lock_guard<std::mutex> lk(b->mu);
       --b->jobs;
       b->cv.notify_all();
-    });
+    };
+    try {
+      net_->waiters().run(std::move(job));
+    } catch (const std::exception& e) {  // no thread for it: the batch cannot complete
+      {
+        std::lock_guard<std::mutex> lk(b->mu);
+        --b->jobs;
+      }
+      const Error why(Errc::kSystem, fmt::format("{}: cannot start a waiter thread: {}", op_,
+                                                 e.what()));
+      b->fail(why);
+      abandon(why);
+      throw why;
+    }
   }
 }
 
@@ -188,7 +203,14 @@ void GlooTransport::complete(Deadline deadline) {
     lk.unlock();
     if (!done) batch_->fail(Error(Errc::kTimeout, missing()));
   }
-  if (failed()) abandon(Error(Errc::kInternal, op_ + ": failed"));
+  if (failed()) {
+    Error why(Errc::kInternal, op_ + ": failed");
+    {
+      std::lock_guard<std::mutex> lk(batch_->mu);
+      if (batch_->error) why = *batch_->error;
+    }
+    abandon(why);  // gives the channel's failure the transfer's own words
+  }
   raise_if_failed();
 }
 

@@ -23,25 +23,30 @@ std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me,
                           std::size_t bytes, std::size_t send_bytes, uint64_t slot,
                           Deadline deadline, const std::string& what, std::string* error) {
   const int n = static_cast<int>(members.size());
-  std::unique_ptr<GlooBuffer> rx = net.buffer(all, bytes * n);
+  // One receive buffer per member (gloo reports only the latest completion's rank).
+  std::vector<std::unique_ptr<GlooBuffer>> rx(static_cast<std::size_t>(n));
   std::unique_ptr<GlooBuffer> tx = net.buffer(all + bytes * me, send_bytes);
   std::vector<bool> got(static_cast<std::size_t>(n), false);
   got[me] = true;
   try {
-    for (int m = 0; m < n; ++m)
-      if (m != me) net.recv(*rx, members[m], slot, bytes * m, bytes);
+    for (int m = 0; m < n; ++m) {
+      if (m == me) continue;
+      rx[m] = net.buffer(all + bytes * m, bytes);
+      net.recv(*rx[m], members[m], slot, 0, bytes);
+    }
     for (int m = 0; m < n; ++m)
       if (m != me) net.send(*tx, members[m], slot, 0, send_bytes);
-    for (int i = 1; i < n; ++i) {
-      int from = -1;
-      net.wait_recv(*rx, &from, deadline, what);
-      for (int m = 0; m < n; ++m)
-        if (members[m] == from) got[m] = true;
+    for (int m = 0; m < n; ++m) {
+      if (m == me) continue;
+      net.wait_recv(*rx[m], nullptr, deadline, what);
+      got[m] = true;
     }
     for (int i = 1; i < n; ++i) net.wait_send(*tx, deadline, what);
   } catch (const Error& e) {
     *error = e.what();
-    (void)rx.release();
+    // The channel is closed (GlooNet::fail), but nothing is left to chance: the buffers stay,
+    // and the caller keeps the memory they point at.
+    for (auto& b : rx) (void)b.release();
     (void)tx.release();
     std::vector<int> late;
     for (int m = 0; m < n; ++m)
@@ -58,9 +63,14 @@ std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline)
   if (const std::string f = net_->failure(); !f.empty())
     raise(Errc::kInvalidUsage, "{}: the network channel failed earlier: {}", what_, f);
   std::string error;
-  std::vector<int> late =
-      exchange(*net_, members_, rank_, record(0), bytes_, std::min(send_bytes, bytes_),
-               GlooNet::op_slot(serial_, GlooNet::kRailSlot, 0), deadline, what_, &error);
+  std::vector<int> late;
+  try {
+    late = exchange(*net_, members_, rank_, record(0), bytes_, std::min(send_bytes, bytes_),
+                    GlooNet::op_slot(serial_, GlooNet::kRailSlot, 0), deadline, what_, &error);
+  } catch (...) {
+    (void)new std::shared_ptr<Records>(records_);  // see exchange()
+    throw;
+  }
   if (late.empty()) return late;
   (void)new std::shared_ptr<Records>(records_);  // see exchange()
   if (std::chrono::steady_clock::now() < deadline) {  // not late: gone (its connection closed)
@@ -76,9 +86,15 @@ std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, D
   std::vector<char> texts(static_cast<std::size_t>(kText) * size_, '\0');
   std::snprintf(&texts[static_cast<std::size_t>(kText) * rank_], kText, "%s", mine.c_str());
   std::string error;
-  const std::vector<int> late =
-      exchange(*net_, members_, rank_, texts.data(), kText, kText,
-               GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_, &error);
+  std::vector<int> late;
+  try {
+    late = exchange(*net_, members_, rank_, texts.data(), kText, kText,
+                    GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_,
+                    &error);
+  } catch (...) {
+    (void)new std::vector<char>(std::move(texts));  // see exchange()
+    throw;
+  }
   if (!late.empty()) {
     (void)new std::vector<char>(std::move(texts));
     raise(Errc::kTimeout, "{}", missing());

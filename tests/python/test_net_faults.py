@@ -3,8 +3,8 @@ span hosts), in a private network namespace whose loopback carries the hosts' tr
 
 - host_killed: 2 hosts x 2 ranks; after a first all_reduce, host 1's ranks are killed; host 0's
   ranks call again and get TIMEOUT naming a rank of host 1 within timeout_s plus a little.
-- link_cut: 2 hosts x 1 rank; after a first all_reduce, every packet on the link is dropped
-  (the loopback set down) while both ranks call again: each gets TIMEOUT naming the other within
+- link_cut: 2 hosts x 1 rank; after a first all_reduce the link is cut (the loopback set down:
+  every packet dropped, the connections left open), then both ranks call again: each gets TIMEOUT naming the other within
   timeout_s plus a little; then the link comes back and each destroys its context (local, the
   context being broken).
 In both, nothing is left in /dev/shm. Run as one process (no mpirun): it re-runs itself under

@@ -119,8 +119,10 @@ class TorchMlp:
 class FluxMlp:
     def __init__(self, ctx, w1, w2, act, M, dtype, packed):
         f, H = w1.shape
-        self.col = fluxcpp.ColumnParallelLinear(ctx, H, f, M, dtype=dtype, packed=packed)
-        self.row = fluxcpp.RowParallelLinear(ctx, f, H, M, dtype=dtype, packed=packed)
+        self.col = fluxcpp.ColumnParallelLinear(ctx, H, f, M, dtype=dtype, sequence_parallel=True,
+                                                packed=packed)
+        self.row = fluxcpp.RowParallelLinear(ctx, f, H, M, dtype=dtype, sequence_parallel=True,
+                                             packed=packed)
         with torch.no_grad():
             self.col.weight.copy_(w1)
             self.row.weight.copy_(w2)

@@ -7,6 +7,7 @@ import warnings
 from . import _lib
 from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
+from ._launch import launcher_store
 from ._store import Claim, StoreBridge, effective_timeout, get_within, job_tag, store_wait
 
 
@@ -77,8 +78,8 @@ class Context(_Handle):
         self._adopt(out.value)
 
     @classmethod
-    def from_store(cls, store, rank, world_size, *, timeout_s=0.0, compute_threads=0,
-                   comm_threads=0, key=None):
+    def from_store(cls, store=None, rank=None, world_size=None, *, timeout_s=0.0,
+                   compute_threads=0, comm_threads=0, key=None):
         """A context without MPI for ranks on one host or several (as torchrun, multiprocessing
         or a serving stack starts them): rank 0 sets a fresh id in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
@@ -87,7 +88,13 @@ class Context(_Handle):
         over gloo's TCP transport (FLUXCPP_SOCKET_IFNAME or GLOO_SOCKET_IFNAME picks the
         interface). Collective over the world_size ranks.
 
-        key None: one key per job and call to from_store in this process (the job: the parent
+        store None: the launcher's (fluxcpp._launch): torch.distributed's default group when it
+        is initialised, else the TCPStore at MASTER_ADDR:MASTER_PORT with RANK and WORLD_SIZE
+        (what torchrun sets), made as torch's env:// rendezvous makes it; rank and world_size
+        may then be left out (given, they must agree with the launcher's).
+
+        key None: one key per job and call to from_store without a key in this process (calls
+        with a key, and Context.local, are not counted; the job: the parent
         process, and torchrun's restart count; the call counted even when it fails, so the ranks
         stay paired), the same on every rank as long as the ranks make the same calls in the
         same order. Ranks of one job started by different parent processes, and groups of ranks
@@ -102,12 +109,18 @@ class Context(_Handle):
         claims once every rank has read it; a failed call gives its claim back, so a retry under
         the same key works."""
         where = "Context.from_store"
-        Context._from_store_count += 1  # first: a call that fails below still takes its key
         hint = ""
         if key is None:
+            Context._from_store_count += 1  # first: a call that fails below still takes its key
             key = f"fluxcpp/unique_id/{job_tag()}/{Context._from_store_count}"
             hint = (f" (the default key names the job by its parent process, {job_tag()}: "
                     "ranks of one job started by different parents pass a key of their own)")
+        if store is None:
+            store, rank, world_size = launcher_store(where, rank, world_size,
+                                                     effective_timeout(float(timeout_s)))
+        elif rank is None or world_size is None:
+            raise TypeError(f"{where}: a store needs rank and world_size (leave all three out "
+                            "under torchrun to take the launcher's)")
         world_size = size(where, "world_size", world_size, 1, INT32_MAX)
         rank = size(where, "rank", rank, 0, INT32_MAX)
         if rank >= world_size:
@@ -154,8 +167,22 @@ class Context(_Handle):
             claim.release()
             raise
         self._adopt(out.value)
+        self._store = store  # a TCPStore made here (rank 0 may host it) lives as the context
         claim.done()  # rank 0: every rank has read the id and claimed (they all met)
         return self
+
+    @classmethod
+    def local(cls, *, timeout_s=0.0, compute_threads=0, comm_threads=0):
+        """A context of one rank, this process alone, under any launcher (mpirun, torchrun,
+        multiprocessing, none): no MPI and no store outside the process. Its ops are the GEMM
+        engine's local calls (an AgGemm of one rank is one GEMM, on packed weights too): e.g. a
+        ColumnParallelLinear's local_ctx. compute_threads 0: FLUXCPP_COMPUTE_THREADS, else every
+        core of the host (the context knows no other rank): pass torch.get_num_threads() to
+        compare with torch.mm, or the cores this process owns when several share the host."""
+        import torch.distributed as dist
+        return cls.from_store(dist.HashStore(), 0, 1, timeout_s=timeout_s,
+                              compute_threads=compute_threads, comm_threads=comm_threads,
+                              key="fluxcpp/local")
 
     _from_store_count = 0
 

@@ -1,7 +1,10 @@
 """Tensor-parallel linear layers with autograd, built from the op pair (Megatron's column- and
 row-parallel linear, FLUX's AGKernel / GemmRS / GemmAllReduce).
 
-sequence_parallel=True (the default): activations split by rows between the layers.
+sequence_parallel (required, no default: the two modes take inputs that can have the same shape,
+so a wrong guess would compute silently on the wrong rows):
+
+sequence_parallel=True: activations split by rows between the layers.
 ColumnParallelLinear: forward y = AllGather(x) @ w.T (AgGemm, keeping the gathered input);
 backward dx = ReduceScatter(dy @ w) (GemmRs with transpose_weight: dy [m, n] is the K slice,
 w [n, k] the [K, N] weight), dw = dy.T @ AllGather(x), db = sum of dy over rows.
@@ -123,10 +126,15 @@ class _Parallel(torch.nn.Module):
         where = self._where = type(self).__name__
         (k_name, k), (n_name, n) = k, n
         k, n = size(where, k_name, k, 1), size(where, n_name, n, 1)
+        self._k_name = k_name
         self.max_m = size(where, "max_m", max_m)
         if not isinstance(ctx, Context):
             raise TypeError(f"{where}: ctx must be a fluxcpp.Context, got {type(ctx).__name__}")
-        self.sequence_parallel, self.packed = bool(sequence_parallel), bool(packed)
+        if not isinstance(sequence_parallel, bool):
+            raise TypeError(f"{where}: sequence_parallel must be True (activations split by rows "
+                            "between the layers) or False (every rank holds all rows), got "
+                            f"{type(sequence_parallel).__name__} {sequence_parallel!r}")
+        self.sequence_parallel, self.packed = sequence_parallel, bool(packed)
         if self.packed and dtype not in (torch.float32, torch.bfloat16):
             raise TypeError(f"{where}: packed=True needs dtype torch.float32 or torch.bfloat16 "
                             f"(a PackedWeight), got {dtype}")
@@ -151,9 +159,30 @@ class _Parallel(torch.nn.Module):
         """Replicated mode: x's rows, at most max_m."""
         m = x.shape[0]
         if m > self.max_m:
-            raise ValueError(f"{self._where}.forward: m={m} (from input's shape) exceeds "
-                             f"max_m={self.max_m}")
+            raise ValueError(f"{self._where}.forward (sequence_parallel=False: input is all m "
+                             f"rows): m={m} (from input's shape) exceeds max_m={self.max_m}")
         return m
+
+    def _check_input(self, x):
+        """x against the layer's mode and sizes, each error naming the layer and the option; on
+        a failure the layer's collective forward op is entered with an invalid shape first, so
+        the other ranks fail at once too (as the ops do)."""
+        try:
+            if x.dim() != 2:
+                raise ValueError(f"{self._where}.forward: input must be 2-D [rows, features], got "
+                                 f"shape {list(x.shape)}")
+            rows, cols = x.shape
+            if cols != self._k:
+                raise ValueError(f"{self._where}.forward: input has {cols} columns, the layer "
+                                 f"takes {self._k} ({self._k_name})")
+            if not self.sequence_parallel:
+                self._rows(x)
+            else:
+                self._check_split(rows)
+        except ValueError:
+            if self.sequence_parallel or isinstance(self, RowParallelLinear):
+                self._fwd_op._poison()
+            raise
 
     def _grad_op(self, partial):
         """The replicated column-parallel backward's all-reduce of dx, in place."""
@@ -165,6 +194,7 @@ class _Parallel(torch.nn.Module):
         """x -> y (shapes in the class docstring). out= (the output's shape and dtype, contiguous)
         only under torch.no_grad() / torch.inference_mode(): the op writes into it."""
         x = x.contiguous()
+        self._check_input(x)
         if not torch.is_grad_enabled():
             return self._infer(x, self.packed_weight() if self.packed else self.weight, out)
         if out is not None:
@@ -172,7 +202,6 @@ class _Parallel(torch.nn.Module):
                              "torch.no_grad() or torch.inference_mode())")
         if self.sequence_parallel:
             return self._seq_fn.apply(x, self.weight, self.bias, self)
-        self._rows(x)
         if self._rep_fn is _ColumnReplicatedFn and self._ar_op is None:
             self._ar_op = AllReduce(self._ctx, self.max_m * self._k, self._dtype)
         return self._rep_fn.apply(x, self.weight, self.bias, self)
@@ -214,17 +243,17 @@ class ColumnParallelLinear(_Parallel):
     (all rows, this rank's output columns).
     sequence_parallel=False: x [m, in_features] (all rows, the same on every rank) -> y [m,
     out_features_shard]: a local GEMM, on torch, or on an AgGemm over `local_ctx` (a
-    fluxcpp.Context of one rank, e.g. over MPI.COMM_SELF: oneDNN, and with packed=True a
+    fluxcpp.Context of one rank, e.g. fluxcpp.Context.local(): oneDNN, and with packed=True a
     PackedWeight); its backward all-reduces dx (an AllReduce created by the first forward under
     autograd). m <= max_m in both modes."""
     _seq_ops, _seq_fn, _rep_fn = (AgGemm, GemmRs), _ColumnFn, _ColumnReplicatedFn
 
     def __init__(self, ctx, in_features, out_features_shard, max_m, bias=False,
-                 dtype=torch.float32, *, sequence_parallel=True, packed=False, local_ctx=None):
+                 dtype=torch.float32, *, sequence_parallel, packed=False, local_ctx=None):
         if local_ctx is not None and (not isinstance(local_ctx, Context)
                                       or local_ctx.world_size != 1):
             raise ValueError(f"ColumnParallelLinear: local_ctx must be a fluxcpp.Context of one "
-                             f"rank (e.g. over MPI.COMM_SELF), got {local_ctx!r}")
+                             f"rank (fluxcpp.Context.local()), got {local_ctx!r}")
         if local_ctx is not None and sequence_parallel:
             raise ValueError("ColumnParallelLinear: local_ctx is for sequence_parallel=False")
         if packed and not sequence_parallel and local_ctx is None:
@@ -234,6 +263,15 @@ class ColumnParallelLinear(_Parallel):
         super().__init__(ctx, ("in_features", in_features),
                          ("out_features_shard", out_features_shard), max_m, bias, dtype,
                          sequence_parallel, packed)
+
+    def _check_split(self, rows):
+        m = rows * self._W
+        if m > self.max_m:
+            raise ValueError(
+                f"{self._where}.forward (sequence_parallel=True: input is this rank's rows, "
+                f"gathered over W={self._W} ranks): {rows} rows x {self._W} = m={m} exceeds "
+                f"max_m={self.max_m}; if every rank holds all rows (replicated activations), "
+                "create the layer with sequence_parallel=False")
 
     def _replicated_ops(self):
         if self._local_ctx is not None:
@@ -268,10 +306,20 @@ class RowParallelLinear(_Parallel):
     _seq_ops, _seq_fn, _rep_fn = (GemmRs, AgGemm), _RowFn, _RowReplicatedFn
 
     def __init__(self, ctx, in_features_shard, out_features, max_m, bias=False,
-                 dtype=torch.float32, *, sequence_parallel=True, packed=False):
+                 dtype=torch.float32, *, sequence_parallel, packed=False):
         super().__init__(ctx, ("in_features_shard", in_features_shard),
                          ("out_features", out_features), max_m, bias, dtype, sequence_parallel,
                          packed)
+
+    def _check_split(self, rows):
+        what = (f"{self._where}.forward (sequence_parallel=True: input is all m rows, the "
+                f"output split by rows over W={self._W} ranks): m={rows}")
+        if rows % self._W:
+            raise ValueError(f"{what} is not divisible by W; if every rank needs all rows of "
+                             "the output (replicated activations), create the layer with "
+                             "sequence_parallel=False")
+        if rows > self.max_m:
+            raise ValueError(f"{what} exceeds max_m={self.max_m}")
 
     def _replicated_ops(self):
         self._fwd_op = GemmAr(self._ctx, self.max_m, self._n, self._k, self._dtype)

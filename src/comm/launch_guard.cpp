@@ -19,6 +19,10 @@ void check_launch(MPI_Comm user_comm, int size) {
   int cmp = MPI_UNEQUAL;
   check_mpi(MPI_Comm_compare(user_comm, MPI_COMM_WORLD, &cmp), "MPI_Comm_compare");
   if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) return;
+  // MPI_COMM_SELF itself asks for a context of this process alone (a local GEMM context beside
+  // a launcher's ranks): only the world, or a copy of it, is taken for the job.
+  check_mpi(MPI_Comm_compare(user_comm, MPI_COMM_SELF, &cmp), "MPI_Comm_compare");
+  if (cmp == MPI_IDENT) return;
   if (env_choice("FLUXCPP_LAUNCH_GUARD", {"on", "off"}) == 1) return;
   for (const char* var : {"WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                           "MV2_COMM_WORLD_SIZE"}) {
@@ -30,9 +34,10 @@ void check_launch(MPI_Comm user_comm, int size) {
     raise(Errc::kInvalidUsage,
           "context: MPI_COMM_WORLD has 1 rank but {}={}: the launcher started {} processes that "
           "each initialised MPI alone. Start them as one MPI job: mpirun -np {} <program>, or "
-          "srun --mpi=pmix -n {} <program>; or, on one host, leave MPI out and create the "
-          "context from an id (Python: fluxcpp.Context.from_store(store, rank, world_size); C: "
-          "fluxcpp_get_unique_id + fluxcpp_context_create_from_id). "
+          "srun --mpi=pmix -n {} <program>; or leave MPI out and create the context from the "
+          "launcher's store (Python: fluxcpp.Context.from_store() under torchrun; C: "
+          "fluxcpp_context_create_from_store). A context of this process alone: MPI_COMM_SELF "
+          "(Python: fluxcpp.Context.local()). "
           "FLUXCPP_LAUNCH_GUARD=off allows one-rank contexts in such a job on purpose",
           var, v, n, n, n);
   }

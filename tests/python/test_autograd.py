@@ -21,7 +21,8 @@ with context() as ctx:
         (Y * G).sum().backward()
 
         rows, cols = slice(RANK * m // W, (RANK + 1) * m // W), slice(RANK * n, (RANK + 1) * n)
-        layer = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m=m, bias=bias, dtype=torch.float32)
+        layer = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m=m, bias=bias, dtype=torch.float32,
+                                              sequence_parallel=True)
         with torch.no_grad():
             layer.weight.copy_(Wf[cols])
             if bias:
@@ -43,7 +44,8 @@ with context() as ctx:
         Xr, Wr = X.clone().requires_grad_(), Wf.clone().requires_grad_()
         (Xr @ Wr.t() * G).sum().backward()
         kc = slice(RANK * k, (RANK + 1) * k)
-        layer = fluxcpp.RowParallelLinear(ctx, k, n, max_m=m, bias=bias, dtype=torch.float32)
+        layer = fluxcpp.RowParallelLinear(ctx, k, n, max_m=m, bias=bias, dtype=torch.float32,
+                                          sequence_parallel=True)
         with torch.no_grad():
             layer.weight.copy_(Wf[:, kc])
             if bias:

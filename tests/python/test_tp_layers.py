@@ -137,8 +137,36 @@ def bf16_and_misuse(ctx, local_ctx):
                                                             local_ctx=ctx),
            "local_ctx of W > 1 ranks", contains=("local_ctx",))
     raises(TypeError, lambda: fluxcpp.RowParallelLinear(ctx, k, n, m, dtype=torch.float64,
-                                                        packed=True),
+                                                        sequence_parallel=False, packed=True),
            "packed f64", contains=("packed",))
+    mode_misuse(ctx)
+
+
+def mode_misuse(ctx):
+    """sequence_parallel has no default, and an input that does not fit the mode is an error
+    naming the layer and the option on every rank (never a second gather), the layer usable
+    after."""
+    for cls in (fluxcpp.ColumnParallelLinear, fluxcpp.RowParallelLinear):
+        raises(TypeError, lambda: cls(ctx, k, n, m), f"{cls.__name__} without sequence_parallel",
+               contains=("sequence_parallel",))
+        raises(TypeError, lambda: cls(ctx, k, n, m, sequence_parallel=1),
+               f"{cls.__name__} sequence_parallel=1", contains=(cls.__name__, "sequence_parallel"))
+    col = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m=m, sequence_parallel=True)
+    row = fluxcpp.RowParallelLinear(ctx, k, n, max_m=m, sequence_parallel=True)
+    with torch.no_grad():
+        # replicated activations (all m rows) given to the sequence-parallel column layer
+        raises(ValueError, lambda: col(torch.randn(m, k)), "column seq with all rows",
+               contains=("ColumnParallelLinear.forward", "sequence_parallel=False", f"max_m={m}"))
+        raises(ValueError, lambda: col(torch.randn(m // W, k + 1)), "column seq wrong columns",
+               contains=("ColumnParallelLinear.forward", "in_features"))
+        raises(ValueError, lambda: row(torch.randn(W + 1, k)), "row seq with m % W != 0",
+               contains=("RowParallelLinear.forward", "sequence_parallel=False", "divisible"))
+        x = torch.randn(m // W, k)
+        check(col(x).shape == (m // W * W, n), "column layer usable after the errors")
+        check(row(torch.randn(m // W * W, k)).shape == (m // W, n),
+              "row layer usable after the errors")
+    col.close()
+    row.close()
 
 
 with context() as ctx, local_context() as local_ctx:

@@ -1,6 +1,6 @@
 """Runs a Python block of README.md exactly as written (argv[1]: README.md), so the snippet a
-newcomer copies is the one the suite tests. Without argv[2]: the first block of "Use from
-PyTorch", executed here (under mpirun). With argv[2], a section title: that section's first
+newcomer copies is the one the suite tests. Without argv[2]: the first block of "Under mpirun",
+executed here (under mpirun). With argv[2], a section title: that section's first
 block, written to a file and run as its own script (it starts its ranks itself)."""
 import os
 import re
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 
-title = sys.argv[2] if len(sys.argv) > 2 else "Use from PyTorch"
+title = sys.argv[2] if len(sys.argv) > 2 else "Under mpirun"
 text = open(sys.argv[1], encoding="utf-8").read()
 section = re.split(r"^#+ " + re.escape(title) + r"\n", text, maxsplit=1, flags=re.M)
 if len(section) != 2:

@@ -5,7 +5,7 @@ programs and commands. Usage: readme_test.py MODE README BUILD_DIR WORK
   c       the C program (app.c) and CMakeLists.txt of "## Use from C", then that section's shell
           blocks as written: the CMake build, the pkg-config build, the mpirun lines
   mpirun  every other `mpirun` line of the README's shell blocks, as written, in README.md's
-          directory (ag_gemm_demo.py: the "Use from PyTorch" script, in a directory of its own)
+          directory (ag_gemm_demo.py: the "Under mpirun" script, in a directory of its own)
 The only substitution is the build directory: `build` and `$PWD/build` in a command become
 BUILD_DIR (the README assumes the build tree `build` beside it). HOME is WORK/home, so
 `$HOME/opt/fluxcpp` is a fresh prefix. Each mpirun line runs with its block's `export` lines
@@ -168,7 +168,7 @@ elif mode == "mpirun":
             if "ag_gemm_demo.py" in cmd:  # "the script below": the Python block under that name
                 cwd = fresh_dir(f"mpirun_{ran}")
                 open(os.path.join(cwd, "ag_gemm_demo.py"), "w").write(
-                    one_block("Use from PyTorch", "python"))
+                    one_block("Under mpirun", "python"))
             run("\n".join(exports + [substitute(cmd)]), cwd, env)
             ran += 1
     if ran == 0:

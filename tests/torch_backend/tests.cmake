@@ -54,7 +54,8 @@ set_tests_properties(torch_backend.llama.np2.hosts2 PROPERTIES TIMEOUT 300 PROCE
                      FIXTURES_REQUIRED fluxcpp_shm_clean)
 # The README's torchrun block, as written.
 add_test(NAME torch_backend.readme.np2 COMMAND ${FLUXCPP_TEST_PYTHON}
-         ${_tb}/readme_torchrun.py ${PROJECT_SOURCE_DIR}/README.md)
+         ${CMAKE_CURRENT_SOURCE_DIR}/python/readme_torchrun.py ${PROJECT_SOURCE_DIR}/README.md
+         "torch.distributed backend")
 set_tests_properties(torch_backend.readme.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 # A rank killed under multiprocessing, a rank stopped under torchrun: RuntimeError naming it

@@ -136,7 +136,8 @@ def check_span(span, where, full, ctx=None, method=False):
             and not hasattr(fluxcpp, first):
         base, base_name = ctx, ctx.__name__
     elif prefixed or (full and (first[0].isupper() or hasattr(fluxcpp, first))
-                      and first not in FOREIGN and not hasattr(builtins, first)):
+                      and first not in FOREIGN and not hasattr(builtins, first)
+                      and not re.fullmatch(r"[A-Z][A-Z0-9_]*", first)):  # an env variable
         base, base_name = fluxcpp, "fluxcpp"
     else:
         return None

@@ -1,25 +1,119 @@
 #!/usr/bin/env bash
-# Builds fluxcpp and runs the benchmark suite on local ranks, printing its table; then (default
-# run only) a short table of the fused ops on two hosts joined by a 10 Gbit/s link
-# (scripts/bench_link.sh), next to what a minimal implementation hides on the same link.
-# Usage: scripts/bench.sh [-np N] [fluxcpp_bench args...]   (default: 2 ranks, every entry)
-#   e.g. scripts/bench.sh -np 2 --op all_gather --json out.jsonl
+# The benchmark suite on 2 local ranks, in the order a PyTorch user asks: (1) the MLP GEMMs of a
+# tensor-parallel layer, fluxcpp against torch.mm + gloo, f32 and bf16, prefill and decode;
+# (2) the collectives against torch's gloo and against MPI; (3) the fused ops at a layer's
+# shapes on two hosts joined by a shaped 10 Gbit/s link, against the unfused path and the link
+# probe. It installs what is missing, builds only what it runs (the library and fluxcpp_bench,
+# not the tests), prints a line per step and a bar per sweep, and ends with the results tables.
+#
+# Usage: scripts/bench.sh                  the suite (~6 minutes here after the build)
+#        scripts/bench.sh --results [DIR]  the same, its JSON kept in DIR (docs/data/results),
+#                                          then docs/benchmarks.md's results and plots remade
+#        scripts/bench.sh [-np N] ARGS...  fluxcpp_bench ARGS on N ranks (default 2), e.g.
+#                                          scripts/bench.sh -np 4 --op all_gather --json out.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 np=2
 if [ "${1:-}" = "-np" ]; then np=$2; shift 2; fi
-default_run=$([ $# -eq 0 ] && echo 1 || echo 0)
-./scripts/build.sh
+results=""
+if [ "${1:-}" = "--results" ]; then
+  results=docs/data/results; shift
+  if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then results=$1; shift; fi
+fi
+load=$(cut -d' ' -f1 /proc/loadavg)
 flags=()
-[ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
-# More ranks than cores: let them share cores instead of refusing to start.
 [ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe)
-mpirun -np "$np" "${flags[@]}" ${FLUXCPP_MPIRUN_FLAGS:-} build/bench/fluxcpp_bench "$@"
-[ "$default_run" = 1 ] || exit 0
+start=$SECONDS
+step() { printf '\n[%s] %s (%s elapsed)\n' "$1" "$2" "$(date -u -d @$((SECONDS - start)) +%M:%S)"; }
+
+# run LOG CMD...: CMD's output to LOG; a progress line (the last "[ NN%]" or row count) meanwhile.
+run() {
+  local log=$1; shift
+  "$@" >"$log" 2>&1 &
+  local pid=$! t=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; t=$((t + 1))
+    local pct; pct=$(grep -o '^\[ *[0-9]*%\]' "$log" | tail -1 | tr -dc '0-9') || true
+    if [ -n "$pct" ]; then
+      local bar; bar=$(printf '%*s' $((pct / 5)) '' | tr ' ' '#')
+      [ -t 1 ] && printf '\r  [%-20s] %3s%%  %ds' "$bar" "$pct" "$t"
+      [ -t 1 ] || [ $((t % 30)) -ne 0 ] || echo "  ${pct}% after ${t}s"
+    fi
+  done
+  [ -t 1 ] && printf '\r%60s\r' ''
+  wait "$pid" || { echo "failed: $*  (log: $log)"; tail -30 "$log"; return 1; }
+}
+
+# sweep LABEL TOTAL CMD...: CMD's rows as they come, with "(i/TOTAL)" in front.
+sweep() {
+  local label=$1 total=$2; shift 2
+  local i=0
+  "$@" 2>&1 | while IFS= read -r line; do
+    case "$line" in
+      *fluxcpp*torch+gloo*|*skipped:*) i=$((i + 1)); printf '  %s %2d/%d  %s\n' "$label" "$i" "$total" "$line" ;;
+      \#*|"") ;;
+      *) printf '  %s\n' "$line" ;;
+    esac
+  done
+  return "${PIPESTATUS[0]}"
+}
+
+mkdir -p build
+log=build/bench_build.log
+n=5 deps=(--python)
+[ $# -gt 0 ] && n=3 deps=()
+step "1/$n" "dependencies (scripts/install_deps.sh ${deps[*]})"
+./scripts/install_deps.sh "${deps[@]}"
+step "2/$n" "build: libfluxcpp and fluxcpp_bench only (log: $log)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+run "$log.2" cmake --build build -j"$(nproc)" --target fluxcpp_shared fluxcpp_bench
+
+if [ $# -gt 0 ]; then  # a plain fluxcpp_bench run
+  step "3/3" "mpirun -np $np fluxcpp_bench $*"
+  mpirun -np "$np" "${flags[@]}" ${FLUXCPP_MPIRUN_FLAGS:-} build/bench/fluxcpp_bench "$@"
+  exit
+fi
+
+out=${results:-build/bench_results}
+rm -rf "$out" && mkdir -p "$out"
+export PYTHONPATH=$PWD/build/python
+py=(mpirun -np 2 /usr/bin/python3 scripts/bench_torch.py)
+# Llama layers: hidden H, ffn 2.75 H (rounded as Llama's), 2 ranks.
+layers=("1024,2816,512" "2048,5632,512" "4096,11008,512"
+        "2048,5632,1" "2048,5632,8" "2048,5632,32" "4096,11008,1" "4096,11008,8" "4096,11008,32")
+largs=(); for l in "${layers[@]}"; do largs+=(--layer "$l"); done
+step "3/5" "your layer: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16"
+sweep layer $((${#layers[@]} * 2 * 3)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
+step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI"
+sweep gloo 16 "${py[@]}" --collectives --json "$out/collectives_torch.jsonl"
+mpirun -np 2 build/bench/fluxcpp_bench --op all_gather,reduce_scatter,all_reduce,all_to_all_single \
+  --dtype f32 --json "$out/collectives_mpi.jsonl" | grep -v '^# \(threads\|times\)'
+step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode"
+h=2048 f=2816
+for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
+          "gemm_rs --shape 512,$h,$f --shape 8,$h,$f" "gemm_ar --shape 512,$h,$f --shape 8,$h,$f"; do
+  echo "  ${op%% *} ..."
+  rc=0
+  # shellcheck disable=SC2086
+  ./scripts/link_run.sh 10gbit 2 build/bench/fluxcpp_bench --link --op $op \
+    --json "$out/link.jsonl" >"$out/link_${op%% *}.txt" 2>&1 || rc=$?
+  [ "$rc" -eq 77 ] && { echo "  (link table skipped: $(tail -1 "$out/link_${op%% *}.txt"))"; break; }
+  [ "$rc" -eq 0 ] || { cat "$out/link_${op%% *}.txt"; exit "$rc"; }
+done
+
+python3 - "$out/meta.json" "$load" <<'EOF'
+import json, os, subprocess, sys, time
+rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+json.dump({"rev": rev + ("+changes" if dirty else ""), "date": time.strftime("%Y-%m-%d"),
+           "machine": f"{os.cpu_count()} cores ({cpu})", "load": float(sys.argv[2])},
+          open(sys.argv[1], "w"))
+EOF
 echo
-echo "# two hosts of one rank each, joined by a 10 Gbit/s link (scripts/bench_link.sh 10gbit)"
-rc=0
-./scripts/link_run.sh 10gbit 2 build/bench/fluxcpp_bench --link --quick \
-  --op link_probe,ag_gemm,gemm_rs,a2a_gemm,ulysses || rc=$?
-[ "$rc" -eq 77 ] && { echo "(link table skipped: see the message above)"; rc=0; }
-exit "$rc"
+echo "# Results (elapsed $(date -u -d @$((SECONDS - start)) +%M:%S); JSON in $out)"
+/usr/bin/python3 scripts/results_page.py "$out" --print
+if [ -n "$results" ]; then
+  /usr/bin/python3 scripts/results_page.py "$out"
+fi

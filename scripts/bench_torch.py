@@ -6,11 +6,14 @@ torch paths of gemm_rs and gemm_ar reduce their bf16 product in f32, and ag_gemm
 as bytes).
 
 Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
-           [--shape M,N,K ...] [--dtype f32|bf16]
+           [--shape M,N,K ...] [--layer HIDDEN,FFN,M ...] [--collectives] [--dtype f32|bf16]
 --shape runs the GEMM ops (ag_gemm, gemm_rs, gemm_ar) at exactly those shapes and nothing else;
 --dtype picks their dtype (default: both). Shapes as fluxcpp_bench --shape reads them (--help).
+--layer runs a layer's MLP GEMMs (up: ag_gemm; down: gemm_rs and gemm_ar), --collectives the
+collectives alone.
 Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
-GEMM ops also show torch.mm alone on the rank's GEMM (the engine's context: fluxcpp runs oneDNN,
+GEMM ops also show fluxcpp on a PackedWeight of the weight (what the layers' packed=True runs),
+and torch.mm alone on the rank's GEMM (the engine's context: fluxcpp runs oneDNN,
 as torch.mm does on CPU).
 The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
 reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
@@ -42,6 +45,11 @@ def gemm_shapes_arg(value):
     return shapes
 
 
+def layer_arg(value):
+    """'HIDDEN,FFN,M' (or several, as gemm_shapes_arg reads them): a list of (hidden, ffn, m)."""
+    return gemm_shapes_arg(value)
+
+
 ap = argparse.ArgumentParser(
     description="fluxcpp through its Python module vs torch.distributed (gloo) + torch.mm, on "
                 "the ranks of one mpirun: mpirun -np W /usr/bin/python3 scripts/bench_torch.py "
@@ -60,6 +68,12 @@ ap.add_argument("--shape", type=gemm_shapes_arg, action="append", metavar="M,N,K
                 help="run only the GEMM ops (ag_gemm, gemm_rs, gemm_ar), at this shape; "
                      "repeatable, and one value may list several shapes separated by ';' "
                      "(quoted) or spaces, e.g. --shape '512,1536,1024;8,1536,1024'")
+ap.add_argument("--layer", type=layer_arg, action="append", metavar="HIDDEN,FFN,M",
+                help="run the MLP GEMMs of a layer of this hidden size and MLP width at M rows: "
+                     "ag_gemm at (M, FFN/W, HIDDEN), gemm_rs and gemm_ar at (M, HIDDEN, FFN/W); "
+                     "repeatable, like --shape")
+ap.add_argument("--collectives", action="store_true",
+                help="run the collectives only (no GEMM op)")
 ap.add_argument("--dtype", choices=("f32", "bf16"), action="append",
                 help="input (and output) dtype of the GEMM ops, torch.mm's too; repeatable "
                      "(default: f32 and bf16); the collectives always run f32")
@@ -94,7 +108,7 @@ def timed(fn):
     return comm.allreduce(statistics.median(ts), op=MPI.MAX) * 1e3
 
 
-def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
+def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, extra=None):
     """nbytes: the bytes moved as fluxcpp_bench counts them for its algbw (all W blocks of an
     all-gather or reduce-scatter, a rank's whole input of an all-to-all or all-reduce);
     bytes_per_rank: its x axis (one block; a rank's input for the all-to-all and all-reduce)."""
@@ -106,9 +120,10 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
         row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
                    algbw_gloo_gbs=nbytes / (t_torch * 1e6))
     mm = ""
-    if t_mm is not None:
-        row.update(torch_mm_ms=t_mm)
-        mm = f"  (torch.mm alone {t_mm:9.3f} ms)"
+    if extra:
+        row.update(extra)
+        mm = (f"  packed {t_torch / extra['fluxcpp_packed_ms']:6.2f}x  (torch.mm alone "
+              f"{extra['torch_mm_ms']:9.3f} ms)")
     print(f"{op:18s} {shape:30s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
           f"speedup {t_torch / t_flux:6.2f}x{mm}", flush=True)
     if args.json:
@@ -119,26 +134,66 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, t_mm=None):
 f32 = torch.float32
 
 
-def gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm):
-    """gemm_ar: all m rows on every rank (k: this rank's slice), out [m, n] in dt."""
-    with fluxcpp.GemmAr(ctx, m, n, k, input_dtype=dt, output_dtype=dt) as op:
-        o = torch.empty(m, n, dtype=dt)
-        t_f = timed(lambda: op.forward(xk, w, out=o))
+GEMM_OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
 
-    def torch_gar():
-        y = torch.mm(xk, w.t())
-        if dt != f32:
-            y = y.float()
-        dist.all_reduce(y)
-        return y.to(dt)
-    t_t = timed(torch_gar)
-    report("gemm_ar", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
+
+def fused(op_cls, ctx, m, n, k, dt, x, w, out):
+    """(plain, packed) ms of one fluxcpp op: on the weight tensor, and on a PackedWeight of it
+    (what the layers use with packed=True)."""
+    with op_cls(ctx, m, n, k, dt) as op:
+        t_plain = timed(lambda: op(x, w, out=out))
+        with fluxcpp.PackedWeight(ctx, w) as pw:
+            t_packed = timed(lambda: op(x, pw, out=out))
+    return t_plain, t_packed
+
+
+def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
+    """ops (of GEMM_OPS) at shape (m, n, k) in dtype dt, each against its torch path."""
+    shape = f"m={m} n={n} k={k} {name}"
+    xk = torch.randn(m, k).to(dt)
+    w = torch.randn(n, k).to(dt)
+    t_mm = timed(lambda: torch.mm(xk, w.t()))  # the rank's whole GEMM, [M, K] x [K, N]
+    extra = {"dtype": name, "m": m, "n": n, "k": k, "torch_mm_ms": t_mm}
+    if layer:
+        extra.update(layer=layer)
+    if m % W and ("ag_gemm" in ops or "gemm_rs" in ops):
+        if rank == 0:
+            print(f"{'ag_gemm, gemm_rs':18s} {shape:30s} skipped: M = {m} is not a "
+                  f"multiple of W = {W}", flush=True)
+        ops = tuple(o for o in ops if o == "gemm_ar")
+    if "ag_gemm" in ops:
+        x = torch.randn(m // W, k).to(dt)
+        out = torch.empty(m, n, dtype=dt)
+        # gloo gathers bf16 as its bytes (it has no 16-bit types).
+        wire = torch.uint8 if dt == torch.bfloat16 else dt
+        parts = [torch.empty(0, dtype=wire).new_empty(x.view(wire).shape) for _ in range(W)]
+        t_f, t_p = fused(fluxcpp.AgGemm, ctx, m, n, k, dt, x, w, out)
+
+        def torch_ag():
+            dist.all_gather(parts, x.view(wire))
+            return torch.mm(torch.cat(parts).view(dt), w.t())
+        report("ag_gemm", shape, m * k * x.element_size(), t_f, timed(torch_ag),
+               extra=dict(extra, fluxcpp_packed_ms=t_p))
+    for op in ("gemm_rs", "gemm_ar"):
+        if op not in ops:
+            continue
+        rows = slice(rank * m // W, (rank + 1) * m // W) if op == "gemm_rs" else slice(0, m)
+        out = torch.empty(rows.stop - rows.start, n, dtype=dt)
+        op_cls = fluxcpp.GemmRs if op == "gemm_rs" else fluxcpp.GemmAr
+        t_f, t_p = fused(op_cls, ctx, m, n, k, dt, xk, w, out)
+
+        def torch_path():  # gloo in torch 1.13 sums f32, not bf16
+            y = torch.mm(xk, w.t()).float()
+            dist.all_reduce(y)
+            return y[rows].to(dt)
+        report(op, shape, m * n * 4, t_f, timed(torch_path),
+               extra=dict(extra, fluxcpp_packed_ms=t_p))
 
 
 with fluxcpp.Context() as ctx:
     coll_sizes = [(64, 256), (1024, 1024)] if args.quick else \
         [(64, 256), (256, 1024), (1024, 1024), (4096, 1024)]
-    if args.shape:  # GEMM shapes given: the collectives, which take none, are left out
+    if args.shape or args.layer:  # GEMM shapes given: the collectives are left out
         coll_sizes = []
     for m, k in coll_sizes:
         x = torch.randn(m // W, k)
@@ -185,47 +240,19 @@ with fluxcpp.Context() as ctx:
     gemm_shapes = [(256, 512, 512), (512, 1536, 1024), (8, 1536, 1024)] if args.quick else \
         [(128, 512, 512), (512, 1024, 1024), (1024, 1024, 1024), (2048, 1024, 2048),
          (512, 1536, 1024), (512, 2816, 1024), (8, 1536, 1024), (32, 2816, 1024)]
-    if args.shape:
-        gemm_shapes = [s for group in args.shape for s in group]
+    jobs = [] if args.collectives else [(m, n, k, GEMM_OPS, None) for m, n, k in gemm_shapes]
+    if args.shape or args.layer:
+        jobs = [(m, n, k, GEMM_OPS, None) for group in args.shape or [] for m, n, k in group]
+    for hidden, ffn, m in (t for group in args.layer or [] for t in group):
+        # The MLP of a layer of this hidden size: up is the column-parallel GEMM (ag_gemm under
+        # sequence parallelism), down the row-parallel one (gemm_rs, or gemm_ar when every rank
+        # holds all rows), each rank with ffn / W of the MLP's width.
+        layer = {"hidden": hidden, "ffn": ffn, "m": m}
+        jobs += [(m, ffn // W, hidden, ("ag_gemm",), layer),
+                 (m, hidden, ffn // W, ("gemm_rs", "gemm_ar"), layer)]
     dtypes = {"f32": f32, "bf16": torch.bfloat16}
     for name in sorted(set(args.dtype or dtypes), key=list(dtypes).index):
-        dt = dtypes[name]
-        for m, n, k in gemm_shapes:
-            shape = f"m={m} n={n} k={k} {name}"
-            xk = torch.randn(m, k).to(dt)
-            w = torch.randn(n, k).to(dt)
-            t_mm = timed(lambda: torch.mm(xk, w.t()))  # the rank's whole GEMM, [M, K] x [K, N]
-            if m % W:
-                if rank == 0:
-                    print(f"{'ag_gemm, gemm_rs':18s} {shape:30s} skipped: M = {m} is not a "
-                          f"multiple of W = {W}", flush=True)
-                gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm)
-                continue
-            x = torch.randn(m // W, k).to(dt)
-            w = torch.randn(n, k).to(dt)
-            out = torch.empty(m, n, dtype=dt)
-            # gloo gathers bf16 as its bytes (it has no 16-bit types).
-            wire = torch.uint8 if dt == torch.bfloat16 else dt
-            parts = [torch.empty(0, dtype=wire).new_empty(x.view(wire).shape) for _ in range(W)]
-            with fluxcpp.AgGemm(ctx, m, n, k, dt) as op:
-                t_f = timed(lambda: op(x, w, out=out))
-
-            def torch_ag():
-                dist.all_gather(parts, x.view(wire))
-                return torch.mm(torch.cat(parts).view(dt), w.t())
-            t_t = timed(torch_ag)
-            report("ag_gemm", shape, m * k * x.element_size(), t_f, t_t, t_mm=t_mm)
-
-            with fluxcpp.GemmRs(ctx, m, n, k, dt) as op:
-                o = torch.empty(m // W, n, dtype=dt)
-                t_f = timed(lambda: op(xk, w, out=o))
-
-            def torch_grs():
-                y = torch.mm(xk, w.t()).float()
-                dist.all_reduce(y)
-                return y[rank * m // W:(rank + 1) * m // W].to(dt)
-            t_t = timed(torch_grs)
-            report("gemm_rs", shape, m * n * 4, t_f, t_t, t_mm=t_mm)
-            gemm_ar(ctx, shape, m, n, k, dt, xk, w, t_mm)
+        for m, n, k, ops, layer in jobs:
+            gemm_ops(ctx, m, n, k, name, dtypes[name], ops, layer)
 
 dist.destroy_process_group()

@@ -97,7 +97,7 @@ for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
   rc=0
   # shellcheck disable=SC2086
   ./scripts/link_run.sh 10gbit 2 build/bench/fluxcpp_bench --link --op $op \
-    --json "$out/link.jsonl" >"$out/link_${op%% *}.txt" 2>&1 || rc=$?
+    --json "$out/link_${op%% *}.jsonl" >"$out/link_${op%% *}.txt" 2>&1 || rc=$?
   [ "$rc" -eq 77 ] && { echo "  (link table skipped: $(tail -1 "$out/link_${op%% *}.txt"))"; break; }
   [ "$rc" -eq 0 ] || { cat "$out/link_${op%% *}.txt"; exit "$rc"; }
 done

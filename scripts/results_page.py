@@ -6,7 +6,7 @@ Usage: /usr/bin/python3 scripts/results_page.py [DIR] [--page docs/benchmarks.md
        [--img docs/img] [--print]
 DIR holds meta.json (revision, date, machine, load) and the JSON lines of the benchmarks:
 layers.jsonl (scripts/bench_torch.py --layer), collectives_torch.jsonl (bench_torch.py
---collectives), collectives_mpi.jsonl and link.jsonl (fluxcpp_bench). The page's text between
+--collectives), collectives_mpi.jsonl and link_<op>.jsonl (fluxcpp_bench). The page's text between
 the markers RESULTS_BEGIN and RESULTS_END is replaced; --print writes the tables to stdout
 instead (what scripts/bench.sh shows at the end)."""
 import argparse
@@ -42,56 +42,75 @@ def size(b):
     return f"{b} B"
 
 
+OPS = (("ag_gemm", "up: all-gather + GEMM"), ("gemm_rs", "down: GEMM + reduce-scatter"),
+       ("gemm_ar", "down: GEMM + all-reduce"))
+
+
 def layer_rows(rows, decode):
-    """Rows of bench_torch --layer, prefill (m >= 64) or decode (m < 64)."""
-    out = []
+    """bench_torch --layer rows, prefill (m >= 64) or decode (m < 64): one line per layer, m and
+    dtype; a cell per GEMM: the speedup on a packed weight, the two times, the plain speedup."""
+    lines = {}
     for r in rows:
         if "layer" not in r or (r["m"] < 64) != decode:
             continue
         lay = r["layer"]
-        what = {"ag_gemm": "up: all-gather + GEMM (sequence parallel)",
-                "gemm_rs": "down: GEMM + reduce-scatter (sequence parallel)",
-                "gemm_ar": "down: GEMM + all-reduce (replicated)"}[r["op"]]
-        out.append((lay["hidden"], lay["ffn"], r["m"], r["dtype"], what,
-                    ms(r["fluxcpp_ms"]), ms(r["fluxcpp_packed_ms"]), ms(r["torch_gloo_ms"]),
-                    ms(r["torch_mm_ms"]), f"**{r['torch_gloo_ms'] / r['fluxcpp_packed_ms']:.2f}x**",
-                    f"{r['speedup']:.2f}x"))
-    return table(("hidden", "ffn", "m", "dtype", "GEMM of the MLP", "fluxcpp ms",
-                  "fluxcpp packed ms", "torch.mm + gloo ms", "torch.mm alone ms",
-                  "speedup, packed", "speedup, plain"), out)
+        key = (lay["hidden"], lay["ffn"], r["m"], r["dtype"])
+        line = lines.setdefault(key, {})
+        line[r["op"]] = (f"**{r['torch_gloo_ms'] / r['fluxcpp_packed_ms']:.2f}x** "
+                         f"{ms(r['fluxcpp_packed_ms'])} vs {ms(r['torch_gloo_ms'])} "
+                         f"(plain {r['speedup']:.2f}x)")
+        line["mm_" + r["op"]] = ms(r["torch_mm_ms"])
+    out = []
+    for (hidden, ffn, m, dt), line in lines.items():
+        mm = " / ".join(line.get(f"mm_{op}", "–") for op in ("ag_gemm", "gemm_ar"))
+        out.append((hidden, ffn, m, dt, mm) + tuple(line.get(op, "– (m < W)") for op, _ in OPS))
+    return table(("hidden", "ffn", "m", "dtype", "torch.mm alone, up / down ms")
+                 + tuple(f"{what} ({op})" for op, what in OPS), out)
+
+
+MPI_SIZES = (4 << 10, 256 << 10, 16 << 20)  # of fluxcpp_bench's sweep, in the table
 
 
 def collective_rows(torch_rows, mpi_rows):
-    out = []
+    """One line per collective and size: fluxcpp's time, and the speedup over torch's gloo or
+    over MPI where that size was measured (the two benchmarks sweep different sizes)."""
+    lines = {}
     for r in torch_rows:
         if "bytes_per_rank" in r:
-            out.append((r["op"], size(r["bytes_per_rank"]), "torch's gloo (f32)",
-                        f"{r['fluxcpp_ms'] * 1e3:.1f}", f"{r['torch_gloo_ms'] * 1e3:.1f}",
-                        f"**{r['speedup']:.2f}x**"))
+            lines[(r["op"], r["bytes_per_rank"])] = (
+                f"{r['fluxcpp_ms'] * 1e3:.1f}", f"**{r['speedup']:.2f}x** "
+                f"({r['torch_gloo_ms'] * 1e3:.0f} µs)", "")
     for r in mpi_rows:
-        out.append((r["op"], size(r["bytes_per_rank"]), f"MPI ({r['dtype']})",
-                    f"{r['t_fused_ms'] * 1e3:.1f}", f"{r['t_unfused_ms'] * 1e3:.1f}",
-                    f"**{r['speedup']:.2f}x**"))
-    return table(("collective", "bytes per rank", "against", "fluxcpp µs", "the other µs",
-                  "speedup"), out)
+        if r["bytes_per_rank"] in MPI_SIZES:
+            lines[(r["op"], r["bytes_per_rank"])] = (
+                f"{r['t_fused_ms'] * 1e3:.1f}", "", f"**{r['speedup']:.2f}x** "
+                f"({r['t_unfused_ms'] * 1e3:.1f} µs)")
+    out = [(op, size(b)) + cells for (op, b), cells in sorted(lines.items())]
+    return table(("collective", "bytes per rank", "fluxcpp µs", "vs torch's gloo",
+                  "vs MPI"), out)
 
 
 def link_rows(rows):
     out = []
     for r in rows:
-        hidden = r.get("overlap_eff")
-        out.append((r["op"], r.get("dtype", ""), f"{r.get('m')}x{r.get('n')}x{r.get('k')}",
-                    ms(r["t_fused_ms"]), ms(r["t_unfused_ms"]),
-                    ms(r.get("t_gemm_ms") or 0), ms(r.get("t_comm_ms") or 0),
-                    f"**{r['speedup']:.2f}x**", "—" if hidden is None else f"{hidden:.2f}"))
-    return table(("op", "dtype", "m x n x k", "fused ms", "unfused ms", "GEMM alone ms",
-                  "link alone ms", "speedup", "link time hidden"), out)
+        mode = r.get("variant") or ("packed" if r.get("packed") else
+                                    "zero-copy" if r.get("zero_copy") else "copied")
+        gemm, move = r.get("t_gemm_ms") or 0, r.get("t_move_ms") or 0
+        unfused = r.get("t_unfused_ms") or gemm + move  # the probe's: one after the other
+        hidden = r.get("hidden")
+        out.append((r["op"], mode, r.get("dtype", "f32"), f"{r['m']}x{r['n']}x{r['k']}",
+                    ms(r["t_fused_ms"]), ms(unfused), ms(gemm), ms(move),
+                    f"**{unfused / r['t_fused_ms']:.2f}x**",
+                    "–" if hidden is None or move < 0.1 * gemm else f"{hidden:.2f}"))
+    return table(("op", "input", "dtype", "m x n x k", "fused ms", "unfused ms",
+                  "GEMM alone ms", "link alone ms", "speedup", "link time hidden"), out)
 
 
 def plots(layers, coll_torch, coll_mpi, img, rev):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
     names = []
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, dt in zip(axes, ("f32", "bf16")):
@@ -105,6 +124,9 @@ def plots(layers, coll_torch, coll_mpi, img, rev):
         ax.set_xticks(list(xs), labels, rotation=90, fontsize=7)
         ax.set_title(f"{dt}: speedup over torch.mm + gloo (TP = 2)")
         ax.set_yscale("log")
+        ax.set_ylim(bottom=0.5)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
         ax.legend(fontsize=8)
     fig.suptitle(f"The MLP GEMMs of a tensor-parallel layer, rev {rev}")
     fig.tight_layout()
@@ -112,15 +134,20 @@ def plots(layers, coll_torch, coll_mpi, img, rev):
     fig.savefig(os.path.join(img, names[-1]), dpi=90)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for src, rs, key, style in (("gloo", coll_torch, "speedup", "-o"),
-                                ("MPI", [r for r in coll_mpi if r["dtype"] == "f32"], "speedup",
-                                 "--s")):
-        for op in sorted({r["op"] for r in rs}):
-            pts = sorted((r["bytes_per_rank"], r[key]) for r in rs if r["op"] == op)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{op} vs {src}")
+    ops = sorted({r["op"] for r in coll_torch + coll_mpi if "bytes_per_rank" in r})
+    colors = {op: f"C{i}" for i, op in enumerate(ops)}
+    for src, rs, style in (("torch's gloo", coll_torch, "-o"),
+                           ("MPI", [r for r in coll_mpi if r["dtype"] == "f32"], "--s")):
+        for op in ops:
+            pts = sorted((r["bytes_per_rank"], r["speedup"]) for r in rs
+                         if r["op"] == op and "bytes_per_rank" in r)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colors[op],
+                        label=f"{op} vs {src}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.axhline(1.0, color="k", lw=0.8)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
     ax.set_xlabel("bytes per rank")
     ax.set_ylabel("speedup of fluxcpp")
     ax.set_title(f"Collectives, 2 ranks on one host, f32, rev {rev}")
@@ -137,7 +164,8 @@ def render(d, img, rel_img):
     layers = load(os.path.join(d, "layers.jsonl"))
     coll_torch = load(os.path.join(d, "collectives_torch.jsonl"))
     coll_mpi = load(os.path.join(d, "collectives_mpi.jsonl"))
-    link = load(os.path.join(d, "link.jsonl"))
+    link = [r for name in sorted(os.listdir(d)) if name.startswith("link_")
+            and name.endswith(".jsonl") for r in load(os.path.join(d, name))]
     rev = meta["rev"]
     pics = plots(layers, coll_torch, coll_mpi, img, rev) if img else []
     parts = [

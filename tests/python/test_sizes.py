@@ -95,13 +95,14 @@ def close_op(op):
 def size_matrix(ctx):
     for cls, c_op, args in CASES:
         where = cls.__name__
+        kw = {"sequence_parallel": True} if issubclass(cls, torch.nn.Module) else {}
         for i, (name, _, minimum, int32) in enumerate(args):
             if minimum is None:
                 continue
             for bad, exc, text in bad_values(minimum, int32):
                 vals = [a[1] for a in args]
                 vals[i] = bad
-                expect(exc, lambda: cls(ctx, *vals), where, name, text,
+                expect(exc, lambda: cls(ctx, *vals, **kw), where, name, text,
                        f"{where}({name}={bad!r})")
         if not available(c_op):
             continue
@@ -111,7 +112,7 @@ def size_matrix(ctx):
             vals = [a[1] if a[2] is None else conv(a[1]) for a in args]
             op = None
             try:
-                op = cls(ctx, *vals)
+                op = cls(ctx, *vals, **kw)
             except Exception as e:  # noqa: BLE001 - reported as a failure
                 check(False, f"{where} with {label} sizes: {type(e).__name__}: {e}")
                 continue

@@ -6,7 +6,8 @@
 # probe. It installs what is missing, builds only what it runs (the library and fluxcpp_bench,
 # not the tests), prints a line per step and a bar per sweep, and ends with the results tables.
 #
-# Usage: scripts/bench.sh                  the suite (~6 minutes here after the build)
+# Usage: scripts/bench.sh                  the suite (~5 minutes here from a fresh clone, ~2 of
+#                                          them the build)
 #        scripts/bench.sh --results [DIR]  the same, its JSON kept in DIR (docs/data/results),
 #                                          then docs/benchmarks.md's results and plots remade
 #        scripts/bench.sh [-np N] ARGS...  fluxcpp_bench ARGS on N ranks (default 2), e.g.
@@ -15,15 +16,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 np=2
-if [ "${1:-}" = "-np" ]; then np=$2; shift 2; fi
+if [ "${1:-}" = "-np" ]; then np=${2:?usage: scripts/bench.sh -np N [fluxcpp_bench args]}; shift 2; fi
 results=""
 if [ "${1:-}" = "--results" ]; then
   results=docs/data/results; shift
   if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then results=$1; shift; fi
+  [ $# -eq 0 ] || { echo "bench.sh: --results [DIR] takes no other arguments" >&2; exit 2; }
 fi
-load=$(cut -d' ' -f1 /proc/loadavg)
+if [ $# -eq 0 ] && [ "$np" != 2 ]; then
+  echo "bench.sh: the suite runs 2 ranks; -np N is for a fluxcpp_bench run: scripts/bench.sh -np N ARGS..." >&2
+  exit 2
+fi
 flags=()
 [ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe)
+# The revision measured, before anything is written (the results' JSON is tracked).
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || rev="$rev+changes"
 start=$SECONDS
 step() { printf '\n[%s] %s (%s elapsed)\n' "$1" "$2" "$(date -u -d @$((SECONDS - start)) +%M:%S)"; }
 
@@ -45,18 +53,20 @@ run() {
   wait "$pid" || { echo "failed: $*  (log: $log)"; tail -30 "$log"; return 1; }
 }
 
-# sweep LABEL TOTAL CMD...: CMD's rows as they come, with "(i/TOTAL)" in front.
+# sweep LABEL TOTAL CMD...: CMD's rows as they come, with "i/TOTAL" in front; stops the script
+# with CMD's output when it fails.
 sweep() {
   local label=$1 total=$2; shift 2
   local i=0
-  "$@" 2>&1 | while IFS= read -r line; do
+  if ! "$@" 2>&1 | while IFS= read -r line; do
     case "$line" in
       *fluxcpp*torch+gloo*|*skipped:*) i=$((i + 1)); printf '  %s %2d/%d  %s\n' "$label" "$i" "$total" "$line" ;;
       \#*|"") ;;
       *) printf '  %s\n' "$line" ;;
     esac
-  done
-  return "${PIPESTATUS[0]}"
+  done; then
+    echo "failed: $*"; exit 1
+  fi
 }
 
 mkdir -p build
@@ -76,18 +86,22 @@ if [ $# -gt 0 ]; then  # a plain fluxcpp_bench run
 fi
 
 out=${results:-build/bench_results}
-rm -rf "$out" && mkdir -p "$out"
+mkdir -p "$out"
+rm -f "$out"/*.jsonl "$out"/link_*.txt "$out"/meta.json  # this script's files only
 export PYTHONPATH=$PWD/build/python
-py=(mpirun -np 2 /usr/bin/python3 scripts/bench_torch.py)
+py=(mpirun -np 2 "${flags[@]}" /usr/bin/python3 scripts/bench_torch.py)
+load=$(cut -d' ' -f1 /proc/loadavg)  # before the measurements, after the build
+awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' &&
+  echo "  note: load average $load before the run: other work shares the cores; the figures are no result"
 # Llama layers: hidden H, ffn 2.75 H (rounded as Llama's), 2 ranks.
 layers=("1024,2816,512" "2048,5632,512" "4096,11008,512"
         "2048,5632,1" "2048,5632,8" "2048,5632,32" "4096,11008,1" "4096,11008,8" "4096,11008,32")
 largs=(); for l in "${layers[@]}"; do largs+=(--layer "$l"); done
 step "3/5" "your layer: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16"
-sweep layer $((${#layers[@]} * 2 * 3)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
+sweep layer $((${#layers[@]} * 2 * 4)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
 step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI"
 sweep gloo 16 "${py[@]}" --collectives --json "$out/collectives_torch.jsonl"
-mpirun -np 2 build/bench/fluxcpp_bench --op all_gather,reduce_scatter,all_reduce,all_to_all_single \
+mpirun -np 2 "${flags[@]}" build/bench/fluxcpp_bench --op all_gather,reduce_scatter,all_reduce,all_to_all_single \
   --dtype f32 --json "$out/collectives_mpi.jsonl" | grep -v '^# \(threads\|times\)'
 step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode"
 h=2048 f=2816
@@ -102,12 +116,10 @@ for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
   [ "$rc" -eq 0 ] || { cat "$out/link_${op%% *}.txt"; exit "$rc"; }
 done
 
-python3 - "$out/meta.json" "$load" <<'EOF'
-import json, os, subprocess, sys, time
-rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+python3 - "$out/meta.json" "$load" "$rev" <<'EOF'
+import json, os, sys, time
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-json.dump({"rev": rev + ("+changes" if dirty else ""), "date": time.strftime("%Y-%m-%d"),
+json.dump({"rev": sys.argv[3], "date": time.strftime("%Y-%m-%d"),
            "machine": f"{os.cpu_count()} cores ({cpu})", "load": float(sys.argv[2])},
           open(sys.argv[1], "w"))
 EOF

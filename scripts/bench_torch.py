@@ -9,7 +9,8 @@ Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json ou
            [--shape M,N,K ...] [--layer HIDDEN,FFN,M ...] [--collectives] [--dtype f32|bf16]
 --shape runs the GEMM ops (ag_gemm, gemm_rs, gemm_ar) at exactly those shapes and nothing else;
 --dtype picks their dtype (default: both). Shapes as fluxcpp_bench --shape reads them (--help).
---layer runs a layer's MLP GEMMs (up: ag_gemm; down: gemm_rs and gemm_ar), --collectives the
+--layer runs a layer's MLP GEMMs (up: ag_gemm, and `local`, the replicated layer's GEMM on a
+one-rank context against torch.mm alone; down: gemm_rs and gemm_ar), --collectives the
 collectives alone.
 Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
 GEMM ops also show fluxcpp on a PackedWeight of the weight (what the layers' packed=True runs),
@@ -70,8 +71,9 @@ ap.add_argument("--shape", type=gemm_shapes_arg, action="append", metavar="M,N,K
                      "(quoted) or spaces, e.g. --shape '512,1536,1024;8,1536,1024'")
 ap.add_argument("--layer", type=layer_arg, action="append", metavar="HIDDEN,FFN,M",
                 help="run the MLP GEMMs of a layer of this hidden size and MLP width at M rows: "
-                     "ag_gemm at (M, FFN/W, HIDDEN), gemm_rs and gemm_ar at (M, HIDDEN, FFN/W); "
-                     "repeatable, like --shape")
+                     "up at (M, FFN/W, HIDDEN): ag_gemm (sequence parallel) and local (one "
+                     "rank's GEMM, replicated activations, vs torch.mm); down at (M, HIDDEN, "
+                     "FFN/W): gemm_rs and gemm_ar; repeatable, like --shape")
 ap.add_argument("--collectives", action="store_true",
                 help="run the collectives only (no GEMM op)")
 ap.add_argument("--dtype", choices=("f32", "bf16"), action="append",
@@ -147,6 +149,16 @@ def fused(op_cls, ctx, m, n, k, dt, x, w, out):
     return t_plain, t_packed
 
 
+_local = []
+
+
+def local_ctx():
+    """A context of this rank alone, on the cores torch has (the replicated column layer's)."""
+    if not _local:
+        _local.append(fluxcpp.Context.local(compute_threads=torch.get_num_threads()))
+    return _local[0]
+
+
 def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
     """ops (of GEMM_OPS) at shape (m, n, k) in dtype dt, each against its torch path."""
     shape = f"m={m} n={n} k={k} {name}"
@@ -156,11 +168,16 @@ def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
     extra = {"dtype": name, "m": m, "n": n, "k": k, "torch_mm_ms": t_mm}
     if layer:
         extra.update(layer=layer)
-    if m % W and ("ag_gemm" in ops or "gemm_rs" in ops):
+    split = tuple(o for o in ops if o in ("ag_gemm", "gemm_rs"))
+    if m % W and split:
         if rank == 0:
-            print(f"{'ag_gemm, gemm_rs':18s} {shape:30s} skipped: M = {m} is not a "
+            print(f"{', '.join(split):18s} {shape:30s} skipped: M = {m} is not a "
                   f"multiple of W = {W}", flush=True)
-        ops = tuple(o for o in ops if o == "gemm_ar")
+        ops = tuple(o for o in ops if o not in split)
+    if "local" in ops:  # the replicated column layer's GEMM: one rank's, no communication
+        out = torch.empty(m, n, dtype=dt)
+        t_f, t_p = fused(fluxcpp.AgGemm, local_ctx(), m, n, k, dt, xk, w, out)
+        report("local", shape, 0, t_f, t_mm, extra=dict(extra, fluxcpp_packed_ms=t_p))
     if "ag_gemm" in ops:
         x = torch.randn(m // W, k).to(dt)
         out = torch.empty(m, n, dtype=dt)
@@ -248,11 +265,13 @@ with fluxcpp.Context() as ctx:
         # sequence parallelism), down the row-parallel one (gemm_rs, or gemm_ar when every rank
         # holds all rows), each rank with ffn / W of the MLP's width.
         layer = {"hidden": hidden, "ffn": ffn, "m": m}
-        jobs += [(m, ffn // W, hidden, ("ag_gemm",), layer),
+        jobs += [(m, ffn // W, hidden, ("local", "ag_gemm"), layer),
                  (m, hidden, ffn // W, ("gemm_rs", "gemm_ar"), layer)]
     dtypes = {"f32": f32, "bf16": torch.bfloat16}
     for name in sorted(set(args.dtype or dtypes), key=list(dtypes).index):
         for m, n, k, ops, layer in jobs:
             gemm_ops(ctx, m, n, k, name, dtypes[name], ops, layer)
 
+for c in _local:
+    c.close()
 dist.destroy_process_group()

@@ -2,7 +2,7 @@
 W ranks (multiprocessing, a FileStore), each collective at each size timed on the default group
 (fluxcpp) and on a gloo group of the same ranks, interleaved round by round; then the cost of a
 call from Python (dist.all_reduce against the same AllReduce called through fluxcpp's Python
-module, both 4 bytes) and a DDP training step. Medians; numbers for docs/benchmarks.md.
+module, both 4 bytes) and a DDP training step. Medians; numbers for docs/history/benchmarks-lab-notes.md.
 
     PYTHONPATH=build/python python3 scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
         [--max-bytes N] [--rounds R] [--json FILE] [--hosts H] [--link RATE]
@@ -174,7 +174,7 @@ def rank_main(rank, world, store, a, results):
 
 
 def report(paths):
-    """docs/benchmarks.md's tables from the JSON of one or more runs."""
+    """docs/history/benchmarks-lab-notes.md's tables from the JSON of one or more runs."""
     def size(b):
         return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
     for path in paths:

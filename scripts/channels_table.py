@@ -1,4 +1,4 @@
-"""docs/benchmarks.md's table of the TCP channel against the MPI channel, from the JSON that
+"""docs/history/benchmarks-lab-notes.md's table of the TCP channel against the MPI channel, from the JSON that
 scripts/bench_channels.sh --json DIR writes (one DIR per round; medians over rounds).
 
     python3 scripts/channels_table.py DIR [DIR ...]"""

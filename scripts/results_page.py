@@ -42,50 +42,67 @@ def size(b):
     return f"{b} B"
 
 
-OPS = (("ag_gemm", "up: all-gather + GEMM"), ("gemm_rs", "down: GEMM + reduce-scatter"),
-       ("gemm_ar", "down: GEMM + all-reduce"))
+MODES = (("replicated", "local", "gemm_ar"), ("sequence parallel", "ag_gemm", "gemm_rs"))
+
+
+def layers_of(rows):
+    """{(hidden, ffn, m, dtype): {op: row}} of bench_torch --layer rows."""
+    out = {}
+    for r in rows:
+        if "layer" in r:
+            lay = r["layer"]
+            out.setdefault((lay["hidden"], lay["ffn"], r["m"], r["dtype"]), {})[r["op"]] = r
+    return out
+
+
+def mode_times(ops, up, down):
+    """(fluxcpp packed, fluxcpp plain, torch) ms of a layer's up + down GEMMs, or None."""
+    if up not in ops or down not in ops:
+        return None
+    u, d = ops[up], ops[down]
+    return (u["fluxcpp_packed_ms"] + d["fluxcpp_packed_ms"], u["fluxcpp_ms"] + d["fluxcpp_ms"],
+            u["torch_gloo_ms"] + d["torch_gloo_ms"])
 
 
 def layer_rows(rows, decode):
-    """bench_torch --layer rows, prefill (m >= 64) or decode (m < 64): one line per layer, m and
-    dtype; a cell per GEMM: the speedup on a packed weight, the two times, the plain speedup."""
-    lines = {}
-    for r in rows:
-        if "layer" not in r or (r["m"] < 64) != decode:
-            continue
-        lay = r["layer"]
-        key = (lay["hidden"], lay["ffn"], r["m"], r["dtype"])
-        line = lines.setdefault(key, {})
-        line[r["op"]] = (f"**{r['torch_gloo_ms'] / r['fluxcpp_packed_ms']:.2f}x** "
-                         f"{ms(r['fluxcpp_packed_ms'])} vs {ms(r['torch_gloo_ms'])} "
-                         f"(plain {r['speedup']:.2f}x)")
-        line["mm_" + r["op"]] = ms(r["torch_mm_ms"])
+    """One line per layer, m and dtype (prefill: m >= 64, decode: m < 64): per mode, the up and
+    down GEMMs with their communication, fluxcpp on packed weights against torch."""
     out = []
-    for (hidden, ffn, m, dt), line in lines.items():
-        mm = " / ".join(line.get(f"mm_{op}", "–") for op in ("ag_gemm", "gemm_ar"))
-        out.append((hidden, ffn, m, dt, mm) + tuple(line.get(op, "– (m < W)") for op, _ in OPS))
-    return table(("hidden", "ffn", "m", "dtype", "torch.mm alone, up / down ms")
-                 + tuple(f"{what} ({op})" for op, what in OPS), out)
+    for (hidden, ffn, m, dt), ops in layers_of(rows).items():
+        if (m < 64) != decode:
+            continue
+        mm = sum(ops[o]["torch_mm_ms"] for o in ("local", "gemm_ar") if o in ops)
+        cells = []
+        for _, up, down in MODES:
+            t = mode_times(ops, up, down)
+            cells.append("– (m < W)" if t is None else
+                         f"**{t[2] / t[0]:.2f}x** {ms(t[0])} vs {ms(t[2])} "
+                         f"(plain {t[2] / t[1]:.2f}x)")
+        out.append((hidden, ffn, m, dt, ms(mm)) + tuple(cells))
+    return table(("hidden", "ffn", "m", "dtype", "torch.mm alone ms")
+                 + tuple(f"{name}: fluxcpp vs torch ms" for name, _, _ in MODES), out)
 
 
-MPI_SIZES = (4 << 10, 256 << 10, 16 << 20)  # of fluxcpp_bench's sweep, in the table
+MPI_SIZES = (4, 64, 1024, 16384)  # KiB of fluxcpp_bench's sweep shown in the table
 
 
 def collective_rows(torch_rows, mpi_rows):
-    """One line per collective and size: fluxcpp's time, and the speedup over torch's gloo or
-    over MPI where that size was measured (the two benchmarks sweep different sizes)."""
+    """One line per collective and size (bytes rounded to KiB: fluxcpp_bench writes 6 digits):
+    fluxcpp's time, and the speedup over torch's gloo and over MPI where measured."""
     lines = {}
     for r in torch_rows:
         if "bytes_per_rank" in r:
-            lines[(r["op"], r["bytes_per_rank"])] = (
-                f"{r['fluxcpp_ms'] * 1e3:.1f}", f"**{r['speedup']:.2f}x** "
-                f"({r['torch_gloo_ms'] * 1e3:.0f} µs)", "")
+            cell = lines.setdefault((r["op"], round(r["bytes_per_rank"] / 1024)), ["", "", ""])
+            cell[0] = cell[0] or f"{r['fluxcpp_ms'] * 1e3:.1f}"
+            cell[1] = f"**{r['speedup']:.2f}x** ({r['torch_gloo_ms'] * 1e3:.0f} µs)"
     for r in mpi_rows:
-        if r["bytes_per_rank"] in MPI_SIZES:
-            lines[(r["op"], r["bytes_per_rank"])] = (
-                f"{r['t_fused_ms'] * 1e3:.1f}", "", f"**{r['speedup']:.2f}x** "
-                f"({r['t_unfused_ms'] * 1e3:.1f} µs)")
-    out = [(op, size(b)) + cells for (op, b), cells in sorted(lines.items())]
+        kib = round(r["bytes_per_rank"] / 1024)
+        if kib in MPI_SIZES:
+            cell = lines.setdefault((r["op"], kib), ["", "", ""])
+            cell[0] = cell[0] or f"{r['t_fused_ms'] * 1e3:.1f}"
+            cell[2] = f"**{r['speedup']:.2f}x** ({r['t_unfused_ms'] * 1e3:.1f} µs)"
+    out = [(op, size(kib * 1024)) + tuple(c or "–" for c in cells)
+           for (op, kib), cells in sorted(lines.items())]
     return table(("collective", "bytes per rank", "fluxcpp µs", "vs torch's gloo",
                   "vs MPI"), out)
 
@@ -96,12 +113,13 @@ def link_rows(rows):
         mode = r.get("variant") or ("packed" if r.get("packed") else
                                     "zero-copy" if r.get("zero_copy") else "copied")
         gemm, move = r.get("t_gemm_ms") or 0, r.get("t_move_ms") or 0
-        unfused = r.get("t_unfused_ms") or gemm + move  # the probe's: one after the other
+        unfused = r["t_unfused_ms"] if r.get("t_unfused_ms") is not None else gemm + move
         hidden = r.get("hidden")
         out.append((r["op"], mode, r.get("dtype", "f32"), f"{r['m']}x{r['n']}x{r['k']}",
                     ms(r["t_fused_ms"]), ms(unfused), ms(gemm), ms(move),
                     f"**{unfused / r['t_fused_ms']:.2f}x**",
-                    "–" if hidden is None or move < 0.1 * gemm else f"{hidden:.2f}"))
+                    "–" if hidden is None or move < 0.1 * gemm or hidden < 0
+                    else f"{hidden:.2f}"))
     return table(("op", "input", "dtype", "m x n x k", "fused ms", "unfused ms",
                   "GEMM alone ms", "link alone ms", "speedup", "link time hidden"), out)
 
@@ -113,22 +131,23 @@ def plots(layers, coll_torch, coll_mpi, img, rev):
     import matplotlib.ticker  # noqa: F401
     names = []
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    lays = layers_of(layers)
     for ax, dt in zip(axes, ("f32", "bf16")):
-        rs = [r for r in layers if r["dtype"] == dt]
-        labels = [f"{r['op']}\nH={r['layer']['hidden']} m={r['m']}" for r in rs]
-        xs = range(len(rs))
-        ax.bar([x - 0.2 for x in xs], [r["torch_gloo_ms"] / r["fluxcpp_packed_ms"] for r in rs],
-               0.4, label="fluxcpp, packed weight")
-        ax.bar([x + 0.2 for x in xs], [r["speedup"] for r in rs], 0.4, label="fluxcpp, plain")
+        keys = [k for k in lays if k[3] == dt]
+        xs = range(len(keys))
+        for i, (name, up, down) in enumerate(MODES):
+            ys = [(lambda t: t[2] / t[0] if t else 0)(mode_times(lays[k], up, down)) for k in keys]
+            ax.bar([x + (i - 0.5) * 0.4 for x in xs], ys, 0.4, label=f"{name}, packed weights")
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_xticks(list(xs), labels, rotation=90, fontsize=7)
-        ax.set_title(f"{dt}: speedup over torch.mm + gloo (TP = 2)")
+        ax.set_xticks(list(xs), [f"H={k[0]}\nm={k[2]}" for k in keys], fontsize=7)
+        ax.set_title(f"{dt}: layer MLP speedup over torch.mm + gloo (TP = 2)")
         ax.set_yscale("log")
         ax.set_ylim(bottom=0.5)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
         ax.legend(fontsize=8)
-    fig.suptitle(f"The MLP GEMMs of a tensor-parallel layer, rev {rev}")
+    fig.suptitle(f"The two MLP GEMMs of a tensor-parallel layer with their communication, "
+                 f"rev {rev}")
     fig.tight_layout()
     names.append("results_layers.png")
     fig.savefig(os.path.join(img, names[-1]), dpi=90)
@@ -175,17 +194,23 @@ def render(d, img, rel_img):
         f"(max over ranks); every ratio compares two paths of the same run. The JSON is in "
         f"`{os.path.relpath(d)}`.",
         "## My tensor-parallel layer against torch.mm + gloo (prefill)",
-        "The two GEMMs of a Llama MLP (up `[m, hidden] x [hidden, ffn/2]`, down `[m, ffn/2] x "
-        "[ffn/2, hidden]`) with their communication, fluxcpp's fused op against what a PyTorch "
-        "user writes: torch.mm + torch.distributed on gloo (gloo in torch 1.13 sums f32 only, "
-        "so bf16 products are reduced in f32). `packed`: the weight as a `PackedWeight`, what "
-        "`ColumnParallelLinear` / `RowParallelLinear(packed=True)` run under `torch.no_grad()`."
-        " `torch.mm alone`: the rank's GEMM without any communication, the floor torch's path "
-        "cannot beat.",
+        "The two GEMMs of a Llama MLP split over 2 ranks (up `[m, hidden] x [hidden, ffn/2]`, "
+        "down `[m, ffn/2] x [ffn/2, hidden]`) with their communication, per call, fluxcpp "
+        "against what a PyTorch user writes with torch.mm + torch.distributed on gloo (gloo in "
+        "torch 1.13 sums f32 only, so bf16 products are reduced in f32). **Replicated** "
+        "(Megatron's tensor parallelism, every rank holds all m tokens; the README's "
+        "`my_layer.py`): up is each rank's local GEMM (fluxcpp: `ColumnParallelLinear` with "
+        "`local_ctx`; torch: torch.mm), down the GEMM + all-reduce (`RowParallelLinear`, "
+        "GemmAr; torch: torch.mm + all_reduce). **Sequence parallel** (tokens split between "
+        "the layers): up all-gather + GEMM (AgGemm; torch: all_gather + torch.mm), down GEMM + "
+        "reduce-scatter (GemmRs; torch: torch.mm + all_reduce + this rank's rows). fluxcpp runs "
+        "on packed weights (`packed=True`, under `torch.no_grad()`), `plain` on the weight "
+        "tensors. `torch.mm alone`: the two GEMMs without any communication, the floor of "
+        "torch's path. The JSON has each GEMM's row.",
         layer_rows(layers, decode=False),
         "## Decode (m = 1–32 rows)",
-        "The same GEMMs at decode sizes: m = 1 has no sequence-parallel split, only the "
-        "replicated down projection (GemmAr).",
+        "The same layers at decode sizes (m = 1 cannot be split over 2 ranks: replicated "
+        "only).",
         layer_rows(layers, decode=True),
         "## Collectives against torch's gloo and MPI",
         "2 ranks on one host: fluxcpp's shared memory against gloo's TCP loopback (torch 1.13, "

@@ -115,14 +115,19 @@ class Context(_Handle):
             key = f"fluxcpp/unique_id/{job_tag()}/{Context._from_store_count}"
             hint = (f" (the default key names the job by its parent process, {job_tag()}: "
                     "ranks of one job started by different parents pass a key of their own)")
+        cfg = cls._config(where, 0, timeout_s, compute_threads, comm_threads)  # checks first
+        if world_size is not None:
+            world_size = size(where, "world_size", world_size, 1, INT32_MAX)
+        if rank is not None:
+            rank = size(where, "rank", rank, 0, INT32_MAX)
         if store is None:
-            store, rank, world_size = launcher_store(where, rank, world_size,
-                                                     effective_timeout(float(timeout_s)))
+            # The launcher's store is shared with torch (the default group's, torchrun's): its
+            # own timeout (30 min for a process group) does not bound this call, timeout_s does.
+            timeout_s = effective_timeout(float(timeout_s))
+            store, rank, world_size = launcher_store(where, rank, world_size, timeout_s)
         elif rank is None or world_size is None:
             raise TypeError(f"{where}: a store needs rank and world_size (leave all three out "
                             "under torchrun to take the launcher's)")
-        world_size = size(where, "world_size", world_size, 1, INT32_MAX)
-        rank = size(where, "rank", rank, 0, INT32_MAX)
         if rank >= world_size:
             raise ValueError(f"{where}: rank={rank} must be < world_size={world_size}")
         for method in ("set", "get", "add"):
@@ -132,7 +137,6 @@ class Context(_Handle):
         self = cls.__new__(cls)
         self._handle = None
         self._comm = None
-        cfg = self._config(where, 0, timeout_s, compute_threads, comm_threads)
         uid = _UniqueId()
         wait_s = effective_timeout(float(timeout_s))
         claim = Claim(store, key, rank, world_size, wait_s, where)
@@ -177,8 +181,9 @@ class Context(_Handle):
         multiprocessing, none): no MPI and no store outside the process. Its ops are the GEMM
         engine's local calls (an AgGemm of one rank is one GEMM, on packed weights too): e.g. a
         ColumnParallelLinear's local_ctx. compute_threads 0: FLUXCPP_COMPUTE_THREADS, else every
-        core of the host (the context knows no other rank): pass torch.get_num_threads() to
-        compare with torch.mm, or the cores this process owns when several share the host."""
+        core this process may run on (its CPU affinity; the context knows no other rank): pass
+        the cores the rank owns when several ranks share the host, and torch's thread count to
+        compare with torch.mm."""
         import torch.distributed as dist
         return cls.from_store(dist.HashStore(), 0, 1, timeout_s=timeout_s,
                               compute_threads=compute_threads, comm_threads=comm_threads,

@@ -23,13 +23,19 @@ def _env_int(where, name):
 
 
 def launcher_store(where, rank, world_size, timeout_s):
-    """(store, rank, world_size) of the launcher; rank / world_size, when not None, must agree
-    with it. A ValueError naming what is missing when there is no launcher."""
+    """(store, rank, world_size) of the launcher, always the default group's whole world (a
+    subgroup's context: pass a PrefixStore of your own with the group's rank and size); rank /
+    world_size, when not None, must agree with it. A ValueError naming what is missing when there is no launcher."""
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
         found = (dist.get_rank(), dist.get_world_size(), "torch.distributed's default group")
         _agree(where, rank, world_size, found)
-        return dist.distributed_c10d._get_default_store(), found[0], found[1]
+        store = dist.distributed_c10d._get_default_store()
+        if store is None:  # the MPI backend meets without a store
+            raise ValueError(f"{where}: torch.distributed's default group ({dist.get_backend()})"
+                             " has no store: under mpirun use fluxcpp.Context(), else pass a "
+                             "store, rank and world_size")
+        return store, found[0], found[1]
     missing = [v for v in _ENV if not os.environ.get(v)]
     if missing:
         raise ValueError(

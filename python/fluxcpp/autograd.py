@@ -140,7 +140,7 @@ class _Parallel(torch.nn.Module):
                             f"(a PackedWeight), got {dtype}")
         self._ctx, self._W, self._k, self._n, self._dtype = ctx, ctx.world_size, k, n, dtype
         self._fwd_op = self._bwd_op = self._ar_op = self._pw = None
-        self._pw_key = None
+        self._pw_key, self._closed = None, False
         self.weight = torch.nn.Parameter(torch.empty((n, k), dtype=dtype))
         torch.nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
         self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype)) if bias else None
@@ -167,6 +167,8 @@ class _Parallel(torch.nn.Module):
         """x against the layer's mode and sizes, each error naming the layer and the option; on
         a failure the layer's collective forward op is entered with an invalid shape first, so
         the other ranks fail at once too (as the ops do)."""
+        if self._closed:
+            raise RuntimeError(f"{self._where}.forward: the layer is closed")
         try:
             if x.dim() != 2:
                 raise ValueError(f"{self._where}.forward: input must be 2-D [rows, features], got "
@@ -179,8 +181,12 @@ class _Parallel(torch.nn.Module):
                 self._rows(x)
             else:
                 self._check_split(rows)
-        except ValueError:
-            if self.sequence_parallel or isinstance(self, RowParallelLinear):
+        except Exception:
+            # Collective forwards only (the replicated column layer's forward is local). A rank
+            # whose input fails here while its peers' passes also skips the backward AllReduce's
+            # create below: the others then fail at its timeout, as for any asymmetric misuse.
+            collective = self.sequence_parallel or isinstance(self, RowParallelLinear)
+            if collective and self._fwd_op is not None:
                 self._fwd_op._poison()
             raise
 
@@ -234,6 +240,7 @@ class _Parallel(torch.nn.Module):
             if op is not None:
                 op.close()
         self._fwd_op = self._bwd_op = self._ar_op = self._pw = None
+        self._closed = True
 
 
 class ColumnParallelLinear(_Parallel):

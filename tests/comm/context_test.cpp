@@ -169,9 +169,15 @@ TEST_F(ContextTest, LaunchGuard) {
                 "WORLD_SIZE=2");
     expect_code([&] { Context c(MPI_COMM_WORLD, test_options()); }, Errc::kInvalidUsage,
                 "mpirun -np 2");
-    // MPI_COMM_SELF is congruent with a world of one.
-    expect_code([&] { Context c(MPI_COMM_SELF, test_options()); }, Errc::kInvalidUsage,
-                "srun --mpi=pmix");
+    // A copy of the world is the world; MPI_COMM_SELF itself asks for this process alone.
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    expect_code([&] { Context c(dup, test_options()); }, Errc::kInvalidUsage, "srun --mpi=pmix");
+    MPI_Comm_free(&dup);
+    {
+      Context self(MPI_COMM_SELF, test_options());
+      EXPECT_EQ(self.world_size(), 1);
+    }
     setenv("FLUXCPP_LAUNCH_GUARD", "off", 1);
     { Context off(MPI_COMM_WORLD, test_options()); }
     unsetenv("FLUXCPP_LAUNCH_GUARD");

@@ -1,10 +1,12 @@
 """A README section's first Python block, as written, under real torchrun with the command line
 the block's first comment gives (`# name.py: python3 -m torch.distributed.run ...`).
 argv[1]: README.md, argv[2]: the section's title (any heading level). torchrun gets a port of
-its own (--master_port), so tests side by side do not meet; every other option is the README's."""
+its own (--master_port, a free one), so tests side by side do not meet; every other option is the README's."""
 import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,14 @@ command[0] = sys.executable
 with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
         f.write(code)
-    command.insert(3, f"--master_port={29700 + os.getpid() % 200}")
+    with socket.socket() as sock:  # a free port: tests side by side never share one
+        sock.bind(("127.0.0.1", 0))
+        command.insert(3, f"--master_port={sock.getsockname()[1]}")
     print("running:", " ".join(command), flush=True)
-    sys.exit(subprocess.run(command, cwd=tmp, timeout=240).returncode)
+    proc = subprocess.Popen(command, cwd=tmp, start_new_session=True)
+    try:
+        sys.exit(proc.wait(timeout=240))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers: nothing left running
+        proc.wait()
+        sys.exit("torchrun did not finish within 240 s (watchdog)")

@@ -9,6 +9,7 @@ import multiprocessing as mp
 import os
 import socket
 import sys
+import time
 
 WORLD = 2
 
@@ -74,8 +75,9 @@ def main():
     procs = [ctx.Process(target=rank_main, args=(r, port, errors)) for r in range(WORLD)]
     for p in procs:
         p.start()
+    deadline = time.monotonic() + 120
     for p in procs:
-        p.join(120)
+        p.join(max(0.0, deadline - time.monotonic()))
     failed = [p for p in procs if p.exitcode != 0]
     for p in procs:
         if p.is_alive():

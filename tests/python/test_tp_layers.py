@@ -167,6 +167,8 @@ def mode_misuse(ctx):
               "row layer usable after the errors")
     col.close()
     row.close()
+    raises(RuntimeError, lambda: col(torch.randn(m // W, k)), "closed layer",
+           contains=("ColumnParallelLinear.forward", "closed"))
 
 
 with context() as ctx, local_context() as local_ctx:

@@ -42,6 +42,12 @@ def size(b):
     return f"{b} B"
 
 
+PACKED_MAX_ROWS, PACKED_MAX_BYTES = 128, 16 << 20  # fluxcpp.autograd's (packed=True layers)
+
+
+def layer_reads_plain(hidden, ffn, m, dtype):
+    """Whether a packed=True layer reads its weight tensor (fluxcpp.autograd's rule)."""
+    return dtype == "bf16" and m >= PACKED_MAX_ROWS and hidden * (ffn // 2) * 2 > PACKED_MAX_BYTES
 MODES = (("replicated", "local", "gemm_ar"), ("sequence parallel", "ag_gemm", "gemm_rs"))
 
 
@@ -75,9 +81,12 @@ def layer_rows(rows, decode):
         cells = []
         for _, up, down in MODES:
             t = mode_times(ops, up, down)
-            cells.append("– (m < W)" if t is None else
-                         f"**{t[2] / t[0]:.2f}x** {ms(t[0])} vs {ms(t[2])} "
-                         f"(plain {t[2] / t[1]:.2f}x)")
+            if t is None:
+                cells.append("– (m < W)")
+                continue
+            layer = t[1] if layer_reads_plain(hidden, ffn, m, dt) else t[0]  # packed=True
+            cells.append(f"**{t[2] / layer:.2f}x** {ms(layer)} vs {ms(t[2])} "
+                         f"(packed {t[2] / t[0]:.2f}x, plain {t[2] / t[1]:.2f}x)")
         out.append((hidden, ffn, m, dt, ms(mm)) + tuple(cells))
     return table(("hidden", "ffn", "m", "dtype", "torch.mm alone ms")
                  + tuple(f"{name}: fluxcpp vs torch ms" for name, _, _ in MODES), out)
@@ -203,9 +212,10 @@ def render(d, img, rel_img):
         "`local_ctx`; torch: torch.mm), down the GEMM + all-reduce (`RowParallelLinear`, "
         "GemmAr; torch: torch.mm + all_reduce). **Sequence parallel** (tokens split between "
         "the layers): up all-gather + GEMM (AgGemm; torch: all_gather + torch.mm), down GEMM + "
-        "reduce-scatter (GemmRs; torch: torch.mm + all_reduce + this rank's rows). fluxcpp runs "
-        "on packed weights (`packed=True`, under `torch.no_grad()`), `plain` on the weight "
-        "tensors. `torch.mm alone`: the two GEMMs without any communication, the floor of "
+        "reduce-scatter (GemmRs; torch: torch.mm + all_reduce + this rank's rows), under "
+        "`torch.no_grad()`: fluxcpp on packed weights (`packed`) and on the weight "
+        "tensors (`plain`); the bold figure is what the layers with `packed=True` run (the packed weight, "
+        "except a bf16 weight over 16 MiB at 128 rows or more: the weight tensor). `torch.mm alone`: the two GEMMs without any communication, the floor of "
         "torch's path. The JSON has each GEMM's row.",
         layer_rows(layers, decode=False),
         "## Decode (m = 1–32 rows)",

@@ -20,13 +20,23 @@ dw = dy.T @ x, local (dy is replicated).
 Every rank runs forward and backward in the same order (both passes are collective). Under
 torch.no_grad() / torch.inference_mode() forward calls the op directly (no autograd.Function),
 writes into `out=` when given, and with packed=True computes on a fluxcpp.PackedWeight of the
-weight, packed on first use and repacked when the weight changes in place."""
+weight, packed on first use and repacked when the weight changes in place (except large bf16
+weights in prefill-sized calls: PACKED_MAX_ROWS, PACKED_MAX_BYTES)."""
 import torch
 
 from ._base import Context
 from ._checks import size
 from .dense import AgGemm, AllReduce, GemmAr, GemmRs
 from .packed import PackedWeight
+
+
+# With packed=True, a bf16 weight of more than PACKED_MAX_BYTES is read as the tensor itself in
+# calls of PACKED_MAX_ROWS GEMM rows or more (measured, docs/benchmarks.md: at hidden 4096 and 512
+# rows oneDNN's kernel on the packed layout ran 25 % slower than on the plain weight, which it
+# copies into a blocking of its own per call; at smaller weights, in f32 and at decode sizes the
+# packed weight is as fast or faster).
+PACKED_MAX_ROWS = 128
+PACKED_MAX_BYTES = 16 << 20
 
 
 def _save(ctx, layer, b, *tensors):
@@ -202,7 +212,7 @@ class _Parallel(torch.nn.Module):
         x = x.contiguous()
         self._check_input(x)
         if not torch.is_grad_enabled():
-            return self._infer(x, self.packed_weight() if self.packed else self.weight, out)
+            return self._infer(x, self._inference_weight(x), out)
         if out is not None:
             raise ValueError(f"{self._where}.forward: out= is for inference only (under "
                              "torch.no_grad() or torch.inference_mode())")
@@ -214,6 +224,18 @@ class _Parallel(torch.nn.Module):
 
     def _infer(self, x, w, out):
         return self._fwd_op(x, w, self.bias, out=out)
+
+    def _inference_weight(self, x):
+        """packed=True: the PackedWeight, except for a bf16 weight of more than PACKED_MAX_BYTES
+        in a call of PACKED_MAX_ROWS GEMM rows or more, which reads the weight tensor."""
+        if not self.packed:
+            return self.weight
+        gathered = self.sequence_parallel and isinstance(self, ColumnParallelLinear)
+        rows = x.shape[0] * (self._W if gathered else 1)
+        w = self.weight
+        plain = (w.dtype == torch.bfloat16 and rows >= PACKED_MAX_ROWS
+                 and w.numel() * w.element_size() > PACKED_MAX_BYTES)
+        return w if plain else self.packed_weight()
 
     def packed_weight(self):
         """The fluxcpp.PackedWeight of the weight (packed=True): packed on first use, repacked

@@ -140,6 +140,31 @@ def bf16_and_misuse(ctx, local_ctx):
                                                         sequence_parallel=False, packed=True),
            "packed f64", contains=("packed",))
     mode_misuse(ctx)
+    packed_prefill(ctx)
+
+
+def packed_prefill(ctx):
+    """packed=True with a bf16 weight over PACKED_MAX_BYTES (lowered here) reads the weight
+    tensor from PACKED_MAX_ROWS GEMM rows on, bitwise as a layer without packed does, and packs
+    nothing; below those rows it packs."""
+    rows = fluxcpp.autograd.PACKED_MAX_ROWS
+    saved, fluxcpp.autograd.PACKED_MAX_BYTES = fluxcpp.autograd.PACKED_MAX_BYTES, 0
+    X = torch.randn(rows, k * W).to(bf16)
+    kc = slice(RANK * k, (RANK + 1) * k)
+    Wf = torch.randn(n, k * W).to(bf16)
+    layers = [fluxcpp.RowParallelLinear(ctx, k, n, max_m=rows, dtype=bf16, sequence_parallel=False,
+                                        packed=p) for p in (True, False)]
+    with torch.no_grad():
+        for layer in layers:
+            layer.weight.copy_(Wf[:, kc])
+        ys = [layer(X[:, kc]) for layer in layers]
+        check(layers[0]._pw is None, "packed=True at prefill rows packed the weight")
+        equal(ys[0], ys[1], "packed=True at prefill rows vs packed=False")
+        layers[0](X[:rows - 1, kc])  # one row fewer: a decode-sized call packs
+        check(layers[0]._pw is not None, "packed=True below PACKED_MAX_ROWS did not pack")
+    fluxcpp.autograd.PACKED_MAX_BYTES = saved
+    for layer in layers:
+        layer.close()
 
 
 def mode_misuse(ctx):

@@ -90,7 +90,16 @@ mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/link_*.txt "$out"/meta.json  # this script's files only
 export PYTHONPATH=$PWD/build/python
 py=(mpirun -np 2 "${flags[@]}" /usr/bin/python3 scripts/bench_torch.py)
-load=$(cut -d' ' -f1 /proc/loadavg)  # before the measurements, after the build
+# The load before the measurements: --results waits (up to 5 minutes) for the build's to decay.
+load=$(cut -d' ' -f1 /proc/loadavg)
+if [ -n "$results" ]; then
+  for _ in $(seq 30); do
+    awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' || break
+    echo "  waiting for the load average ($load) to fall below 0.5"
+    sleep 10
+    load=$(cut -d' ' -f1 /proc/loadavg)
+  done
+fi
 awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' &&
   echo "  note: load average $load before the run: other work shares the cores; the figures are no result"
 # Llama layers: hidden H, ffn 2.75 H (rounded as Llama's), 2 ranks.

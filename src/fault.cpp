@@ -59,7 +59,7 @@ void fault_point(const char* point, int world_rank) noexcept {
   std::fprintf(stderr, "[fluxcpp %d] FLUXCPP_TEST_FAULT: %s at %s\n", world_rank,
                f->signal == SIGSTOP ? "stopping" : "killing", point);
   std::fflush(stderr);
-  raise(f->signal);
+  ::raise(f->signal);
 }
 
 }  // namespace fluxcpp

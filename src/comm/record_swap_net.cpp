@@ -12,7 +12,7 @@
 namespace fluxcpp::comm {
 
 namespace {
-constexpr int kText = 512;
+constexpr int kSwapText = 512;
 
 // Every member sends the first `send_bytes` of its record (all + bytes * me) to every other and
 // receives theirs into all + bytes * member (a shorter message fills the record's start);
@@ -83,12 +83,12 @@ std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline)
 
 std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, Deadline deadline,
                                                       const std::function<std::string()>& missing) {
-  std::vector<char> texts(static_cast<std::size_t>(kText) * size_, '\0');
-  std::snprintf(&texts[static_cast<std::size_t>(kText) * rank_], kText, "%s", mine.c_str());
+  std::vector<char> texts(static_cast<std::size_t>(kSwapText) * size_, '\0');
+  std::snprintf(&texts[static_cast<std::size_t>(kSwapText) * rank_], kSwapText, "%s", mine.c_str());
   std::string error;
   std::vector<int> late;
   try {
-    late = exchange(*net_, members_, rank_, texts.data(), kText, kText,
+    late = exchange(*net_, members_, rank_, texts.data(), kSwapText, kSwapText,
                     GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_,
                     &error);
   } catch (...) {
@@ -101,8 +101,8 @@ std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, D
   }
   std::vector<std::string> out;
   for (int n = 0; n < size_; ++n) {
-    const char* t = &texts[static_cast<std::size_t>(kText) * n];
-    out.emplace_back(t, strnlen(t, kText - 1));
+    const char* t = &texts[static_cast<std::size_t>(kSwapText) * n];
+    out.emplace_back(t, strnlen(t, kSwapText - 1));
   }
   return out;
 }

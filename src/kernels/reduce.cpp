@@ -19,7 +19,7 @@ namespace {
 // and every source is streamed once per block.
 constexpr int64_t kBlock = 1024;
 // Inner loops run in fixed chunks so that g++ vectorises them at -O2 as well as -O3.
-constexpr int64_t kLanes = 16;
+constexpr int64_t kReduceLanes = 16;
 
 // uint16_t only ever carries bf16 in this file.
 inline float widen(uint16_t v) {
@@ -35,8 +35,8 @@ inline double widen(double v) {
 template <class Acc, class Src>
 void load_block(Acc* __restrict acc, const Src* __restrict src, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) acc[i + j] = widen(src[i + j]);
+  for (; i + kReduceLanes <= n; i += kReduceLanes) {
+    for (int64_t j = 0; j < kReduceLanes; ++j) acc[i + j] = widen(src[i + j]);
   }
   for (; i < n; ++i) acc[i] = widen(src[i]);
 }
@@ -45,8 +45,8 @@ void load_block(Acc* __restrict acc, const Src* __restrict src, int64_t n) {
 template <class Acc, class Src>
 void add_block(Acc* __restrict acc, const Src* __restrict src, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) acc[i + j] += widen(src[i + j]);
+  for (; i + kReduceLanes <= n; i += kReduceLanes) {
+    for (int64_t j = 0; j < kReduceLanes; ++j) acc[i + j] += widen(src[i + j]);
   }
   for (; i < n; ++i) acc[i] += widen(src[i]);
 }

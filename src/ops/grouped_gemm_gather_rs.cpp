@@ -14,7 +14,7 @@ namespace fluxcpp {
 namespace detail {
 
 namespace {
-constexpr int64_t kPieceRows = 128;
+constexpr int64_t kGatherRsPieceRows = 128;
 }  // namespace
 
 void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_error) {
@@ -194,11 +194,11 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   weights_.begin(a.weight);
   if (call.comm()) a2a_.begin(*core_, ops::equal_blocks(share_));
   // GEMMs per destination (each part published as soon as it is done) when a local expert gets
-  // about kPieceRows rows or more per destination; below that the split costs the BLAS more
+  // about kGatherRsPieceRows rows or more per destination; below that the split costs the BLAS more
   // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
   // and the shape: the same GEMM calls on every call with the same routing).
   per_destination_ =
-      routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+      routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kGatherRsPieceRows;
   if (call.compute() && !per_destination_) all_rows(a);
   // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
   // each published as soon as it is done; our own last.

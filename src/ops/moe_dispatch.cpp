@@ -19,7 +19,7 @@ struct Meta {
 constexpr std::size_t kMeta = sizeof(Meta);
 static_assert(kMeta == 12, "Meta is packed as three 4-byte words");
 // Packed rows are published (and the transport may ship them) every this many bytes.
-constexpr std::size_t kPublishBytes = std::size_t{256} << 10;
+constexpr std::size_t kDispatchPublishBytes = std::size_t{256} << 10;
 
 }  // namespace
 
@@ -123,7 +123,7 @@ void MoeDispatchImpl::pack(int t, const MoeDispatchInput& in) {
   for (int64_t j = j0; j < j1; ++j) {
     const std::size_t at = static_cast<std::size_t>(j - j0) * row_;
     std::memcpy(dst + at, src + static_cast<std::size_t>(gather_[j]) * row_, row_);
-    if (at + row_ - published >= kPublishBytes) {
+    if (at + row_ - published >= kDispatchPublishBytes) {
       published = at + row_;
       box.publish(published);
     }

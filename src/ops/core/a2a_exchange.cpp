@@ -8,7 +8,7 @@
 namespace fluxcpp::ops {
 
 namespace {
-constexpr int kTag = 1;
+constexpr int kA2aTag = 1;
 }  // namespace
 
 A2aExchange::A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t out_bytes,
@@ -68,10 +68,10 @@ void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull) {
   for (int i = 1; i < W; ++i) {  // ring order: receive from r-i, send to r+i
     const int s = (r + W - i) % W, d = (r + i) % W;
     if (!on_host(s))
-      t.push_back({false, s, kTag, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
+      t.push_back({false, s, kA2aTag, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
                    recv_base_[s]});
     if (!on_host(d))
-      t.push_back({true, d, kTag, out_.at(me) + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
+      t.push_back({true, d, kA2aTag, out_.at(me) + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
                    send_base_[d]});
   }
   core.transport()->post(std::move(t));

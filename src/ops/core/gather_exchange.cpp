@@ -6,7 +6,7 @@
 namespace fluxcpp::ops {
 
 namespace {
-constexpr int kTag = 2;
+constexpr int kGatherTag = 2;
 }  // namespace
 
 GatherExchange::GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_block,
@@ -45,12 +45,12 @@ void GatherExchange::begin(OpCore& core, std::size_t block, std::size_t chunk) {
   std::vector<comm::Transport::Transfer> t;
   for (int i = 1; i < N; ++i) {  // receive from the next hosts, send to the previous ones
     const int n = (nid + i) % N;
-    t.push_back({false, c_->world_rank_of(n, me), kTag, rail_in_.at(me, n), block,
+    t.push_back({false, c_->world_rank_of(n, me), kGatherTag, rail_in_.at(me, n), block,
                  &rail_landed_.at(me, n), rail_base_, chunk});
   }
   for (int i = 1; i < N; ++i) {
     const int n = (nid + N - i) % N;
-    t.push_back({true, c_->world_rank_of(n, me), kTag, staged_.at(me), block, &staged_ready_.at(me),
+    t.push_back({true, c_->world_rank_of(n, me), kGatherTag, staged_.at(me), block, &staged_ready_.at(me),
                  staged_base_, chunk});
   }
   core.transport()->post(std::move(t));

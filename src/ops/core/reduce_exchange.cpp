@@ -9,7 +9,7 @@
 namespace fluxcpp::ops {
 
 namespace {
-constexpr int kTag = 3;
+constexpr int kReduceTag = 3;
 }  // namespace
 
 int host_sum_order(int me, int L, int i) {
@@ -49,13 +49,13 @@ void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t ac
   for (int i = 1; i < N; ++i) {
     const int n = (nid + i) % N, peer = c_->world_rank_of(n, me);
     t.push_back(
-        {false, peer, kTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
+        {false, peer, kReduceTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
     if (direct_)
-      t.push_back({true, peer, kTag, shares() + share_block * peer, acc_block,
+      t.push_back({true, peer, kReduceTag, shares() + share_block * peer, acc_block,
                    &share_ready_.at(me, peer), share_base_});
     else
       t.push_back(
-          {true, peer, kTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
+          {true, peer, kReduceTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
   }
   core.transport()->post(std::move(t));
 }

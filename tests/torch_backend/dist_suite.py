@@ -1,9 +1,10 @@
 """PyTorch's own backend suite (torch/testing/_internal/distributed/distributed_test.py, shipped
 in Debian's python3-torch) run the way PyTorch runs a plugin backend: BACKEND=fluxcpp (or gloo,
-for the table to compare with), WORLD_SIZE=W, each test spawning W ranks.
+for the table to compare with), WORLD_SIZE=W, each test starting W ranks.
 
     BACKEND=fluxcpp WORLD_SIZE=2 PYTHONPATH=build/python python3 tests/torch_backend/dist_suite.py [-k pattern] [-v]
 
+DIST_SUITE_START=spawn: each test's ranks spawned (fresh interpreters), not forked (below).
 DIST_SUITE_HOSTS=H: the ranks are H simulated hosts of WORLD_SIZE / H consecutive ranks
 (FLUXCPP_HOST_ID), whose groups meet over the library's TCP channel on the loopback.
 
@@ -46,10 +47,23 @@ if AS:
 HOSTS = int(os.environ.get("DIST_SUITE_HOSTS", "1"))
 
 
+# How each test starts its ranks. "fork" (the default): from this process, which has imported
+# torch, the suite and fluxcpp once, so a test's ranks start in milliseconds (spawned, each rank
+# imports them again: ~2 s of CPU per rank and test, 171 s for the CI subset on a loaded 2-core
+# machine against 13 s). A forked rank still makes its own process group, context and
+# connections; "spawn" starts them as PyTorch's test_distributed_spawn.py does.
+START = os.environ.get("DIST_SUITE_START", "fork")
+if START not in ("fork", "spawn"):
+    sys.exit(f"dist_suite.py: DIST_SUITE_START={START!r} must be fork or spawn")
+
+
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        if START == "spawn":
+            self._spawn_processes()
+        else:
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
     @classmethod
     def _run(cls, rank, *args, **kwargs):

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake git pkg-config
+  build-essential cmake git pkg-config ccache
   openmpi-bin libopenmpi-dev
   libhwloc-dev libnuma-dev
   libopenblas-dev libdnnl-dev

@@ -21,7 +21,19 @@ stage() {  # stage NAME COMMAND...: runs it and prints how long it took
 }
 # --python: PyTorch and mpi4py for the Python module's tests (python.*), not for the library.
 stage deps ./scripts/install_deps.sh --python
-stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLUXCPP_FAULT_INJECTION=ON
+# ccache (installed above) for every compilation of this run, the nested ones of the consumer
+# tests and the sanitizer builds included: one cache per user (~/.cache/ccache), shared by every
+# clone, since paths under the clone are hashed relative to it (CCACHE_BASEDIR; CCACHE_NOHASHDIR
+# leaves the build directory out of the -g builds' hashes). The budget holds with an empty cache
+# (docs/testing.md). FLUXCPP_CCACHE=0 turns it off. CMake reads the launchers from the
+# environment when it first configures a build tree.
+if [ "${FLUXCPP_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
+# The test programs at -O1 (the library keeps Release's -O3): tests/CMakeLists.txt says why.
+stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLUXCPP_FAULT_INJECTION=ON \
+  -DFLUXCPP_TEST_COMPILE_OPTIONS=-O1
 stage build cmake --build build -j"$(nproc)"
 # Tests run side by side while their ranks fit in twice the cores (each test's PROCESSORS is its
 # ranks, tests/CMakeLists.txt); the failure model's tests run alone.

@@ -19,6 +19,19 @@ foreach(t IN LISTS _fluxcpp_tests)
   endif()
 endforeach()
 
+# A fresh build tree has no timings yet (CTest keeps them in Testing/Temporary/CTestCostData.txt),
+# and CTest then starts tests in the order they were added: the longest, added last, ran on at the
+# end beside nothing else. COST (about their seconds on a quiet 2-core machine) starts them first.
+set(_fluxcpp_costs readme.mpirun 60 kernels.gemm 45 consumer.add_subdirectory 30
+    torch_backend.suite.np2 15 torch_backend.suite.hosts2.np2 15 python.readme_torchrun 12
+    torch_backend.torchrun.np2 10 cmake.options_off 8)
+while(_fluxcpp_costs)
+  list(POP_FRONT _fluxcpp_costs _t _cost)
+  if(TEST ${_t})
+    set_tests_properties(${_t} PROPERTIES COST ${_cost})
+  endif()
+endwhile()
+
 # Label full: repeats that add no path the default run lacks (docs/testing.md lists each, with
 # the default test that covers its path); scripts/test.sh --full runs them too.
 #  * one host at W = 4 where W = 2 and 3 run the same code on one host and W = 4 runs again as two

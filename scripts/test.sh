@@ -35,11 +35,33 @@ fi
 stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLUXCPP_FAULT_INJECTION=ON \
   -DFLUXCPP_TEST_COMPILE_OPTIONS=-O1
 stage build cmake --build build -j"$(nproc)"
+# The sanitizer builds compile while the suite runs, as SCHED_IDLE processes: they get a core
+# only when no test wants it (the suite leaves ~30 % of the machine idle: ranks waiting on each
+# other, mpirun starting), so they neither slow the tests nor disturb the ones that time a
+# deadline. Their output goes to build/sanitize-build.log, printed if they fail.
+sanitize_pid=""
+sanitize_log=build/sanitize-build.log
+if [ "${FLUXCPP_SANITIZE:-1}" != "0" ]; then
+  setsid chrt --idle 0 ./scripts/sanitize.sh --build-only >"$sanitize_log" 2>&1 &
+  sanitize_pid=$!
+  # Whatever ends this script ends the builds too (setsid made them a process group).
+  trap '[ -n "$sanitize_pid" ] && kill -- -"$sanitize_pid" 2>/dev/null || true' EXIT
+fi
 # Tests run side by side while their ranks fit in twice the cores (each test's PROCESSORS is its
 # ranks, tests/CMakeLists.txt); the failure model's tests run alone.
 exclude='soak|full'
 [ "$full" = 1 ] && exclude='soak'
 stage ctest ctest --test-dir build --output-on-failure -j"$((2 * $(nproc)))" -LE "$exclude" "$@"
-if [ "${FLUXCPP_SANITIZE:-1}" != "0" ]; then
-  stage sanitize ./scripts/sanitize.sh
+if [ -n "$sanitize_pid" ]; then
+  wait_builds() {
+    local rc=0
+    wait "$sanitize_pid" || rc=$?
+    sanitize_pid=""
+    cat "$sanitize_log"
+    [ "$rc" = 0 ] || echo "test.sh: the sanitizer builds failed ($rc); their output is above" >&2
+    return "$rc"
+  }
+  # How long the builds ran on after the suite (their own times are in the log printed here).
+  stage sanitize-build-wait wait_builds
+  stage sanitize ./scripts/sanitize.sh --test-only
 fi

@@ -37,8 +37,18 @@ endwhile()
 #  * one host at W = 4 where W = 2 and 3 run the same code on one host and W = 4 runs again as two
 #    simulated hosts of 2 (<op>.np4.hosts2);
 #  * the examples at W = 4 (they run at W = 1 and 2, and through README.md's mpirun lines);
-#  * consumer.fetchcontent: the embedded build of consumer.add_subdirectory, from a tarball.
-set(_fluxcpp_full consumer.fetchcontent)
+#  * consumer.fetchcontent: the embedded build of consumer.add_subdirectory, from a tarball;
+#  * readme.mpirun_full: the README's benchmark line (readme.mpirun runs every other line);
+#  * the Python tests started without MPI at W = 3 (python.*.store.np3: .store.np2 runs the same
+#    launch, and the tests run at W = 3 under mpirun);
+#  * two comm streams with copy offload (<op>.np4.hosts2.offload2: .hosts2.offload runs one).
+set(_fluxcpp_full consumer.fetchcontent readme.mpirun_full)
+foreach(t dense a2a local moe_ep autograd all_reduce gemm_ar tp_layers)
+  list(APPEND _fluxcpp_full python.${t}.store.np3)
+endforeach()
+foreach(op ag_gemm gemm_rs a2a_gemm ulysses)
+  list(APPEND _fluxcpp_full ${op}.np4.hosts2.offload2)
+endforeach()
 foreach(op all_gather ag_gemm reduce_scatter all_reduce gemm_rs gemm_ar all_to_all_single a2a_gemm
            ulysses zero_copy moe_dispatch moe_combine ag_scatter_grouped_gemm
            grouped_gemm_gather_rs async_send_recv)
@@ -49,6 +59,9 @@ if(FLUXCPP_BUILD_EXAMPLES)
        example.moe_tp.np4)
 endif()
 foreach(t IN LISTS _fluxcpp_full)
+  if(NOT TEST ${t})  # the Python tests exist only where the test interpreter has torch
+    continue()
+  endif()
   get_test_property(${t} LABELS _labels)
   if(NOT _labels)
     set(_labels "")

@@ -5,7 +5,9 @@ programs and commands. Usage: readme_test.py MODE README BUILD_DIR WORK
   c       the C program (app.c) and CMakeLists.txt of "## Use from C", then that section's shell
           blocks as written: the CMake build, the pkg-config build, the mpirun lines
   mpirun  every other `mpirun` line of the README's shell blocks, as written, in README.md's
-          directory (ag_gemm_demo.py: the "Under mpirun" script, in a directory of its own)
+          directory (ag_gemm_demo.py: the "Under mpirun" script, in a directory of its own),
+          but those of FULL_ONLY (benchmarks)
+  mpirun_full  the mpirun lines of FULL_ONLY
 The only substitution is the build directory: `build` and `$PWD/build` in a command become
 BUILD_DIR (the README assumes the build tree `build` beside it). HOME is WORK/home, so
 `$HOME/opt/fluxcpp` is a fresh prefix. Each mpirun line runs with its block's `export` lines
@@ -26,6 +28,11 @@ build_dir = os.path.abspath(build_dir)
 SKIPPED = {
     "build-app/app": "run by readme.c (and the C++ program by readme.cpp)",
     "./app": "run by readme.c",
+}
+# mpirun lines run by readme.mpirun_full (label full) instead: benchmarks, whose measuring takes
+# longer than the rest of the page's lines together.
+FULL_ONLY = {
+    "scripts/bench_torch.py": "a benchmark (~25 s alone): run by readme.mpirun_full, label full",
 }
 ROOT_EXPORT = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 
@@ -144,7 +151,7 @@ elif mode == "cpp":
     cmake_line = [ln for ln in c_sh.splitlines() if ln.startswith("cmake ")]
     run(cmake_line[0], app, env)
     run(f"{ROOT_EXPORT}\nmpirun -np 2 build-app/app", app, env)
-elif mode == "mpirun":
+elif mode in ("mpirun", "mpirun_full"):
     have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch, mpi4py"],
                                 capture_output=True).returncode == 0
     ran = 0
@@ -157,6 +164,11 @@ elif mode == "mpirun":
             if not re.search(r"(^|\s)mpirun\s", cmd):
                 continue
             why = next((w for key, w in SKIPPED.items() if key in cmd), None)
+            full_only = next((w for key, w in FULL_ONLY.items() if key in cmd), None)
+            if mode == "mpirun" and full_only:
+                why = full_only
+            elif mode == "mpirun_full" and not full_only:
+                continue
             if why:
                 print(f"skipped: {cmd}  ({why})", flush=True)
                 continue

@@ -32,7 +32,8 @@ SKIPPED = {
 # mpirun lines run by readme.mpirun_full (label full) instead: benchmarks, whose measuring takes
 # longer than the rest of the page's lines together.
 FULL_ONLY = {
-    "scripts/bench_torch.py": "a benchmark (~25 s alone): run by readme.mpirun_full, label full",
+    "scripts/bench_torch.py": "a benchmark (~25 s alone): run by readme.mpirun_full, label full; "
+                              "python.bench_torch.np2 runs its --layer path small",
 }
 ROOT_EXPORT = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 

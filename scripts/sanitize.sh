@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
+build_jobs=${FLUXCPP_SANITIZE_BUILD_JOBS:-$jobs}  # compile jobs (test.sh: 1 beside the suite)
 phases=(build test)
 case "${1:-}" in
   --build-only) phases=(build); shift ;;
@@ -44,7 +45,7 @@ configure() {
 build_asan() {
   local start=$SECONDS
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-  cmake --build build-asan -j"$jobs" --target \
+  cmake --build build-asan -j"$build_jobs" --target \
     fluxcpp_all_gather_test fluxcpp_ag_gemm_test fluxcpp_reduce_scatter_test fluxcpp_gemm_rs_test \
     fluxcpp_all_reduce_test fluxcpp_gemm_ar_test \
     fluxcpp_all_to_all_single_test fluxcpp_a2a_gemm_test fluxcpp_ulysses_test \
@@ -82,7 +83,7 @@ test_asan() {
 build_tsan() {
   local start=$SECONDS
   configure build-tsan "-fsanitize=thread"
-  cmake --build build-tsan -j"$jobs" --target fluxcpp_shm_test fluxcpp_ag_gemm_test >/dev/null
+  cmake --build build-tsan -j"$build_jobs" --target fluxcpp_shm_test fluxcpp_ag_gemm_test >/dev/null
   echo "sanitize: tsan build $((SECONDS - start)) s"
 }
 

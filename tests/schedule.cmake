@@ -39,13 +39,10 @@ endwhile()
 #  * the examples at W = 4 (they run at W = 1 and 2, and through README.md's mpirun lines);
 #  * consumer.fetchcontent: the embedded build of consumer.add_subdirectory, from a tarball;
 #  * readme.mpirun_full: the README's benchmark line (readme.mpirun runs every other line);
-#  * the Python tests started without MPI at W = 3 (python.*.store.np3: .store.np2 runs the same
-#    launch, and the tests run at W = 3 under mpirun);
+#  * the Python op tests started without MPI at W = 3 (python.ops.store.np3: .store.np2 runs the
+#    same launch, and python.ops.np3 the same scripts at W = 3 under mpirun);
 #  * two comm streams with copy offload (<op>.np4.hosts2.offload2: .hosts2.offload runs one).
-set(_fluxcpp_full consumer.fetchcontent readme.mpirun_full)
-foreach(t dense a2a local moe_ep autograd all_reduce gemm_ar tp_layers)
-  list(APPEND _fluxcpp_full python.${t}.store.np3)
-endforeach()
+set(_fluxcpp_full consumer.fetchcontent readme.mpirun_full python.ops.store.np3)
 foreach(op ag_gemm gemm_rs a2a_gemm ulysses)
   list(APPEND _fluxcpp_full ${op}.np4.hosts2.offload2)
 endforeach()

@@ -18,6 +18,7 @@ import torch.distributed as dist
 import fluxcpp
 
 STORE_LAUNCH = os.environ.get("FLUXCPP_TEST_LAUNCH") == "store"
+IN_BATCH = False  # set by tests/python/batch.py, which runs several scripts in this process
 failures = []
 
 
@@ -175,9 +176,17 @@ def finish(name):
     if RANK == 0:
         how = ", started without MPI (Context.from_store)" if STORE_LAUNCH else ""
         print(f"{name}: W={W}{how}: {'ok' if total == 0 else f'{total} failure(s)'}", flush=True)
-    if dist.is_initialized():
+    # The store launch's group serves every script of a batch (tests/python/batch.py): it goes
+    # with the batch's end; init_gloo's group is the script's own.
+    if dist.is_initialized() and not (STORE_LAUNCH and IN_BATCH):
         dist.destroy_process_group()
     sys.exit(0 if total == 0 else 1)
+
+
+def end_batch():
+    """The end of a batch of scripts (tests/python/batch.py): what finish() left for it."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 # Keep torch from oversubscribing the small CI box.

@@ -5,8 +5,10 @@ torchrun with --launcher torchrun.
 
     test_faults.py [--launcher mp|torchrun] [--fault kill|stop]"""
 import argparse
+import atexit
 import datetime
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +54,7 @@ def main():
     a = ap.parse_args()
     before = shm_entries()
     tmp = tempfile.mkdtemp(prefix="fluxcpp_faults_")
+    atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
     env = dict(os.environ, FAULT=a.fault, FLUXCPP_FAULTS_RANK="1")
     port = str(29600 + os.getpid() % 300)
     procs = []

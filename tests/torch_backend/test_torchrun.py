@@ -4,9 +4,11 @@ the results must match: bitwise at W = 2 (a sum of two is order-free; gloo and f
 the same two numbers), within 1e-5 relative at larger W.
 
     test_torchrun.py [W]"""
+import atexit
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 
 import torch
@@ -14,6 +16,7 @@ import torch
 W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_")
+atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
 results = {}
 for backend in ("fluxcpp", "gloo"):
     out = os.path.join(tmp, f"{backend}.pt")

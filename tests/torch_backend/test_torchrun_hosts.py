@@ -4,7 +4,9 @@ run llama_hosts_worker.py, whose ranks check the Llama example's fused layers an
 dist.all_reduce over the "fluxcpp" backend against one rank.
 
     test_torchrun_hosts.py [nproc_per_node]     (default 1: 2 hosts x 1 rank)"""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,6 +14,7 @@ import tempfile
 per_host = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_hosts_")
+atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
 port = 29000 + os.getpid() % 900
 agents = []
 for node in range(2):

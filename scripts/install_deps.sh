@@ -13,7 +13,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhwloc-dev libnuma-dev
   libopenblas-dev libdnnl-dev
-  libfmt-dev libgloo-dev
+  libfmt-dev libgloo-dev libssl-dev
   libgtest-dev
   iproute2 util-linux
 )

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace fluxcpp {
 
@@ -17,7 +19,7 @@ namespace {
 struct Fault {
   std::string point;
   int rank = -1;
-  int signal = SIGKILL;
+  int signal = SIGKILL;  // 0: delay (sleep kDelay instead)
   int nth = 1;
   std::atomic<int> seen{0};
 };
@@ -35,7 +37,7 @@ const Fault* parse() {
     const auto c2 = s.find(':', c1 + 1);
     if (c2 != std::string::npos) {
       const std::string rest = s.substr(c2 + 1);
-      f.signal = rest.rfind("stop", 0) == 0 ? SIGSTOP : SIGKILL;
+      f.signal = rest.rfind("stop", 0) == 0 ? SIGSTOP : rest.rfind("delay", 0) == 0 ? 0 : SIGKILL;
       const auto c3 = rest.find(':');
       if (c3 != std::string::npos) f.nth = std::max(1, std::atoi(rest.c_str() + c3 + 1));
     }
@@ -57,9 +59,27 @@ void fault_point(const char* point, int world_rank) noexcept {
   if (f == nullptr || world_rank != f->rank || f->point != point) return;
   if (const_cast<Fault*>(f)->seen.fetch_add(1) + 1 != f->nth) return;
   std::fprintf(stderr, "[fluxcpp %d] FLUXCPP_TEST_FAULT: %s at %s\n", world_rank,
-               f->signal == SIGSTOP ? "stopping" : "killing", point);
+               f->signal == SIGSTOP ? "stopping" : f->signal == 0 ? "delaying 3 s" : "killing",
+               point);
   std::fflush(stderr);
+  if (f->signal == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return;
+  }
   ::raise(f->signal);
+}
+
+bool fault_shm_full(unsigned long long bytes) noexcept {
+#ifndef FLUXCPP_FAULT_INJECTION
+  (void)bytes;
+  return false;
+#else
+  static const unsigned long long limit = [] {
+    const char* v = std::getenv("FLUXCPP_TEST_SHM_FULL_BYTES");
+    return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : 0ull;
+  }();
+  return limit != 0 && bytes >= limit;
+#endif
 }
 
 }  // namespace fluxcpp

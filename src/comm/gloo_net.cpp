@@ -13,6 +13,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "comm/gloo_auth.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -75,14 +76,15 @@ std::string default_route_interface() {
   return {};
 }
 
-std::shared_ptr<gloo::transport::Device> make_device(bool several_machines) {
+std::shared_ptr<gloo::transport::Device> make_device(bool several_machines,
+                                                     const std::shared_ptr<const PairAuth>& auth) {
   gloo::transport::tcp::attr attr;
   const char* iface = std::getenv("FLUXCPP_SOCKET_IFNAME");
   if (iface == nullptr || *iface == '\0') iface = std::getenv("GLOO_SOCKET_IFNAME");
   if (iface != nullptr && *iface != '\0') {
     attr.iface = iface;
     try {
-      return gloo::transport::tcp::CreateDevice(attr);
+      return make_auth_device(attr, auth);
     } catch (const std::exception& e) {
       raise(Errc::kSystem, "context create: cannot listen on interface '{}' ({}): {}", iface,
             std::getenv("FLUXCPP_SOCKET_IFNAME") ? "FLUXCPP_SOCKET_IFNAME"
@@ -96,7 +98,7 @@ std::shared_ptr<gloo::transport::Device> make_device(bool several_machines) {
     if (const std::string route = default_route_interface(); !route.empty()) {
       attr.iface = route;
       try {
-        return gloo::transport::tcp::CreateDevice(attr);
+        return make_auth_device(attr, auth);
       } catch (const std::exception&) {
         attr = gloo::transport::tcp::attr();
       }
@@ -106,13 +108,13 @@ std::shared_ptr<gloo::transport::Device> make_device(bool several_machines) {
   if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') {
     attr.hostname = host;
     try {
-      return gloo::transport::tcp::CreateDevice(attr);
+      return make_auth_device(attr, auth);
     } catch (const std::exception&) {
       // The name does not resolve to an address of this machine: the loopback below.
     }
   }
   attr = gloo::transport::tcp::attr("127.0.0.1");
-  return gloo::transport::tcp::CreateDevice(attr);
+  return make_auth_device(attr, auth);
 }
 
 // gloo's I/O thread polls its sockets level-triggered and skips a pair whose lock another thread
@@ -178,10 +180,34 @@ void Waiters::loop() {
 GlooNet::GlooNet(const KvStore& store, const std::string& prefix, int rank, int size,
                  Deadline deadline, bool several_machines)
     : rank_(rank), size_(size) {
+  // The job's secret, which every pair proves it holds (comm/gloo_auth.hpp): rank 0's random
+  // bytes, through the store under this create's prefix.
+  auto auth = std::make_shared<PairAuth>();
+  auth->job = prefix;
+  auth->rank = rank;
+  auth->deadline = deadline;
+  const std::string secret_key = prefix + "secret";
+  if (rank == 0) {
+    auth->key = random_secret();
+    store.set(secret_key, std::string(auth->key.begin(), auth->key.end()));
+  } else {
+    if (!store.wait(secret_key, seconds_until(deadline)))
+      raise(Errc::kTimeout,
+            "context create: timed out waiting for rank 0 to put the TCP channel's secret in the "
+            "store (this is rank {})",
+            rank);
+    const std::string v = store.get(secret_key);
+    if (v.size() != auth->key.size())
+      raise(Errc::kInvalidUsage,
+            "context create: the TCP channel's secret in the store has {} bytes, not {}: another "
+            "process wrote the key '{}'",
+            v.size(), auth->key.size(), secret_key);
+    std::copy(v.begin(), v.end(), auth->key.begin());
+  }
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     BatchPolicyScope batch;  // for gloo's I/O thread, started here
-    dev = make_device(several_machines);
+    dev = make_device(several_machines, auth);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -27,6 +27,33 @@ bool adjacent(const std::vector<at::Tensor>& parts, int64_t bytes) {
   return true;
 }
 
+// What every rank's call must agree on (engine/call_check.hpp): the tensor's dtype and element
+// count, a ReduceOp, a root.
+CallSpec spec_of(const at::Tensor& t, const char* reduce = "", int root = -1) {
+  CallSpec s;
+  s.reduce = reduce;
+  s.root = root;
+  s.dtype = dtype_name(t);
+  s.count = t.numel();
+  return s;
+}
+// A list call: the tensors, their dtypes (joined when they differ) and elements in all.
+CallSpec spec_of(const std::vector<at::Tensor>& ts, const char* reduce = "") {
+  CallSpec s;
+  s.reduce = reduce;
+  s.parts = static_cast<int64_t>(ts.size());
+  s.count = 0;
+  for (const at::Tensor& t : ts) {
+    const std::string d = dtype_name(t);
+    if (s.dtype.empty())
+      s.dtype = d;
+    else if (s.dtype != d && s.dtype.find("/" + d) == std::string::npos)
+      s.dtype += "/" + d;
+    s.count += t.numel();
+  }
+  return s;
+}
+
 }  // namespace
 
 ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -44,13 +71,16 @@ ProcessGroupFluxcpp::~ProcessGroupFluxcpp() {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char* name,
+                                                           CallSpec spec,
                                                            std::function<void()> body,
                                                            Tensors outputs) {
   auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_);
   auto task = std::make_shared<Task>();
   task->name = name;
-  task->run = [name, body = std::move(body)] {
+  spec.name = name;
+  task->run = [this, name, spec = std::move(spec), body = std::move(body)] {
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows
+      coll_->agree(spec);  // every rank made this call, before a byte moves
       body();
     } catch (const Failure& f) {
       throw Failure(f.status(), std::string("ProcessGroupFluxcpp::") + name + ": " + f.what());
@@ -90,14 +120,14 @@ auto ProcessGroupFluxcpp::broadcast(Tensors& ts, const c10d::BroadcastOptions& o
   const at::Tensor& t = single(ts, "broadcast");
   check_rank(o.rootRank, size_, "broadcast", "rootRank");
   const int root = static_cast<int>(o.rootRank);
-  return enqueue(OpType::BROADCAST, "broadcast",
+  return enqueue(OpType::BROADCAST, "broadcast", spec_of(t, "", root),
                  [this, t, root] { coll_->broadcast(bytes_of(t), nbytes(t), root); }, ts);
 }
 
 auto ProcessGroupFluxcpp::allreduce(Tensors& ts, const c10d::AllreduceOptions& o) -> Ptr<Work> {
   const at::Tensor& t = single(ts, "allreduce");
   const Reduction r = reduction_of(t, o.reduceOp, "allreduce");
-  return enqueue(OpType::ALLREDUCE, "allreduce", [this, t, r] {
+  return enqueue(OpType::ALLREDUCE, "allreduce", spec_of(t, reduce_name(r.reduce)), [this, t, r] {
     coll_->all_reduce(r.scalar, r.reduce, bytes_of(t), bytes_of(t), r.count);
   }, ts);
 }
@@ -110,7 +140,8 @@ auto ProcessGroupFluxcpp::allreduce_coalesced(Tensors& ts,
     check_tensor(t, "allreduce_coalesced", "tensor");
     rs.push_back(reduction_of(t, o.reduceOp, "allreduce_coalesced"));
   }
-  return enqueue(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", [this, ts, rs] {
+  return enqueue(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+                 spec_of(ts, rs.empty() ? "" : reduce_name(rs[0].reduce)), [this, ts, rs] {
     for (std::size_t i = 0; i < ts.size(); ++i)
       coll_->all_reduce(rs[i].scalar, rs[i].reduce, bytes_of(ts[i]), bytes_of(ts[i]), rs[i].count);
   }, ts);
@@ -122,7 +153,9 @@ auto ProcessGroupFluxcpp::reduce(Tensors& ts, const c10d::ReduceOptions& o) -> P
   const Reduction r = reduction_of(t, o.reduceOp, "reduce");
   // Off the root the result goes to a scratch tensor: the caller's stays as it was.
   at::Tensor out = o.rootRank == rank_ ? t : at::empty_like(t);
-  return enqueue(OpType::REDUCE, "reduce", [this, t, out, r] {
+  return enqueue(OpType::REDUCE, "reduce",
+                 spec_of(t, reduce_name(r.reduce), static_cast<int>(o.rootRank)),
+                 [this, t, out, r] {
     coll_->all_reduce(r.scalar, r.reduce, bytes_of(t), bytes_of(out), r.count);
   }, ts);
 }
@@ -134,7 +167,7 @@ auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
               outs.size());
   check_list(outs[0], in, size_, "allgather", "output_tensor_list");
   Tensors parts = outs[0];
-  return enqueue(OpType::ALLGATHER, "allgather", [this, in, parts] {
+  return enqueue(OpType::ALLGATHER, "allgather", spec_of(in), [this, in, parts] {
     const int64_t b = nbytes(in);
     if (adjacent(parts, b)) return coll_->all_gather(bytes_of(in), b, bytes_of(parts[0]));
     if (size_ == 2) {  // the peer's block straight into its tensor (the op's single copy)
@@ -161,7 +194,7 @@ auto ProcessGroupFluxcpp::_allgather_base(at::Tensor& out, at::Tensor& in,
   TORCH_CHECK(out.numel() == in.numel() * size_, "ProcessGroupFluxcpp::_allgather_base: output "
               "has ", out.numel(), " elements; expected world size ", size_, " x input's ",
               in.numel());
-  return enqueue(OpType::_ALLGATHER_BASE, "_allgather_base",
+  return enqueue(OpType::_ALLGATHER_BASE, "_allgather_base", spec_of(in),
                  [this, in, out] { coll_->all_gather(bytes_of(in), nbytes(in), bytes_of(out)); },
                  {out});
 }
@@ -184,7 +217,8 @@ auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensor
     check_list(column, ins[i], size_, "allgather_coalesced", "output_tensor_lists[r][i]");
   }
   std::vector<Tensors> lists = outs;
-  return enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", [this, ins, lists] {
+  return enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", spec_of(ins),
+                 [this, ins, lists] {
     for (std::size_t i = 0; i < ins.size(); ++i) {
       const int64_t b = nbytes(ins[i]);
       char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
@@ -210,7 +244,7 @@ auto ProcessGroupFluxcpp::gather(std::vector<Tensors>& outs, Tensors& ins,
     TORCH_CHECK(outs.empty() || outs[0].empty(), "ProcessGroupFluxcpp::gather: rank ", rank_,
                 " is not the root (", root, ") and must pass no gather_list");
   }
-  return enqueue(OpType::GATHER, "gather", [this, in, parts, root] {
+  return enqueue(OpType::GATHER, "gather", spec_of(in, "", root), [this, in, parts, root] {
     const int64_t b = nbytes(in);
     if (parts.empty()) return coll_->gather(bytes_of(in), b, nullptr, root);
     char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
@@ -234,7 +268,7 @@ auto ProcessGroupFluxcpp::scatter(Tensors& outs, std::vector<Tensors>& ins,
     TORCH_CHECK(ins.empty() || ins[0].empty(), "ProcessGroupFluxcpp::scatter: rank ", rank_,
                 " is not the root (", root, ") and must pass no scatter_list");
   }
-  return enqueue(OpType::SCATTER, "scatter", [this, out, parts, root] {
+  return enqueue(OpType::SCATTER, "scatter", spec_of(out, "", root), [this, out, parts, root] {
     const int64_t b = nbytes(out);
     char* all = parts.empty() ? nullptr : coll_->staging(static_cast<std::size_t>(b) * size_);
     if (all != nullptr) pack(parts, all, b);
@@ -250,7 +284,8 @@ auto ProcessGroupFluxcpp::reduce_scatter(Tensors& outs, std::vector<Tensors>& in
   check_list(ins[0], out, size_, "reduce_scatter", "input_list");
   const Reduction r = reduction_of(out, o.reduceOp, "reduce_scatter");
   Tensors parts = ins[0];
-  return enqueue(OpType::REDUCE_SCATTER, "reduce_scatter", [this, out, parts, r] {
+  return enqueue(OpType::REDUCE_SCATTER, "reduce_scatter", spec_of(out, reduce_name(r.reduce)),
+                 [this, out, parts, r] {
     const int64_t b = nbytes(out);
     if (adjacent(parts, b))
       return coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(parts[0]), bytes_of(out), r.count);
@@ -271,7 +306,8 @@ auto ProcessGroupFluxcpp::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
               "input has ", in.numel(), " elements; expected world size ", size_,
               " x output's ", out.numel());
   const Reduction r = reduction_of(out, o.reduceOp, "_reduce_scatter_base");
-  return enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", [this, in, out, r] {
+  return enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
+                 spec_of(out, reduce_name(r.reduce)), [this, in, out, r] {
     coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(in), bytes_of(out), r.count);
   }, {out});
 }
@@ -307,7 +343,10 @@ auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,
   std::vector<int64_t> recv = rows(out, out_splits, "output");
   // The largest message is agreed first (one small gather): a rank that passes no splits and
   // one that passes uneven ones may legally meet in one call.
-  return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", [this, in, out, send, recv] {
+  // Split sizes differ from rank to rank by design: the dtype is what must agree.
+  CallSpec spec;
+  spec.dtype = dtype_name(in);
+  return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", spec, [this, in, out, send, recv] {
     coll_->all_to_all(bytes_of(in), send.data(), bytes_of(out), recv.data(), -1);
   }, {out});
 }
@@ -326,7 +365,10 @@ auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllT
                 "ProcessGroupFluxcpp::alltoall: every tensor must be ", ins[0].scalar_type());
     send[t] = nbytes(ins[t]), recv[t] = nbytes(outs[t]);
   }
-  return enqueue(OpType::ALLTOALL, "alltoall", [this, ins, outs, send, recv] {
+  CallSpec spec;
+  spec.dtype = dtype_name(ins[0]);
+  spec.parts = static_cast<int64_t>(ins.size());
+  return enqueue(OpType::ALLTOALL, "alltoall", spec, [this, ins, outs, send, recv] {
     const int64_t sent = std::accumulate(send.begin(), send.end(), int64_t{0});
     const int64_t got = std::accumulate(recv.begin(), recv.end(), int64_t{0});
     char* a = coll_->staging(static_cast<std::size_t>(sent + got));
@@ -340,7 +382,7 @@ auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllT
 }
 
 auto ProcessGroupFluxcpp::barrier(const c10d::BarrierOptions&) -> Ptr<Work> {
-  return enqueue(OpType::BARRIER, "barrier", [this] { coll_->barrier(); }, {});
+  return enqueue(OpType::BARRIER, "barrier", CallSpec{}, [this] { coll_->barrier(); }, {});
 }
 
 auto ProcessGroupFluxcpp::send(Tensors& ts, int dst, int tag) -> Ptr<Work> {

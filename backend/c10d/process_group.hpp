@@ -62,7 +62,7 @@ class ProcessGroupFluxcpp : public c10d::ProcessGroup {
 
  private:
   // A Work whose task runs `body` on the executor; `outputs` become the future's value.
-  Ptr<Work> enqueue(c10d::OpType type, const char* name, std::function<void()> body,
+  Ptr<Work> enqueue(c10d::OpType type, const char* name, CallSpec spec, std::function<void()> body,
                     Tensors outputs);
   Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
 

@@ -93,6 +93,13 @@ Reduction reduction_of(const at::Tensor& t, const c10d::ReduceOp& op, const char
   return red;
 }
 
+std::string dtype_name(const at::Tensor& t) {
+  if (t.scalar_type() == at::kComplexFloat) return "complex64";
+  if (t.scalar_type() == at::kComplexDouble) return "complex128";
+  Scalar s{};
+  return scalar_of(t.scalar_type(), &s) ? scalar_name(s) : c10::toString(t.scalar_type());
+}
+
 int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
 char* bytes_of(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <string>
 #include <vector>
 
 #include "../engine/scalar.hpp"
@@ -27,6 +28,9 @@ struct Reduction {
   int64_t count;  // elements of `scalar`
 };
 Reduction reduction_of(const at::Tensor& t, const c10d::ReduceOp& op, const char* call);
+
+// The element type as torch prints it ("float32", "complex64", ...), for messages.
+std::string dtype_name(const at::Tensor& t);
 
 int64_t nbytes(const at::Tensor& t);
 char* bytes_of(const at::Tensor& t);

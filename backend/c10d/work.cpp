@@ -38,7 +38,11 @@ void FluxWork::complete(std::exception_ptr e, bool waiter) {
 
 bool FluxWork::wait(std::chrono::milliseconds timeout) {
   // Once finished, the executor (and its group) may be gone: only an unfinished task asks it.
-  if (task_ && !task_->finished.load(std::memory_order_acquire)) exec_->help(task_);
+  // With a timeout the caller does not run the call itself (it would block in it until the
+  // group's own timeout): the worker runs it, and the wait raises at `timeout` as torch's own
+  // backends do. (Zero is torch's kNoTimeout: wait for as long as it takes.)
+  const bool no_timeout = timeout == std::chrono::milliseconds::zero();
+  if (no_timeout && task_ && !task_->finished.load(std::memory_order_acquire)) exec_->help(task_);
   return c10d::Work::wait(timeout);
 }
 

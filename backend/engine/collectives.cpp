@@ -33,9 +33,10 @@ int64_t padded(int64_t bytes) { return bytes + (bytes & 1); }
 }  // namespace
 
 Collectives::Collectives(fluxcpp_context_t ctx, int rank, int size)
-    : ctx_(ctx), rank_(rank), size_(size) {}
+    : ctx_(ctx), rank_(rank), size_(size), calls_(std::make_unique<CallCheck>(ctx, rank, size)) {}
 
 Collectives::~Collectives() {
+  calls_.reset();
   for (auto& [key, op] : ops_) drop(key.first, op);
   fluxcpp_context_destroy(ctx_);
 }

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
+#include "call_check.hpp"
 #include "capi_call.hpp"
 #include "scalar.hpp"
 
@@ -26,6 +28,9 @@ class Collectives {
   int rank() const { return rank_; }
   int size() const { return size_; }
   fluxcpp_context_t context() const { return ctx_; }
+
+  // Every rank's call is `spec` (call_check.hpp): the first step of each backend call.
+  void agree(const CallSpec& spec) { calls_->agree(spec); }
 
   // out = in reduced over ranks (count elements; in may equal out). Sums of f32/bf16/f64 run on
   // AllReduce's fixed order; everything else gathers the blocks and reduces them in rank order.
@@ -65,6 +70,7 @@ class Collectives {
 
   fluxcpp_context_t ctx_;
   int rank_, size_;
+  std::unique_ptr<CallCheck> calls_;
   std::map<std::pair<int, int>, Op> ops_;  // (kind, dtype) -> op
   std::vector<char> scratch_[4];
 };

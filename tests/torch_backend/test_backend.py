@@ -7,10 +7,14 @@ Every collective, every dtype and ReduceOp it defines, against what each rank co
 from every rank's (known) input: exact, with float sums in rank order accumulated as documented
 (f32 in f32, bf16/f16 in f32 rounded once); results bitwise equal on every rank; async works,
 get_future, subgroups, point to point with tags and any source; the errors for bad arguments;
+ranks that make different calls (an error on every rank naming both, the group goes on);
+Work.wait(timeout) raising at its timeout while a peer is late;
 Context.from_group with a fused op; DDP against gloo (bitwise at W = 2, where a sum of two is
 order-free; within 1e-6 relative otherwise)."""
+import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -272,6 +276,72 @@ def check_errors():
     dist.barrier()
 
 
+def check_mismatched_calls():
+    """Ranks that make different calls: an error on every rank naming rank 0's call and the
+    other ranks' in words, before a byte moves; the group goes on."""
+    if W == 1:
+        return
+    first = RANK == 0
+
+    def bcast_or_scatter():
+        x = torch.ones(4)
+        if first:
+            dist.broadcast(x, src=0)
+        else:
+            dist.scatter(x, None, src=0)
+
+    cases = [
+        ("barrier vs allreduce",
+         (lambda: dist.barrier()) if first else (lambda: dist.all_reduce(torch.ones(1))),
+         "barrier()", "allreduce(SUM, float32, 1 element)"),
+        ("broadcast vs scatter", bcast_or_scatter,
+         "broadcast(root 0, float32, 4 elements)", "scatter(root 0, float32, 4 elements)"),
+        ("reduce vs allreduce",
+         (lambda: dist.reduce(torch.ones(3), dst=0)) if first
+         else (lambda: dist.all_reduce(torch.ones(3))),
+         "reduce(SUM, root 0, float32, 3 elements)", "allreduce(SUM, float32, 3 elements)"),
+        ("MIN vs MAX",
+         lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.MIN if first
+                                 else dist.ReduceOp.MAX),
+         "allreduce(MIN, float32, 4 elements)", "allreduce(MAX, float32, 4 elements)"),
+        ("SUM vs PRODUCT on int64",
+         lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64), op=dist.ReduceOp.SUM if first
+                                 else dist.ReduceOp.PRODUCT),
+         "allreduce(SUM, int64, 2 elements)", "allreduce(PRODUCT, int64, 2 elements)"),
+        ("int32 MAX vs float32 MAX",
+         lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32 if first else torch.float32),
+                                 op=dist.ReduceOp.MAX),
+         "allreduce(MAX, int32, 4 elements)", "allreduce(MAX, float32, 4 elements)"),
+    ]
+    for what, call, mine0, others in cases:
+        expect_error(call, "disagree", "rank 0 called " + mine0, "rank 1 called " + others)
+        x = torch.full((6,), float(RANK + 1))
+        dist.all_reduce(x)  # the group goes on
+        assert torch.equal(x, torch.full((6,), float(W * (W + 1) // 2))), what
+
+
+def check_wait_timeout():
+    """Work.wait(timeout) raises at the timeout while a peer is late; the call completes once
+    the peer arrives, right."""
+    if W == 1:
+        return
+    x = torch.ones(4)
+    if RANK == 0:
+        w = dist.all_reduce(x, async_op=True)
+        t0 = time.monotonic()
+        try:
+            w.wait(timeout=datetime.timedelta(seconds=1))
+            raise AssertionError("wait(timeout=1 s) returned while the other ranks are 3 s late")
+        except RuntimeError:
+            took = time.monotonic() - t0
+            assert 0.9 < took < 2.0, f"wait(timeout=1 s) raised after {took:.2f} s"
+        w.wait()
+    else:
+        time.sleep(3)
+        dist.all_reduce(x)
+    assert torch.equal(x, torch.full((4,), float(W)))
+
+
 def check_from_group():
     ctx = fluxcpp.Context.from_group()
     assert (ctx.rank, ctx.world_size) == (RANK, W)
@@ -317,7 +387,8 @@ def main():
                             + ".pg", rank=RANK, world_size=W)
     assert dist.get_backend() == "fluxcpp" or dist.get_backend() == "FLUXCPP"
     for check in (check_all_reduce, check_movement, check_reductions_to_parts,
-                  check_async_and_groups, check_p2p, check_errors, check_from_group, check_ddp):
+                  check_async_and_groups, check_p2p, check_errors, check_mismatched_calls,
+                  check_wait_timeout, check_from_group, check_ddp):
         check()
         print(f"rank {RANK}: {check.__name__} ok", flush=True)
     late = dist.all_reduce(torch.ones(4), async_op=True)

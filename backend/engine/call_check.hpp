@@ -1,0 +1,50 @@
+// Every backend call agrees what it is before a byte of its data moves. The engine serves
+// several torch calls with one op (a barrier is a one-element sum; every reduction but the
+// native sums is an AllGather; broadcast, scatter and gather are AllToAllSingle), and an op's
+// own handshake compares only its sizes: without this check rank 0's barrier() would pair with
+// rank 1's all_reduce of one float, and a MIN with a MAX. Each call's spec (the torch call, its
+// ReduceOp, root, dtype, element count and list length) is gathered from every rank first (one
+// small AllGather of a fixed 128-byte record, the calls' own op kept apart); a difference is
+// Failure(INVALID_ARGUMENT) on every rank naming the calls in words ("the ranks' calls disagree
+// (call 7 of the group): rank 0 called barrier(), rank 1 called allreduce(SUM, float32, 1
+// element)"), the data ops untouched: the group stays usable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "capi_call.hpp"
+
+namespace fluxcpp::backend {
+
+struct CallSpec {
+  std::string name;     // the torch call ("allreduce", "broadcast", ...)
+  std::string reduce;   // its ReduceOp ("SUM", ...), or ""
+  std::string dtype;    // its element type ("float32", ...), or ""
+  int64_t count = -1;   // elements every rank passes alike, or -1
+  int64_t parts = -1;   // tensors of a list call, or -1
+  int root = -1;        // the root rank, or -1
+  // "allreduce(MIN, float32, 4 elements)", "broadcast(root 0, float32, 16 elements)".
+  std::string words() const;
+};
+
+class CallCheck {
+ public:
+  CallCheck(fluxcpp_context_t ctx, int rank, int size) : ctx_(ctx), rank_(rank), size_(size) {}
+  ~CallCheck();  // local: destroys the op (before the context goes)
+  CallCheck(const CallCheck&) = delete;
+  CallCheck& operator=(const CallCheck&) = delete;
+
+  // Collective over the group: returns when every rank made the same call, else throws
+  // Failure(FLUXCPP_ERROR_INVALID_ARGUMENT), the same on every rank. Names longer than the
+  // record's fields are cut (the comparison too).
+  void agree(const CallSpec& spec);
+
+ private:
+  fluxcpp_context_t ctx_;
+  int rank_, size_;
+  fluxcpp_all_gather_t op_ = nullptr;
+  uint64_t calls_ = 0;
+};
+
+}  // namespace fluxcpp::backend

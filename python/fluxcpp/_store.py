@@ -14,6 +14,7 @@ rather than join. (Ranks of two jobs that claim an explicit key before they coll
 told apart: an explicit key must be the job's own.) A rank whose create fails gives its claim back
 (rank 0 first removes its id), so a retry under the same key works; rank 0 removes the id and
 every claim once the context exists (every rank has read and claimed by then)."""
+import atexit
 import datetime
 import ctypes
 import math
@@ -57,10 +58,29 @@ def effective_timeout(timeout_s):
     return t if t > 0 else 60.0
 
 
-def call_within(fn, timeout_s, what):
+# Helper threads a timed-out wait left inside a C++ store's call (torch's FileStore, TCPStore).
+# The interpreter must not end while one is there: the call returns into Python after
+# finalization began and the process aborts ("terminate called without an active exception").
+# At exit each gets a bounded wait for its call to end (the store's own timeout, set to the
+# wait's, ends it): _EXIT_WAIT_S at most in all.
+_left_in_store = []
+_EXIT_WAIT_S = 10.0
+
+
+def _join_left_in_store():
+    until = time.monotonic() + _EXIT_WAIT_S
+    for t in _left_in_store:
+        t.join(max(0.0, until - time.monotonic()))
+
+
+atexit.register(_join_left_in_store)
+
+
+def call_within(fn, timeout_s, what, wait_at_exit=False):
     """fn() on a helper thread, waiting at most timeout_s (inf: forever). A store call that blocks
     past it (a store without set_timeout, a lost server) is left on its daemon thread; the
-    caller gets TIMEOUT saying what it waited for."""
+    caller gets TIMEOUT saying what it waited for. wait_at_exit: the call is a C++ store's,
+    whose own timeout ends it: the interpreter's exit waits for it (above)."""
     if math.isinf(timeout_s):
         return fn()
     box = {}
@@ -75,6 +95,8 @@ def call_within(fn, timeout_s, what):
     t.start()
     t.join(timeout_s)
     if t.is_alive():
+        if wait_at_exit:
+            _left_in_store.append(t)
         raise Error(Status.TIMEOUT, f"{what}: no answer from the store within {timeout_s:g} s")
     if "error" in box:
         raise box["error"]
@@ -98,7 +120,8 @@ def get_within(store, key, timeout_s, what):
                 store.set_timeout(saved)
     # The thread's bound is a little longer: the store's own timeout, when it has one, is the
     # one that normally answers (its error names the key).
-    return call_within(get, timeout_s + 1.0, what)
+    return call_within(get, timeout_s + 1.0, what,
+                       wait_at_exit=callable(getattr(store, "set_timeout", None)))
 
 
 def _claim_key(key, rank):

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "error_util.hpp"
+#include "fault.hpp"
 #include "log.hpp"
 
 namespace fluxcpp::shm {
@@ -139,7 +140,8 @@ Segment Segment::adopt_created(int fd, std::string name, std::size_t bytes) {
   s.data_ = p;
   bind_local(p, s.size_);
   // Reserve every page now: tmpfs allocates lazily and would SIGBUS on first touch if full.
-  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(s.size_));
+  const int rc =
+      fault_shm_full(s.size_) ? ENOSPC : posix_fallocate(fd, 0, static_cast<off_t>(s.size_));
   if (rc == ENOSPC || rc == ENOMEM)
     raise(Errc::kSystem, "shm: /dev/shm is full: cannot reserve {} bytes for segment {} ({})",
           s.size_, s.name_, shm_free_text());

@@ -9,10 +9,14 @@
 - retry: rank 0 times out alone under an explicit key, then both ranks call again with that key:
   the claim was given back and the failed call's id removed, so the retry succeeds.
 - blocking_store: a store without set_timeout whose get never returns: TIMEOUT within timeout_s.
+- exit_after_timeout: a process whose from_store over a FileStore times out (rank 0 never comes)
+  exits normally afterwards (status 0, no "terminate called": the store wait's helper thread
+  must not be inside the store when the interpreter ends), 3 times.
 Run as one process (no mpirun): it starts the ranks itself; a watchdog kills a hung rank."""
 import multiprocessing as mp
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -163,6 +167,23 @@ def blocking_store():
         print(f"blocking_store: after {secs:.1f} s: {e}", flush=True)
 
 
+def exit_after_timeout(path):
+    code = ("import sys, torch.distributed as dist, fluxcpp\n"
+            f"store = dist.FileStore({path!r}, 2)\n"
+            "try:\n"
+            "    fluxcpp.Context.from_store(store, 1, 2, timeout_s=1.0)\n"
+            "    print('no error')\n"
+            "except fluxcpp.Error as e:\n"
+            "    print(e.status.name, flush=True)\n")
+    for i in range(3):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120)
+        check(r.returncode == 0 and r.stdout.strip() == "TIMEOUT" and "terminate" not in r.stderr,
+              f"exit_after_timeout run {i}: status {r.returncode}, printed {r.stdout.strip()!r}, "
+              f"stderr {r.stderr.strip()[-300:]!r}")
+    print("exit_after_timeout: 3 runs", flush=True)
+
+
 def main():
     ctx = mp.get_context("spawn")
     tmp = tempfile.mkdtemp(prefix="fluxcpp_store_id_")
@@ -172,6 +193,7 @@ def main():
         shared_key(ctx, os.path.join(tmp, "shared"))
         retry(ctx, os.path.join(tmp, "retry"))
         blocking_store()
+        exit_after_timeout(os.path.join(tmp, "exit"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"python.store_identity: {'ok' if not failures else f'{len(failures)} failure(s)'}",

@@ -81,6 +81,23 @@ else()
            COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_net_faults.py)
   set_tests_properties(python.net_faults PROPERTIES TIMEOUT 300 LABELS fault PROCESSORS 2
                        ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+  # A stranger on the TCP channel (another local user reflecting, sending junk or silent on the
+  # first connection to a pair's port): every rank fails the create, nobody aborts or pairs
+  # (tests/python/test_tcp_stranger.py; root, for unshare -n; the ranks' connects held by the
+  # fault injection's delay).
+  if(FLUXCPP_FAULT_INJECTION)
+    add_test(NAME python.tcp_stranger
+             COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_tcp_stranger.py)
+    set_tests_properties(python.tcp_stranger PROPERTIES TIMEOUT 300 LABELS fault PROCESSORS 2
+                         ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+    # A full /dev/shm on one of 2 simulated hosts at an op's create: the same error on every
+    # rank of both hosts, the context usable (tests/python/test_shm_full.py).
+    add_test(NAME python.shm_full.hosts2.np2
+             COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/spawn.py -np 2
+                     --hosts 2 ${CMAKE_CURRENT_SOURCE_DIR}/python/test_shm_full.py)
+    set_tests_properties(python.shm_full.hosts2.np2 PROPERTIES TIMEOUT 120 LABELS fault
+                         PROCESSORS 2 ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+  endif()
   add_test(NAME python.store_faults
            COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_store_faults.py)
   set_tests_properties(python.store_faults PROPERTIES TIMEOUT 300 LABELS fault

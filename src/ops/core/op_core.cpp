@@ -82,7 +82,25 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
                   spec.payload_bytes);
   released_ = layout.signals("released", c.node_size());
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
-  buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
+  // The segment's bootstrap agrees on its host (its ranks raise the same AgreedError); across
+  // hosts the host's verdict is agreed once more over the context's group, so every host fails
+  // the create alike. (Anything else, a timeout midway, stays this host's: it breaks the
+  // context, as in any create.)
+  if (c.num_nodes() > 1) {
+    std::string host_error;
+    Errc host_code = Errc::kSystem;
+    try {
+      buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
+    } catch (const AgreedError& e) {
+      host_error = e.what();
+      host_code = e.code();
+    }
+    comm::agree(comm, [&] {
+      if (!host_error.empty()) throw Error(host_code, host_error);
+    });
+  } else {
+    buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
+  }
   layout.bind(buf_);
   if (c.num_nodes() > 1)
     transport_ = comm::make_transport(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));

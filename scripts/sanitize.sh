@@ -10,8 +10,11 @@
 #    with copy offload (a comm thread moving the data while the caller computes) at W = 3.
 # Any report fails the run (halt_on_error). The TSan suppressions (scripts/sanitize/tsan.supp)
 # cover OpenMPI internals only, each with its reason; leak detection is off (see test_asan).
-# Usage: scripts/sanitize.sh [--build-only | --test-only] [asan|tsan]...   (default: both kinds,
-#        built then tested; --test-only expects the builds of an earlier --build-only)
+# Usage: scripts/sanitize.sh [--build-only | --test-only [--beside | --timed]] [asan|tsan]...
+#        (default: both kinds, built then tested; --test-only expects the builds of an earlier
+#        --build-only; --beside runs only the tests that time no deadline, which scripts/test.sh
+#        runs beside the main suite, --timed the rest: the failure model and the MPI-free
+#        bootstrap under ASan, which it runs after the suite)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -21,6 +24,11 @@ phases=(build test)
 case "${1:-}" in
   --build-only) phases=(build); shift ;;
   --test-only) phases=(test); shift ;;
+esac
+part=all  # which tests: all, beside (no deadline timed), timed
+case "${1:-}" in
+  --beside) part=beside; shift ;;
+  --timed) part=timed; shift ;;
 esac
 kinds=("$@")
 [ ${#kinds[@]} -eq 0 ] && kinds=(asan tsan)
@@ -73,11 +81,15 @@ test_asan() {
   # of fault_runner and killed_rank, which have no other size); shm_neighbours (PID namespaces)
   # in the main suite only.
   local faults='fault\.(abandoned\..*\.np2|fork\.np2.*|killed_rank|null_ctx_create|skip_create|comm_null|skip_destroy|bootstrap|forward\..*)'
+  local beside="(${ops}|misuse)\.np3|(grouped_gemm|inplace_cast)\.np1|moe_capi\.np2"
+  local timed="${faults}|${bootstrap}"
+  local pick="${beside}|${timed}"
+  [ "$part" = beside ] && pick=$beside
+  [ "$part" = timed ] && pick=$timed
   ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=0:allocator_may_return_null=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    ctest --test-dir build-asan --output-on-failure -j"$((2 * jobs))" \
-      -R "^((${ops}|misuse)\.np3|(grouped_gemm|inplace_cast)\.np1|moe_capi\.np2|${faults}|${bootstrap})\$"
-  echo "sanitize: asan tests $((SECONDS - start)) s"
+    ctest --test-dir build-asan --output-on-failure -j"$((2 * jobs))" -R "^(${pick})\$"
+  echo "sanitize: asan tests ($part) $((SECONDS - start)) s"
 }
 
 build_tsan() {
@@ -88,6 +100,7 @@ build_tsan() {
 }
 
 test_tsan() {
+  [ "$part" = timed ] && return 0  # no deadline timed here: all of it runs with --beside
   local start=$SECONDS
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/sanitize/tsan.supp"
   ctest --test-dir build-tsan --output-on-failure -R '^shm$'

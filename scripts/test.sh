@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds fluxcpp and runs its tests (CTest; multi-rank tests under mpirun), then the sanitizer
-# builds and their subset (scripts/sanitize.sh; FLUXCPP_SANITIZE=0 leaves them out). What each
-# stage covers and how long it takes: docs/testing.md.
+# Builds fluxcpp and runs its tests (CTest; multi-rank tests under mpirun) and, beside them, the
+# sanitizer builds and their subset (scripts/sanitize.sh; FLUXCPP_SANITIZE=0 leaves them out).
+# What each stage covers and how long it takes: docs/testing.md.
 # Usage: scripts/test.sh [--full] [extra ctest args]
 #   --full  also the tests labelled full (repeats of paths the default run covers: W = 4 on one
 #           host, the examples at W = 4, the FetchContent consumer). The soak (label soak) runs
@@ -37,15 +37,20 @@ stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLUXCPP_FAULT_I
   -DFLUXCPP_TEST_COMPILE_OPTIONS=-O1
 stage build cmake --build build -j"$(nproc)"
 # The sanitizer builds compile while the suite runs, as SCHED_IDLE processes: they get a core
-# when no test wants it (the suite alone leaves ~30 % of the machine idle: ranks waiting on each
-# other, mpirun starting). Not for free: a rank that yields its core while it waits hands it to
-# the compiler for a time slice, so tests beside the builds run longer (docs/testing.md has the
-# numbers: ~85 s saved in all; one compile job at a time instead of two saved nothing).
-# Their output goes to build/sanitize-build.log, printed after the suite.
+# when no test wants it. Not for free: the compilers' kernel work (starting, faulting memory,
+# exiting) delays the wakeups of the ranks beside them, so those tests run longer
+# (docs/testing.md has the numbers: ~85 s saved in all). Then, still beside the suite (whose
+# tail leaves ~30 % of the machine idle: the failure model's waits), the sanitizer tests run:
+# first those that time no deadline, at nice 5 (FLUXCPP_TIMEOUT_S: their ranks may be slowed
+# many times over), then the failure model under ASan, at normal priority (its deadlines have
+# seconds of slack; the suite's own failure model beside it is mostly waiting too).
+# Their output goes to build/sanitize.log, printed after the suite.
 sanitize_pid=""
-sanitize_log=build/sanitize-build.log
+sanitize_log=build/sanitize.log
 if [ "${FLUXCPP_SANITIZE:-1}" != "0" ]; then
-  setsid chrt --idle 0 ./scripts/sanitize.sh --build-only >"$sanitize_log" 2>&1 &
+  setsid bash -c 'chrt --idle 0 ./scripts/sanitize.sh --build-only &&
+    FLUXCPP_TIMEOUT_S=300 nice -n 5 ./scripts/sanitize.sh --test-only --beside &&
+    ./scripts/sanitize.sh --test-only --timed' >"$sanitize_log" 2>&1 &
   sanitize_pid=$!
   # Whatever ends this script ends the builds too (setsid made them a process group).
   trap '[ -n "$sanitize_pid" ] && kill -- -"$sanitize_pid" 2>/dev/null || true' EXIT
@@ -56,15 +61,15 @@ exclude='soak|full'
 [ "$full" = 1 ] && exclude='soak'
 stage ctest ctest --test-dir build --output-on-failure -j"$((2 * $(nproc)))" -LE "$exclude" "$@"
 if [ -n "$sanitize_pid" ]; then
-  wait_builds() {
+  wait_sanitize() {
     local rc=0
     wait "$sanitize_pid" || rc=$?
     sanitize_pid=""
     cat "$sanitize_log"
-    [ "$rc" = 0 ] || echo "test.sh: the sanitizer builds failed ($rc); their output is above" >&2
+    [ "$rc" = 0 ] || echo "test.sh: the sanitizer builds or tests failed ($rc); their output is above" >&2
     return "$rc"
   }
-  # How long the builds ran on after the suite (their own times are in the log printed here).
-  stage sanitize-build-wait wait_builds
-  stage sanitize ./scripts/sanitize.sh --test-only
+  # How long the sanitizer builds and tests ran on after the suite (their own times are in the
+  # log printed here).
+  stage sanitize-wait wait_sanitize
 fi

@@ -101,8 +101,6 @@ def errors(out):
 
 
 def main():
-    boot_before = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
-
     # A rank that never arrives: the others time out in the rendezvous naming it.
     out = run("absent")
     err = errors(out)
@@ -150,9 +148,6 @@ def main():
               f"creator_killed: rank {r} got {status}: {text}")
         print(f"creator_killed: rank {r}: {text}", flush=True)
     no_leftovers("creator_killed", out)
-
-    boot_after = {n for n in os.listdir("/dev/shm") if n.startswith("fluxcpp-boot-")}
-    check(boot_after <= boot_before, f"rendezvous segments left: {sorted(boot_after - boot_before)}")
 
     print(f"python.store_faults: {'ok' if not failures else f'{len(failures)} failure(s)'}", flush=True)
     sys.exit(1 if failures else 0)

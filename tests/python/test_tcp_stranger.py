@@ -23,7 +23,7 @@ import time
 
 from procs import join_all
 
-TIMEOUT = 8.0
+TIMEOUT = 6.0
 COUNT = 1 << 14
 failures = []
 

@@ -1,4 +1,9 @@
-"""Processes a test started itself (multiprocessing), joined under a watchdog."""
+"""Processes a test started itself (multiprocessing), joined under a watchdog; a test re-run in a
+network namespace of its own."""
+import os
+import socket
+import subprocess
+import sys
 import time
 
 
@@ -13,3 +18,20 @@ def join_all(procs, timeout_s=120):
         procs[i].kill()
         procs[i].join()
     return hung
+
+
+def in_network_namespace(marker):
+    """Re-runs this script under `unshare -n` (root: a network namespace of its own, its loopback
+    up) and exits with its status, unless `marker` is set: returns only inside the namespace."""
+    if os.environ.get(marker) == "1":
+        return
+    env = dict(os.environ, **{marker: "1"})
+    script = "ip link set lo up && exec " + " ".join([sys.executable, os.path.abspath(sys.argv[0])])
+    sys.exit(subprocess.run(["unshare", "-n", "bash", "-c", script], env=env).returncode)
+
+
+def free_port():
+    """A TCP port nobody listens on now (the kernel's pick): tests side by side never share one."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from procs import join_all
+from procs import in_network_namespace, join_all
 
 TIMEOUT = 3.0
 failures = []
@@ -158,10 +158,6 @@ def main():
 
 
 if __name__ == "__main__":
-    if os.environ.get("FLUXCPP_NET_FAULTS_NETNS") != "1":
-        # A network namespace of our own: its loopback is the link we cut.
-        env = dict(os.environ, FLUXCPP_NET_FAULTS_NETNS="1")
-        script = ("ip link set lo up && exec " + " ".join([sys.executable] +
-                                                           [os.path.abspath(sys.argv[0])]))
-        sys.exit(subprocess.run(["unshare", "-n", "bash", "-c", script], env=env).returncode)
+    # A network namespace of our own: its loopback is the link we cut.
+    in_network_namespace("FLUXCPP_NET_FAULTS_NETNS")
     main()

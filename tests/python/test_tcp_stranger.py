@@ -15,13 +15,12 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from procs import join_all
+from procs import in_network_namespace, join_all
 
 TIMEOUT = 6.0
 COUNT = 1 << 14
@@ -189,9 +188,5 @@ def main():
 
 
 if __name__ == "__main__":
-    if os.environ.get("FLUXCPP_STRANGER_NETNS") != "1":
-        env = dict(os.environ, FLUXCPP_STRANGER_NETNS="1")
-        script = ("ip link set lo up && exec " + " ".join([sys.executable] +
-                                                           [os.path.abspath(sys.argv[0])]))
-        sys.exit(subprocess.run(["unshare", "-n", "bash", "-c", script], env=env).returncode)
+    in_network_namespace("FLUXCPP_STRANGER_NETNS")
     main()

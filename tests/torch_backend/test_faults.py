@@ -15,6 +15,8 @@ import sys
 import tempfile
 import time
 
+from procs import free_port  # tests/python (on PYTHONPATH in the suite)
+
 TIMEOUT_S = 8
 W = 3
 VICTIM = 2
@@ -56,7 +58,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fluxcpp_faults_")
     atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
     env = dict(os.environ, FAULT=a.fault, FLUXCPP_FAULTS_RANK="1")
-    port = str(29600 + os.getpid() % 300)
+    port = str(free_port())
     procs = []
     if a.launcher == "torchrun":
         # Debian's torch 1.13 under Python 3.11 needs --redirects/--tee (docs/torch_backend.md).

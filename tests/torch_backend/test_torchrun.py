@@ -13,6 +13,8 @@ import tempfile
 
 import torch
 
+from procs import free_port  # tests/python (on PYTHONPATH in the suite)
+
 W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_")
@@ -23,7 +25,7 @@ for backend in ("fluxcpp", "gloo"):
     # Debian's torch 1.13 under Python 3.11: torchrun needs --redirects 1 --tee 1
     # (docs/torch_backend.md).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(W),
-           "--master_port", str(29400 + os.getpid() % 500 + (backend == "gloo")),
+           "--master_port", str(free_port()),
            "--redirects", "1", "--tee", "1", "--log_dir", os.path.join(tmp, backend),
            os.path.join(here, "torchrun_script.py"), "--backend", backend, "--out", out]
     rc = subprocess.run(cmd, timeout=240).returncode

@@ -11,11 +11,13 @@ import subprocess
 import sys
 import tempfile
 
+from procs import free_port  # tests/python (on PYTHONPATH in the suite)
+
 per_host = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_hosts_")
 atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
-port = 29000 + os.getpid() % 900
+port = free_port()
 agents = []
 for node in range(2):
     env = dict(os.environ, FLUXCPP_HOST_ID=f"simulated-host-{node}", FLUXCPP_SOCKET_IFNAME="lo")

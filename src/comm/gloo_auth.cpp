@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -327,6 +328,49 @@ std::array<unsigned char, 32> random_secret() {
     got += static_cast<std::size_t>(n);
   }
   return s;
+}
+
+std::shared_ptr<const PairAuth> share_secret(const KvStore& store, const std::string& prefix,
+                                             int rank, Clock::time_point deadline) {
+  auto auth = std::make_shared<PairAuth>();
+  auth->job = prefix;
+  auth->rank = rank;
+  auth->deadline = deadline;
+  const std::string key = prefix + "secret";
+  static constexpr char kHex[] = "0123456789abcdef";
+  if (rank == 0) {
+    auth->key = random_secret();
+    std::string hex;
+    for (unsigned char b : auth->key) hex += {kHex[b >> 4], kHex[b & 15]};
+    store.set(key, hex);
+    return auth;
+  }
+  const double left =
+      deadline == Clock::time_point::max()
+          ? 1e9
+          : std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+  if (!store.wait(key, left))
+    raise(Errc::kTimeout,
+          "context create: timed out waiting for rank 0 to put the TCP channel's secret in the "
+          "store (this is rank {})",
+          rank);
+  const std::string v = store.get(key);
+  auto nibble = [](char c) {
+    const char* p = c == '\0' ? nullptr : std::strchr(kHex, c);
+    return p != nullptr ? static_cast<int>(p - kHex) : -1;
+  };
+  bool ok = v.size() == 2 * auth->key.size();
+  for (std::size_t i = 0; ok && i < auth->key.size(); ++i) {
+    const int hi = nibble(v[2 * i]), lo = nibble(v[2 * i + 1]);
+    ok = hi >= 0 && lo >= 0;
+    auth->key[i] = static_cast<unsigned char>(ok ? hi * 16 + lo : 0);
+  }
+  if (!ok)
+    raise(Errc::kInvalidUsage,
+          "context create: the TCP channel's secret in the store is not {} hex digits ({} "
+          "bytes): another process wrote the key '{}'",
+          2 * auth->key.size(), v.size(), key);
+  return auth;
 }
 
 std::shared_ptr<gloo::transport::Device> make_auth_device(const tcp::attr& attr,

@@ -21,6 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "comm/kv_store.hpp"
+
 namespace gloo::transport {
 class Device;
 namespace tcp {
@@ -39,6 +41,13 @@ struct PairAuth {
 
 // 32 random bytes from the kernel (getrandom); kSystem when it has none to give.
 std::array<unsigned char, 32> random_secret();
+
+// Collective over the create's ranks: rank 0 puts a random secret in the store under
+// `prefix` + "secret" (in hex: a store may keep text only), the others wait for it until
+// `deadline` (kTimeout) and read it (kInvalidUsage when it is not the secret's form).
+std::shared_ptr<const PairAuth> share_secret(const KvStore& store, const std::string& prefix,
+                                             int rank,
+                                             std::chrono::steady_clock::time_point deadline);
 
 // gloo::transport::tcp::CreateDevice(attr), but its contexts' pairs authenticate (above).
 std::shared_ptr<gloo::transport::Device> make_auth_device(

@@ -180,30 +180,8 @@ void Waiters::loop() {
 GlooNet::GlooNet(const KvStore& store, const std::string& prefix, int rank, int size,
                  Deadline deadline, bool several_machines)
     : rank_(rank), size_(size) {
-  // The job's secret, which every pair proves it holds (comm/gloo_auth.hpp): rank 0's random
-  // bytes, through the store under this create's prefix.
-  auto auth = std::make_shared<PairAuth>();
-  auth->job = prefix;
-  auth->rank = rank;
-  auth->deadline = deadline;
-  const std::string secret_key = prefix + "secret";
-  if (rank == 0) {
-    auth->key = random_secret();
-    store.set(secret_key, std::string(auth->key.begin(), auth->key.end()));
-  } else {
-    if (!store.wait(secret_key, seconds_until(deadline)))
-      raise(Errc::kTimeout,
-            "context create: timed out waiting for rank 0 to put the TCP channel's secret in the "
-            "store (this is rank {})",
-            rank);
-    const std::string v = store.get(secret_key);
-    if (v.size() != auth->key.size())
-      raise(Errc::kInvalidUsage,
-            "context create: the TCP channel's secret in the store has {} bytes, not {}: another "
-            "process wrote the key '{}'",
-            v.size(), auth->key.size(), secret_key);
-    std::copy(v.begin(), v.end(), auth->key.begin());
-  }
+  // The job's secret, which every pair proves it holds (comm/gloo_auth.hpp).
+  const std::shared_ptr<const PairAuth> auth = share_secret(store, prefix, rank, deadline);
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     BatchPolicyScope batch;  // for gloo's I/O thread, started here

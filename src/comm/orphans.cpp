@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "comm/backoff.hpp"
@@ -19,6 +20,10 @@ using Clock = std::chrono::steady_clock;
 
 // How long MPI_Finalize drives the orphans before leaving the rest to MPI.
 constexpr double kFinalizeGrace = 2.0;
+
+// The tag of keep_alive's receive (never started: any tag would do; within MPI's minimum
+// MPI_TAG_UB of 32767).
+constexpr int kKeeperTag = 32767;
 
 struct Orphan {
   MPI_Request req;
@@ -37,6 +42,9 @@ struct Registry {
   std::mutex mu;
   std::vector<Orphan> orphans;
   std::vector<MPI_Comm> deferred;  // to free once no orphan runs on them
+  // Communicators the user freed while an orphan ran on them, each held by a persistent receive
+  // that is never started (keep_alive): released once no orphan runs on them.
+  std::vector<std::pair<MPI_Comm, MPI_Request>> kept;
   bool hooked = false;
 };
 
@@ -136,6 +144,14 @@ int progress_locked(Registry& r) {
     MPI_Comm_free(&*it);
     it = r.deferred.erase(it);
   }
+  for (auto it = r.kept.begin(); it != r.kept.end();) {
+    if (runs_on(r, it->first)) {
+      ++it;
+      continue;
+    }
+    MPI_Request_free(&it->second);  // the communicator goes with its last reference
+    it = r.kept.erase(it);
+  }
   return static_cast<int>(r.orphans.size());
 }
 
@@ -163,20 +179,45 @@ int at_finalize(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
+// A reference on `comm` that outlives the user's MPI_Comm_free: a persistent receive from this
+// rank to itself, never started, so it matches nothing. OpenMPI's point-to-point requests hold
+// their communicator (the standard: a freed communicator is deallocated once no operation uses
+// it), its non-blocking collectives do not: one progressed after the free (a late rank's message
+// arriving in MPI_Finalize) crashed in mca_pml_ob1_isend. False: it could not be made.
+bool keep_alive(Registry& r, MPI_Comm comm) noexcept {
+  int me = 0;
+  MPI_Request keeper = MPI_REQUEST_NULL;
+  // Errors return from here on (the handle is the user's no more): an MPI call on it that fails
+  // (the idup after the barrier) drops that orphan instead of aborting the process.
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (MPI_Comm_rank(comm, &me) != MPI_SUCCESS ||
+      MPI_Recv_init(nullptr, 0, MPI_BYTE, me, kKeeperTag, comm, &keeper) != MPI_SUCCESS)
+    return false;
+  try {
+    r.kept.emplace_back(comm, keeper);
+  } catch (...) {
+    return true;  // out of memory: the request is leaked, the communicator with it
+  }
+  return true;
+}
+
 // The delete callback of the attribute adopt_entry_barrier sets on the caller's communicator:
 // runs when the user frees it (or at MPI_Finalize for the predefined ones), while it is still
 // valid. The orphans on it are driven as in MPI_Finalize: an entry barrier every rank reached
-// completes, its MPI_Comm_idup is posted and completes (the peers drive theirs as they free it
-// too), so nothing of ours is left in flight on a freed communicator (OpenMPI's non-blocking
-// collectives do not keep it alive: progressing one after the free crashed in MPI_Finalize).
-// What a rank never reached stays pending; it is marked gone: nothing more is posted on it and
-// no orphan of it matches a later communicator that reuses its handle.
+// completes and its MPI_Comm_idup is posted and completes (the peers drive theirs as they free
+// it too). One still pending (a rank late by more than the grace) keeps the communicator alive
+// (keep_alive) and runs on as before: when the late rank comes, in a later create or in
+// MPI_Finalize, the barrier completes and the idup follows on every rank. Where no reference
+// can be taken, the orphans on it are marked gone: nothing more is posted on them and no orphan
+// of it matches a later communicator that reuses its handle.
 int at_user_free(MPI_Comm comm, int, void*, void*) {
   Registry& r = registry();
   if (!r.owner.here()) return MPI_SUCCESS;
   std::lock_guard<std::mutex> lock(r.mu);
   // The predefined ones go in MPI_Finalize, after at_finalize drove the orphans.
-  if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) drive(r, comm, kFinalizeGrace);
+  const bool predefined = comm == MPI_COMM_WORLD || comm == MPI_COMM_SELF;
+  if (!predefined) drive(r, comm, kFinalizeGrace);
+  if (!runs_on(r, comm) || (!predefined && keep_alive(r, comm))) return MPI_SUCCESS;
   for (Orphan& o : r.orphans)
     if (o.on == comm) o.gone = true;
   return MPI_SUCCESS;

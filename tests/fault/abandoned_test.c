@@ -20,6 +20,12 @@
  *            0.5 s: they get TIMEOUT; the late rank gets TIMEOUT too (never a context its peers
  *            gave up), naming a rank that gave up; then every rank creates on a communicator
  *            made before the failure (the documented recovery) and all_gather is exact.
+ *   late_freed as late, on a communicator every rank dups and frees right after its create,
+ *            the last rank 3 s late: past the 2 s the others' free drives the orphans, so their
+ *            entry barrier is still pending when the communicator is freed, and the late rank's
+ *            messages reach it afterwards (in their next create, or in MPI_Finalize). Every
+ *            create is TIMEOUT, the recovery works and MPI_Finalize returns on every rank (it
+ *            crashed in the freed communicator's barrier before).
  * Every rank prints "abandoned: rank R finalized" after MPI_Finalize; failures go to stderr and
  * the exit status. */
 #include <mpi.h>
@@ -119,6 +125,23 @@ static void late_rank(void) {
   MPI_Comm_free(&before);
 }
 
+static void late_freed(void) {
+  MPI_Comm before = MPI_COMM_NULL, on = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &before);
+  MPI_Comm_dup(MPI_COMM_WORLD, &on);
+  fluxcpp_context_config_t c = FLUXCPP_CONTEXT_CONFIG_INIT;
+  c.timeout_s = 0.5;
+  fluxcpp_context_t ctx = NULL;
+  if (rank == world - 1) sleep_s(3.0);
+  fluxcpp_status_t s = fluxcpp_context_create(on, &c, &ctx);
+  EXPECT(s == FLUXCPP_ERROR_TIMEOUT, "create -> %s: %s", fluxcpp_status_string(s),
+         fluxcpp_last_error());
+  if (s == FLUXCPP_SUCCESS) fluxcpp_context_destroy(ctx);
+  MPI_Comm_free(&on);
+  recover_on(before, "a communicator made before the failure, the other one freed");
+  MPI_Comm_free(&before);
+}
+
 static void missed_then_works(MPI_Comm comm, const fluxcpp_context_config_t* c);
 
 static void null_comm(void) {
@@ -190,6 +213,8 @@ int main(int argc, char** argv) {
     null_then_world();
   else if (strcmp(scenario, "late") == 0)
     late_rank();
+  else if (strcmp(scenario, "late_freed") == 0)
+    late_freed();
   else
     timeouts(strcmp(scenario, "freed") == 0);
   fflush(stderr);

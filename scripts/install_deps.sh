@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs fluxcpp's build and test dependencies from Debian 12 packages (oneDNN is libdnnl-dev).
 # Idempotent: prints nothing and touches nothing when everything is already present.
-# --python also installs what the Python module's tests need (Debian's PyTorch, mpi4py, NumPy)
-# and scripts/plot_bench.py (Matplotlib), all for /usr/bin/python3, and what the torch.distributed
-# backend builds against (libtorch-dev, pybind11-dev, the Python headers); the library never
-# needs them.
+# --python also installs, for the Python module, its tests, the torch.distributed backend and
+# the benchmarks: Debian's mpi4py, NumPy, Matplotlib and the Python headers, and a virtual
+# environment of Debian's python3 (its own packages visible) holding PyPI's torch 2.x and
+# transformers, pinned in python/requirements.txt (scripts/python runs it; scripts/venv.sh says
+# where it is). Debian's Python is never changed. The library never needs any of them.
 # Usage: scripts/install_deps.sh [--python]
 set -euo pipefail
 
@@ -17,11 +18,11 @@ packages=(
   libgtest-dev
   iproute2 util-linux
 )
-python_packages=(python3-torch python3-mpi4py python3-numpy python3-matplotlib
-  libtorch-dev pybind11-dev libpython3-dev)
+python_packages=(python3-venv python3-mpi4py python3-numpy python3-matplotlib libpython3-dev)
+python=0
 for arg in "$@"; do
   case "$arg" in
-    --python) packages+=("${python_packages[@]}") ;;
+    --python) packages+=("${python_packages[@]}"); python=1 ;;
     *) echo "install_deps: unknown argument $arg (usage: install_deps.sh [--python])" >&2; exit 2 ;;
   esac
 done
@@ -32,7 +33,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+install_venv() {
+  [ "$python" = 1 ] || return 0
+  "$(dirname "$0")/venv.sh" --install
+}
+[ ${#missing[@]} -eq 0 ] && { install_venv; exit 0; }
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -45,3 +50,4 @@ echo "install_deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_venv

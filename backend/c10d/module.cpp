@@ -13,18 +13,18 @@ using fluxcpp::backend::ProcessGroupFluxcpp;
 PYBIND11_MODULE(_c10d, m) {
   m.doc() = "fluxcpp's torch.distributed backend (registered as \"fluxcpp\" by import fluxcpp)";
   m.def(
-      "create_process_group",
+      "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::Backend> {
         py::gil_scoped_release nogil;
         return c10::make_intrusive<ProcessGroupFluxcpp>(store, rank, size, timeout);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
   m.def(
       "share_context",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) -> std::uintptr_t {
+      [](const c10::intrusive_ptr<c10d::Backend>& pg) -> std::uintptr_t {
         auto* flux = dynamic_cast<ProcessGroupFluxcpp*>(pg.get());
-        TORCH_CHECK(flux != nullptr, "fluxcpp.Context.from_group: the group's backend is ",
+        TORCH_CHECK(flux != nullptr, "fluxcpp.Context.from_group: the group's CPU backend is ",
                     pg->getBackendName(), ", not fluxcpp");
         fluxcpp_context_t shared = nullptr;
         fluxcpp::backend::check(fluxcpp_context_share(flux->context(), &shared), "context share");

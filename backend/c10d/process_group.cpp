@@ -58,7 +58,7 @@ CallSpec spec_of(const std::vector<at::Tensor>& ts, const char* reduce = "") {
 
 ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                          int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+    : c10d::Backend(rank, size), timeout_(timeout) {
   coll_ = std::make_unique<Collectives>(make_context(store, rank, size, timeout), rank, size);
   mailbox_ = std::make_unique<Mailbox>(coll_->context(), rank, size);
   exec_ = std::make_shared<Executor>(mailbox_.get());

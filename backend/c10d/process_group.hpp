@@ -1,11 +1,11 @@
-// ProcessGroupFluxcpp: torch.distributed's backend "fluxcpp" (torch 1.13's c10d::ProcessGroup).
+// ProcessGroupFluxcpp: torch.distributed's backend "fluxcpp" (torch 2.x's c10d::Backend).
 // It turns each call's tensors into buffers and runs the call on the engine (backend/engine):
 // collectives on fluxcpp's ops over the group's context, point to point on its mailbox, all on
 // the group's executor, in call order. Every call returns at once with a Work; wait() on a call
 // whose turn has come runs it on the waiting thread.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -16,7 +16,7 @@
 
 namespace fluxcpp::backend {
 
-class ProcessGroupFluxcpp : public c10d::ProcessGroup {
+class ProcessGroupFluxcpp : public c10d::Backend {
  public:
   // Collective over the group: makes the context (bootstrap.hpp), the mailbox and the worker.
   ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

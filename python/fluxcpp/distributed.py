@@ -1,7 +1,7 @@
 """fluxcpp's torch.distributed backend, "fluxcpp" (docs/torch_backend.md).
 
-`import fluxcpp` registers it when the package was built with it (fluxcpp/_c10d.so, made when
-libtorch-dev is found); then `torch.distributed.init_process_group("fluxcpp")` runs every
+`import fluxcpp` registers it, for the CPU device, when the package was built with it
+(fluxcpp/_c10d.so, made for the torch 2.x of scripts/python); then `torch.distributed.init_process_group("fluxcpp")` runs every
 torch.distributed call on fluxcpp, and `fluxcpp.Context.from_group(group)` hands the group's
 context to the fused ops."""
 import torch
@@ -12,7 +12,7 @@ from ._lib import Error, Status, Unavailable
 try:
     from . import _c10d
     _WHY = ""
-except ImportError as e:  # built without libtorch-dev
+except ImportError as e:  # built without torch 2.x
     _c10d = None
     _WHY = str(e)
 
@@ -25,9 +25,9 @@ def available():
 
 
 def _unavailable(store, rank, size, timeout):
-    raise RuntimeError(f"fluxcpp: this build has no torch.distributed backend ({_WHY}); build "
-                       "fluxcpp with libtorch-dev, pybind11-dev and libpython3-dev installed "
-                       "(scripts/install_deps.sh --python)")
+    raise RuntimeError(f"fluxcpp: this build has no torch.distributed backend ({_WHY}); "
+                       "build fluxcpp after scripts/install_deps.sh --python, which installs "
+                       "torch 2.x into the environment scripts/python runs, and run that Python")
 
 
 def register():
@@ -37,8 +37,8 @@ def register():
     if not dist.is_available():
         return False
     if NAME.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(NAME, _c10d.create_process_group if available()
-                                      else _unavailable)
+        dist.Backend.register_backend(NAME, _c10d.create_backend if available()
+                                      else _unavailable, devices=["cpu"])
     return available()
 
 
@@ -46,7 +46,7 @@ def shared_context_handle(group):
     """A second C handle on `group`'s context (None: the default group), for Context.from_group."""
     if _c10d is None:
         raise Unavailable(f"fluxcpp.Context.from_group: this build has no torch.distributed "
-                          f"backend ({_WHY}); build with libtorch-dev installed")
+                          f"backend ({_WHY}); build it after scripts/install_deps.sh --python")
     if not dist.is_initialized():
         raise Error(Status.INVALID_USAGE, "fluxcpp.Context.from_group: torch.distributed is not "
                     "initialised (init_process_group(\"fluxcpp\") first)")
@@ -55,4 +55,9 @@ def shared_context_handle(group):
     if group is dist.GroupMember.NON_GROUP_MEMBER:
         raise Error(Status.INVALID_ARGUMENT, "fluxcpp.Context.from_group: this rank is not a "
                     "member of the group")
-    return _c10d.share_context(group)
+    try:
+        backend = group._get_backend(torch.device("cpu"))
+    except RuntimeError as e:
+        raise Error(Status.INVALID_ARGUMENT, "fluxcpp.Context.from_group: the group has no CPU "
+                    f"backend ({e})") from None
+    return _c10d.share_context(backend)

@@ -1,6 +1,7 @@
 """Processes a test started itself (multiprocessing), joined under a watchdog; a test re-run in a
 network namespace of its own."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,3 +36,27 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def kill_tree(pid):
+    """SIGKILL pid and every process below it, whatever session or group they made for
+    themselves (torch 2.x's torchrun starts each worker in a session of its own)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    todo, tree = [pid], []
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    for p in tree:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

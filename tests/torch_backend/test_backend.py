@@ -266,7 +266,10 @@ def check_errors():
     sp = torch.sparse_coo_tensor([[0]], [1.0], (3,))
     expect_error(lambda: dist.all_reduce(sp), "sparse")
     if W > 1:
-        expect_error(lambda: dist.send(torch.ones(1), RANK), "itself")
+        # torch refuses it first (ValueError); the backend's own check, called directly
+        expect_error(lambda: dist.send(torch.ones(1), RANK), "destination rank")
+        be = dist.group.WORLD._get_backend(torch.device("cpu"))
+        expect_error(lambda: be.send([torch.ones(1)], RANK, 0).wait(), "itself")
         # sizes that disagree across ranks: an error on every rank naming the call and the
         # ranks' values, and the group goes on
         expect_error(lambda: dist.all_reduce(torch.ones(10 + RANK)), "allreduce", "disagree", "10")

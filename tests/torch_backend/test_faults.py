@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from procs import free_port  # tests/python (on PYTHONPATH in the suite)
+from procs import free_port, kill_tree  # tests/python (on PYTHONPATH in the suite)
 
 TIMEOUT_S = 8
 W = 3
@@ -61,7 +61,7 @@ def main():
     port = str(free_port())
     procs = []
     if a.launcher == "torchrun":
-        # Debian's torch 1.13 under Python 3.11 needs --redirects/--tee (docs/torch_backend.md).
+        # The workers' output to files under tmp (--redirects/--tee), read below.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(W),
                "--master_port", port, "--redirects", "1", "--tee", "1",
                "--log_dir", tmp, os.path.abspath(__file__)]
@@ -100,6 +100,7 @@ def main():
         status = 1
     finally:
         for p in procs:
+            kill_tree(p.pid)
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:

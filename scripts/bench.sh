@@ -89,7 +89,7 @@ out=${results:-build/bench_results}
 mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/link_*.txt "$out"/meta.json  # this script's files only
 export PYTHONPATH=$PWD/build/python
-py=(mpirun -np 2 "${flags[@]}" /usr/bin/python3 scripts/bench_torch.py)
+py=(mpirun -np 2 "${flags[@]}" "$PWD/scripts/python" scripts/bench_torch.py)
 # The load before the measurements: --results waits (up to 5 minutes) for the build's to decay.
 load=$(cut -d' ' -f1 /proc/loadavg)
 if [ -n "$results" ]; then
@@ -134,7 +134,7 @@ json.dump({"rev": sys.argv[3], "date": time.strftime("%Y-%m-%d"),
 EOF
 echo
 echo "# Results (elapsed $(date -u -d @$((SECONDS - start)) +%M:%S); JSON in $out)"
-/usr/bin/python3 scripts/results_page.py "$out" --print
+"$PWD/scripts/python" scripts/results_page.py "$out" --print
 if [ -n "$results" ]; then
-  /usr/bin/python3 scripts/results_page.py "$out"
+  "$PWD/scripts/python" scripts/results_page.py "$out"
 fi

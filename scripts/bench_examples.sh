@@ -40,17 +40,17 @@ echo "bench_examples: results in $out" >&2
 for s in "${mlp_shapes[@]}"; do
   read -r t h f d <<<"$s"
   wait_idle
-  mpirun -np "$np" "${flags[@]}" /usr/bin/python3 python/examples/sp_mlp.py --tokens "$t" \
+  mpirun -np "$np" "${flags[@]}" "$PWD/scripts/python" python/examples/sp_mlp.py --tokens "$t" \
     --hidden "$h" --ffn "$f" --dtype "$d" "${common[@]}" --tag "$tag" | grep -v '^  check'
 done
 for s in "${moe_shapes[@]}"; do
   read -r t h f e k d <<<"$s"
   wait_idle
-  mpirun -np "$np" "${flags[@]}" /usr/bin/python3 python/examples/moe_ep.py --tokens "$t" \
+  mpirun -np "$np" "${flags[@]}" "$PWD/scripts/python" python/examples/moe_ep.py --tokens "$t" \
     --hidden "$h" --ffn "$f" --experts "$e" --topk "$k" --dtype "$d" "${common[@]}" \
     --tag "$tag" | grep -v '^  check'
 done
-/usr/bin/python3 - "$out" <<'EOF'
+"$PWD/scripts/python" - "$out" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("\n| sp_mlp: tokens × hidden × ffn | dtype | fwd fluxcpp | fwd torch+gloo | ratio | fwd compute only "

@@ -21,7 +21,7 @@ exec unshare -n bash -c '
     for node in 1 0; do
       # shellcheck disable=SC2086
       FLUXCPP_HOST_ID=host$node FLUXCPP_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo \
-        /usr/bin/python3 -m torch.distributed.run --nnodes 2 --node_rank $node \
+        "$PWD/scripts/python" -m torch.distributed.run --nnodes 2 --node_rank $node \
         --nproc_per_node "$per_host" --master_addr 127.0.0.1 --master_port $port \
         --redirects 1 --tee 1 python/examples/llama_tp.py $variant --no-progress "$@" \
         > /tmp/bench_llama_hosts.$node.log 2>&1 &

@@ -42,7 +42,7 @@ model=(--layers 4 --hidden 1024 --heads 16 --kv-heads 8 --ffn 2816 --vocab 32000
        "${extra[@]}")
 run() {  # run NP BACKEND DTYPE BATCH
   wait_idle
-  local cmd=(/usr/bin/python3 python/examples/llama_tp.py --backend "$2" --dtype "$3"
+  local cmd=("$PWD/scripts/python" python/examples/llama_tp.py --backend "$2" --dtype "$3"
              --batch "$4" --json "$out" --tag "$tag" "${model[@]}")
   if [ "$1" -gt 1 ] && [ -n "$link" ]; then
     scripts/link_run.sh "$link" "$1" "${cmd[@]}" | grep -v '^  tokens'
@@ -64,7 +64,7 @@ for round in $(seq "$rounds"); do
     done
   done
 done
-/usr/bin/python3 - "$out" "$np" <<'EOF'
+"$PWD/scripts/python" - "$out" "$np" <<'EOF'
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 W = int(sys.argv[2])

@@ -14,6 +14,6 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for W in 1 "$np"; do
   mpirun -np "$W" "${flags[@]}" build/bench/fluxcpp_capi_call_overhead 2000 >"$tmp"
-  mpirun -np "$W" "${flags[@]}" /usr/bin/python3 scripts/bench_python_overhead.py 2000 "$tmp"
+  mpirun -np "$W" "${flags[@]}" "$PWD/scripts/python" scripts/bench_python_overhead.py 2000 "$tmp"
 done
-mpirun -np "$np" "${flags[@]}" /usr/bin/python3 scripts/bench_torch.py
+mpirun -np "$np" "${flags[@]}" "$PWD/scripts/python" scripts/bench_torch.py

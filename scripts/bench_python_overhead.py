@@ -5,7 +5,7 @@ made through fluxcpp with out= given, and compared with that program's numbers: 
 the calling thread's CPU time (which time slices lost to other processes do not inflate), each
 the fastest of 7 runs.
 
-Usage: mpirun -np W /usr/bin/python3 scripts/bench_python_overhead.py [iterations] [C program]
+Usage: mpirun -np W scripts/python scripts/bench_python_overhead.py [iterations] [C program]
 (C program: build/bench/fluxcpp_capi_call_overhead, run by rank 0's mpirun separately: pass
 its output file instead, see scripts/bench_python.sh)."""
 import sys

@@ -5,7 +5,7 @@ the same shapes, on the ranks of one mpirun: the collectives in f32, the GEMM op
 torch paths of gemm_rs and gemm_ar reduce their bf16 product in f32, and ag_gemm all-gathers bf16
 as bytes).
 
-Usage: mpirun -np W /usr/bin/python3 scripts/bench_torch.py [--quick] [--json out.jsonl]
+Usage: mpirun -np W scripts/python scripts/bench_torch.py [--quick] [--json out.jsonl]
            [--shape M,N,K ...] [--layer HIDDEN,FFN,M ...] [--collectives] [--dtype f32|bf16]
 --shape runs the GEMM ops (ag_gemm, gemm_rs, gemm_ar) at exactly those shapes and nothing else;
 --dtype picks their dtype (default: both). Shapes as fluxcpp_bench --shape reads them (--help).
@@ -53,7 +53,7 @@ def layer_arg(value):
 
 ap = argparse.ArgumentParser(
     description="fluxcpp through its Python module vs torch.distributed (gloo) + torch.mm, on "
-                "the ranks of one mpirun: mpirun -np W /usr/bin/python3 scripts/bench_torch.py "
+                "the ranks of one mpirun: mpirun -np W scripts/python scripts/bench_torch.py "
                 "(PYTHONPATH=<build>/python).",
     formatter_class=argparse.RawDescriptionHelpFormatter,
     epilog="""--shape M,N,K means, as in fluxcpp_bench --shape:
@@ -62,7 +62,7 @@ ap = argparse.ArgumentParser(
   gemm_rs  M rows of this rank's K slice [M, K], weight [N, K]; each rank gets M/W rows
   gemm_ar  M rows (any M), weight [N, K]; every rank gets all M rows
 ag_gemm and gemm_rs skip an M that W does not divide, saying so.
-Example: mpirun -np 2 /usr/bin/python3 scripts/bench_torch.py --shape 512,1536,1024 --dtype bf16""")
+Example: mpirun -np 2 scripts/python scripts/bench_torch.py --shape 512,1536,1024 --dtype bf16""")
 ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
 ap.add_argument("--json", help="append one JSON object per row to this file (rank 0)")
 ap.add_argument("--shape", type=gemm_shapes_arg, action="append", metavar="M,N,K",

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#sizes[@]} -eq 0 ] && sizes=(2 3)
 [ -f "$build/python/fluxcpp/_c10d.so" ] || {
-  echo "torch_suite: $build/python/fluxcpp/_c10d.so missing (build with libtorch-dev installed)" >&2
+  echo "torch_suite: $build/python/fluxcpp/_c10d.so missing (build after scripts/install_deps.sh --python)" >&2
   exit 1
 }
 mkdir -p "$out"
@@ -35,9 +35,9 @@ for w in "${sizes[@]}"; do
     if [ "$b" = fluxcpp_as_gloo ]; then as=gloo backend=fluxcpp; fi
     # Spawned ranks, as PyTorch runs its suite (the CI subset forks them: dist_suite.py).
     BACKEND=$backend DIST_SUITE_AS=$as DIST_SUITE_START=spawn WORLD_SIZE=$w \
-      PYTHONPATH="$build/python" /usr/bin/python3 \
+      PYTHONPATH="$build/python" "$here/scripts/python" \
       "$here/tests/torch_backend/dist_suite.py" -v >"$log" 2>&1 || true
     echo "torch_suite: $b W=$w took $(( $(date +%s) - start )) s: $(tail -1 "$log")" >&2
   done
 done
-/usr/bin/python3 "$here/scripts/torch_suite_table.py" "$out"
+"$here/scripts/python" "$here/scripts/torch_suite_table.py" "$out"

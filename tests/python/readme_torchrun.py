@@ -1,5 +1,5 @@
 """A README section's first Python block, as written, under real torchrun with the command line
-the block's first comment gives (`# name.py: python3 -m torch.distributed.run ...`).
+the block's first comment gives (`# name.py: scripts/python -m torch.distributed.run ...`).
 argv[1]: README.md, argv[2]: the section's title (any heading level). torchrun gets a port of
 its own (--master_port, a free one), so tests side by side do not meet; every other option is the README's."""
 import os
@@ -25,8 +25,9 @@ m = re.match(r"# (\w+\.py): (.*)$", first)
 if not m:
     sys.exit(f"the block's first line names no command: {first!r}")
 name, command = m.group(1), shlex.split(m.group(2))
-if command[:3] != ["python3", "-m", "torch.distributed.run"] or command[-1] != name:
-    sys.exit(f"the block's command is not 'python3 -m torch.distributed.run ... {name}': {first!r}")
+if command[:3] != ["scripts/python", "-m", "torch.distributed.run"] or command[-1] != name:
+    sys.exit(f"the block's command is not 'scripts/python -m torch.distributed.run ... {name}': "
+             f"{first!r}")
 command[0] = sys.executable
 with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:

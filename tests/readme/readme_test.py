@@ -77,6 +77,11 @@ def run(cmd, cwd, env=None):
 def clean_env():
     """The environment of a fresh shell: HOME in WORK, and no Open MPI settings from the suite."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_")}
+    # The project's Python environment stays the user's own (scripts/venv.sh finds it under the
+    # real HOME).
+    root = os.path.dirname(os.path.abspath(readme_path))
+    env["FLUXCPP_VENV"] = subprocess.run([os.path.join(root, "scripts", "venv.sh")],
+                                         capture_output=True, text=True).stdout.strip()
     env["HOME"] = os.path.join(work, "home")
     os.makedirs(env["HOME"], exist_ok=True)
     return env
@@ -153,7 +158,9 @@ elif mode == "cpp":
     run(cmake_line[0], app, env)
     run(f"{ROOT_EXPORT}\nmpirun -np 2 build-app/app", app, env)
 elif mode in ("mpirun", "mpirun_full"):
-    have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch, mpi4py"],
+    project_python = os.path.join(os.path.dirname(os.path.abspath(readme_path)), "scripts",
+                                  "python")
+    have_torch = subprocess.run([project_python, "-c", "import torch, mpi4py"],
                                 capture_output=True).returncode == 0
     ran = 0
     for block in blocks(readme, "sh"):
@@ -175,9 +182,11 @@ elif mode in ("mpirun", "mpirun_full"):
                 continue
             # In the checkout (README.md's directory), where the README's paths start.
             cwd = os.path.dirname(os.path.abspath(readme_path))
-            if "/usr/bin/python3" in cmd and not have_torch:
-                print(f"skipped: {cmd}  (/usr/bin/python3 has no torch or mpi4py)", flush=True)
+            if "scripts/python" in cmd and not have_torch:
+                print(f"skipped: {cmd}  (scripts/python has no torch or mpi4py)", flush=True)
                 continue
+            cmd = re.sub(r"(^|\s)scripts/python\s", lambda m: f"{m.group(1)}{project_python} ",
+                         cmd)
             if "ag_gemm_demo.py" in cmd:  # "the script below": the Python block under that name
                 cwd = fresh_dir(f"mpirun_{ran}")
                 open(os.path.join(cwd, "ag_gemm_demo.py"), "w").write(

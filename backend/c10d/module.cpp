@@ -26,6 +26,8 @@ PYBIND11_MODULE(_c10d, m) {
         auto* flux = dynamic_cast<ProcessGroupFluxcpp*>(pg.get());
         TORCH_CHECK(flux != nullptr, "fluxcpp.Context.from_group: the group's CPU backend is ",
                     pg->getBackendName(), ", not fluxcpp");
+        TORCH_CHECK(flux->context() != nullptr, "fluxcpp.Context.from_group: the group was "
+                    "shut down (destroy_process_group)");
         fluxcpp_context_t shared = nullptr;
         fluxcpp::backend::check(fluxcpp_context_share(flux->context(), &shared), "context share");
         return reinterpret_cast<std::uintptr_t>(shared);

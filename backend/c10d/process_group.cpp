@@ -27,33 +27,6 @@ bool adjacent(const std::vector<at::Tensor>& parts, int64_t bytes) {
   return true;
 }
 
-// What every rank's call must agree on (engine/call_check.hpp): the tensor's dtype and element
-// count, a ReduceOp, a root.
-CallSpec spec_of(const at::Tensor& t, const char* reduce = "", int root = -1) {
-  CallSpec s;
-  s.reduce = reduce;
-  s.root = root;
-  s.dtype = dtype_name(t);
-  s.count = t.numel();
-  return s;
-}
-// A list call: the tensors, their dtypes (joined when they differ) and elements in all.
-CallSpec spec_of(const std::vector<at::Tensor>& ts, const char* reduce = "") {
-  CallSpec s;
-  s.reduce = reduce;
-  s.parts = static_cast<int64_t>(ts.size());
-  s.count = 0;
-  for (const at::Tensor& t : ts) {
-    const std::string d = dtype_name(t);
-    if (s.dtype.empty())
-      s.dtype = d;
-    else if (s.dtype != d && s.dtype.find("/" + d) == std::string::npos)
-      s.dtype += "/" + d;
-    s.count += t.numel();
-  }
-  return s;
-}
-
 }  // namespace
 
 ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -64,20 +37,30 @@ ProcessGroupFluxcpp::ProcessGroupFluxcpp(const c10::intrusive_ptr<c10d::Store>& 
   exec_ = std::make_shared<Executor>(mailbox_.get());
 }
 
-ProcessGroupFluxcpp::~ProcessGroupFluxcpp() {
+ProcessGroupFluxcpp::~ProcessGroupFluxcpp() { shutdown(); }
+
+void ProcessGroupFluxcpp::shutdown() {
+  if (shut_.exchange(true)) return;
   exec_->stop();
   mailbox_.reset();
   coll_.reset();
+}
+
+void ProcessGroupFluxcpp::check_open(const char* name) const {
+  TORCH_CHECK(!shut_.load(), "ProcessGroupFluxcpp::", name, ": the group was shut down "
+              "(destroy_process_group): make a new one");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char* name,
                                                            CallSpec spec,
                                                            std::function<void()> body,
                                                            Tensors outputs) {
+  check_open(name);
   auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_);
   auto task = std::make_shared<Task>();
   task->name = name;
   spec.name = name;
+  ++calls_;
   task->run = [this, name, spec = std::move(spec), body = std::move(body)] {
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows
       coll_->agree(spec);  // every rank made this call, before a byte moves
@@ -86,31 +69,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const c
       throw Failure(f.status(), std::string("ProcessGroupFluxcpp::") + name + ": " + f.what());
     }
   };
-  work->bind(task);
-  exec_->submit(task);
-  return work;
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::transfer(const char* name, bool send,
-                                                            at::Tensor t, int peer, int tag) {
-  check_tensor(t, name, "tensor");
-  if (peer >= 0) {
-    check_rank(peer, size_, name, send ? "dst" : "src");
-    TORCH_CHECK(peer != rank_, "ProcessGroupFluxcpp::", name, ": rank ", rank_,
-                " cannot ", send ? "send to" : "receive from", " itself");
-  }
-  auto work = c10::make_intrusive<FluxWork>(rank_, send ? OpType::SEND : OpType::RECV,
-                                            Tensors{t}, exec_);
-  auto task = std::make_shared<Task>();
-  task->name = name;
-  Mailbox::Transfer x;
-  x.send = send;
-  x.peer = peer;
-  x.data = bytes_of(t);
-  x.bytes = nbytes(t);
-  x.tag = tag;
-  x.deadline = std::chrono::steady_clock::now() + timeout_;
-  task->transfer = x;
   work->bind(task);
   exec_->submit(task);
   return work;
@@ -383,22 +341,6 @@ auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllT
 
 auto ProcessGroupFluxcpp::barrier(const c10d::BarrierOptions&) -> Ptr<Work> {
   return enqueue(OpType::BARRIER, "barrier", CallSpec{}, [this] { coll_->barrier(); }, {});
-}
-
-auto ProcessGroupFluxcpp::send(Tensors& ts, int dst, int tag) -> Ptr<Work> {
-  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::send: expects one tensor, got ", ts.size());
-  return transfer("send", true, ts[0], dst, tag);
-}
-
-auto ProcessGroupFluxcpp::recv(Tensors& ts, int src, int tag) -> Ptr<Work> {
-  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::recv: expects one tensor, got ", ts.size());
-  return transfer("recv", false, ts[0], src, tag);
-}
-
-auto ProcessGroupFluxcpp::recvAnysource(Tensors& ts, int tag) -> Ptr<Work> {
-  TORCH_CHECK(ts.size() == 1, "ProcessGroupFluxcpp::recvAnysource: expects one tensor, got ",
-              ts.size());
-  return transfer("recvAnysource", false, ts[0], -1, tag);
 }
 
 }  // namespace fluxcpp::backend

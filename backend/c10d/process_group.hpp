@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -24,7 +25,15 @@ class ProcessGroupFluxcpp : public c10d::Backend {
   ~ProcessGroupFluxcpp() override;  // finishes what was submitted, then collective teardown
 
   const std::string getBackendName() const override { return "fluxcpp"; }
-  fluxcpp_context_t context() const { return coll_->context(); }
+  // The group's context (nullptr once shut down).
+  fluxcpp_context_t context() const { return shut_.load() ? nullptr : coll_->context(); }
+  // Finishes what was submitted, then the collective teardown (destroy_process_group calls it
+  // on every rank); later calls fail saying so. abort() does the same: the teardown is bounded
+  // by the group's timeout, never a hang.
+  void shutdown() override;
+  void abort() override { shutdown(); }
+  // Calls issued so far (the collectives, not point to point): the same on every rank.
+  uint64_t getSequenceNumberForGroup() override { return calls_.load(); }
 
   using Work = c10d::Work;
   template <typename T>
@@ -42,6 +51,11 @@ class ProcessGroupFluxcpp : public c10d::Backend {
                             const c10d::AllgatherOptions& opts) override;
   Ptr<Work> allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
                                 const c10d::AllgatherOptions& opts) override;
+  // coalesced.cpp: lists of whole tensors (the functional collectives').
+  Ptr<Work> allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                            const c10d::AllgatherOptions& opts) override;
+  Ptr<Work> reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                            const c10d::ReduceScatterOptions& opts) override;
   Ptr<Work> gather(std::vector<Tensors>& outputs, Tensors& inputs,
                    const c10d::GatherOptions& opts) override;
   Ptr<Work> scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -56,6 +70,7 @@ class ProcessGroupFluxcpp : public c10d::Backend {
   Ptr<Work> alltoall(Tensors& outputs, Tensors& inputs,
                      const c10d::AllToAllOptions& opts) override;
   Ptr<Work> barrier(const c10d::BarrierOptions& opts) override;
+  // p2p.cpp
   Ptr<Work> send(Tensors& tensors, int dst, int tag) override;
   Ptr<Work> recv(Tensors& tensors, int src, int tag) override;
   Ptr<Work> recvAnysource(Tensors& tensors, int tag) override;
@@ -65,11 +80,14 @@ class ProcessGroupFluxcpp : public c10d::Backend {
   Ptr<Work> enqueue(c10d::OpType type, const char* name, CallSpec spec, std::function<void()> body,
                     Tensors outputs);
   Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
+  void check_open(const char* name) const;  // raises once shut down
 
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Collectives> coll_;
   std::unique_ptr<Mailbox> mailbox_;
   std::shared_ptr<Executor> exec_;
+  std::atomic<bool> shut_{false};
+  std::atomic<uint64_t> calls_{0};
 };
 
 }  // namespace fluxcpp::backend

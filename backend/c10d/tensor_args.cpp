@@ -104,4 +104,29 @@ int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.
 
 char* bytes_of(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
+CallSpec spec_of(const at::Tensor& t, const char* reduce, int root) {
+  CallSpec s;
+  s.reduce = reduce;
+  s.root = root;
+  s.dtype = dtype_name(t);
+  s.count = t.numel();
+  return s;
+}
+CallSpec spec_of(const std::vector<at::Tensor>& ts, const char* reduce) {
+  CallSpec s;
+  s.reduce = reduce;
+  s.parts = static_cast<int64_t>(ts.size());
+  s.count = 0;
+  for (const at::Tensor& t : ts) {
+    const std::string d = dtype_name(t);
+    if (s.dtype.empty())
+      s.dtype = d;
+    else if (s.dtype != d && s.dtype.find("/" + d) == std::string::npos)
+      s.dtype += "/" + d;
+    s.count += t.numel();
+  }
+  return s;
+}
+
+
 }  // namespace fluxcpp::backend

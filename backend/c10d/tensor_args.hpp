@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../engine/call_check.hpp"
 #include "../engine/scalar.hpp"
 
 namespace fluxcpp::backend {
@@ -31,6 +32,12 @@ Reduction reduction_of(const at::Tensor& t, const c10d::ReduceOp& op, const char
 
 // The element type as torch prints it ("float32", "complex64", ...), for messages.
 std::string dtype_name(const at::Tensor& t);
+
+// What every rank's call must agree on (engine/call_check.hpp): the tensor's dtype and element
+// count, a ReduceOp, a root; for a list, the tensors, their dtypes (joined when they differ) and
+// elements in all.
+CallSpec spec_of(const at::Tensor& t, const char* reduce = "", int root = -1);
+CallSpec spec_of(const std::vector<at::Tensor>& ts, const char* reduce = "");
 
 int64_t nbytes(const at::Tensor& t);
 char* bytes_of(const at::Tensor& t);

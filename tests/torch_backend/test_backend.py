@@ -10,7 +10,7 @@ get_future, subgroups, point to point with tags and any source; the errors for b
 ranks that make different calls (an error on every rank naming both, the group goes on);
 Work.wait(timeout) raising at its timeout while a peer is late;
 Context.from_group with a fused op; DDP against gloo (bitwise at W = 2, where a sum of two is
-order-free; within 1e-6 relative otherwise)."""
+order-free; within 1e-6 relative otherwise); torch 2.x's calls (torch2_calls.py)."""
 import datetime
 import os
 import sys
@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 import fluxcpp
+from torch2_calls import check_shutdown_and_cpu_prefix, check_torch2_calls
 
 RANK, W = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -391,12 +392,12 @@ def main():
     assert dist.get_backend() == "fluxcpp" or dist.get_backend() == "FLUXCPP"
     for check in (check_all_reduce, check_movement, check_reductions_to_parts,
                   check_async_and_groups, check_p2p, check_errors, check_mismatched_calls,
-                  check_wait_timeout, check_from_group, check_ddp):
+                  check_wait_timeout, check_from_group, check_ddp, check_torch2_calls):
         check()
         print(f"rank {RANK}: {check.__name__} ok", flush=True)
     late = dist.all_reduce(torch.ones(4), async_op=True)
-    dist.destroy_process_group()  # finishes the queue first
-    assert late.wait() and late.is_completed()  # a Work outlives its group
+    check_shutdown_and_cpu_prefix(os.environ["FLUXCPP_TEST_STORE"] + ".pg2")  # destroys first
+    assert late.wait() and late.is_completed()  # a Work outlives its group: the queue finished
 
 
 if __name__ == "__main__":

@@ -83,4 +83,10 @@ add_test(NAME torch_backend.suite.hosts2.np2
 set_tests_properties(torch_backend.suite.hosts2.np2 PROPERTIES TIMEOUT 600 PROCESSORS 2
                      ENVIRONMENT "${_py_env};BACKEND=fluxcpp;WORLD_SIZE=2;DIST_SUITE_HOSTS=2"
                      FIXTURES_REQUIRED fluxcpp_shm_clean)
+# PyTorch's tensor parallelism (DTensor: parallelize_module over init_device_mesh("cpu", (2,)))
+# over "fluxcpp": forward and gradients bitwise equal to gloo's, close to one rank's; the
+# functional collectives against exact references.
+add_test(NAME torch_backend.dtensor.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_dtensor.py 2)
+set_tests_properties(torch_backend.dtensor.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 endif()

@@ -4,18 +4,17 @@ W ranks (multiprocessing, a FileStore), each collective at each size timed on th
 call from Python (dist.all_reduce against the same AllReduce called through fluxcpp's Python
 module, both 4 bytes) and a DDP training step. Medians; numbers for docs/history/benchmarks-lab-notes.md.
 
-    PYTHONPATH=build/python python3 scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
+    PYTHONPATH=build/python scripts/python scripts/bench_torch_backend.py [-np W] [--dtypes f32,bf16]
         [--max-bytes N] [--rounds R] [--json FILE] [--hosts H] [--link RATE]
 
 --hosts H: H simulated hosts of W / H ranks (FLUXCPP_HOST_ID): fluxcpp's legs between them go
 over its TCP channel, gloo's over its own, both on the loopback. --link RATE (root): the run
 moves into a network namespace of its own whose loopback is shaped with tc tbf at RATE (10gbit:
 one core per rank and 10 Gbit/s, as scripts/link_run.sh does for the C++ bench).
-    python3 scripts/bench_torch_backend.py --report W2.json [W4.json ...]   # markdown tables
+    scripts/python scripts/bench_torch_backend.py --report W2.json [W4.json ...]   # markdown tables
 
-gloo in torch 1.13 has no bf16 sum and no reduce_scatter: its bf16 rows reduce in f32 (a
-conversion each way, as a gloo user must), and its reduce_scatter row is an all_reduce of the
-whole input (what a gloo user writes instead)."""
+Every call is the same torch call on both backends (torch 2.x's gloo sums bf16 and has
+reduce_scatter_tensor and all_gather_into_tensor natively)."""
 import argparse
 import json
 import os
@@ -39,28 +38,15 @@ def sizes(max_bytes):
 def make_call(op, backend, group, dtype, nbytes, world, rank):
     esize = torch.tensor([], dtype=dtype).element_size()
     n = max(1, nbytes // esize)
-    gloo_bf16 = backend == "gloo" and dtype == torch.bfloat16
     if op == "all_reduce":
         x = torch.ones(n, dtype=dtype)
-        if gloo_bf16:
-            def ar():
-                y = x.float()
-                dist.all_reduce(y, group=group)
-                x.copy_(y)
-            return ar
         return lambda: dist.all_reduce(x, group=group)
-    if op == "all_gather":  # the list form: gloo in torch 1.13 has no all_gather_into_tensor
-        x, outs = torch.ones(n, dtype=dtype), [torch.empty(n, dtype=dtype) for _ in range(world)]
-        return lambda: dist.all_gather(outs, x, group=group)
+    if op == "all_gather":  # the tensor form both backends have natively
+        x, out = torch.ones(n, dtype=dtype), torch.empty(n * world, dtype=dtype)
+        return lambda: dist.all_gather_into_tensor(out, x, group=group)
     if op == "reduce_scatter":  # n elements per rank out, world * n in
         per = max(1, n // world)
         x, out = torch.ones(per * world, dtype=dtype), torch.empty(per, dtype=dtype)
-        if backend == "gloo":
-            def rs():
-                y = x.float() if gloo_bf16 else x.clone()
-                dist.all_reduce(y, group=group)
-                out.copy_(y[rank * per:(rank + 1) * per])
-            return rs
         return lambda: dist.reduce_scatter_tensor(out, x, group=group)
     if op == "broadcast":
         x = torch.ones(n, dtype=dtype)

@@ -89,4 +89,11 @@ set_tests_properties(torch_backend.suite.hosts2.np2 PROPERTIES TIMEOUT 600 PROCE
 add_test(NAME torch_backend.dtensor.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_dtensor.py 2)
 set_tests_properties(torch_backend.dtensor.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+# README.md's Hugging Face recipe as written: a small random Llama (save_pretrained, no
+# download) loaded with from_pretrained(tp_plan="auto") under torchrun on "fluxcpp" and on gloo:
+# greedy tokens equal to one process's and gloo's, first-step logits bitwise gloo's.
+add_test(NAME torch_backend.hf_tp.np2 COMMAND ${FLUXCPP_TEST_PYTHON} ${_tb}/test_hf_tp.py
+         ${PROJECT_SOURCE_DIR}/README.md)
+set_tests_properties(torch_backend.hf_tp.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 endif()

@@ -16,6 +16,8 @@ from .moe import (AgScatterGroupedGemm, DispatchResult, DisScatterBackward, DisS
 from .p2p import AsyncSendRecv
 from .cast import inplace_cast
 from .autograd import ColumnParallelLinear, RowParallelLinear
+from . import torch_ops  # noqa: F401  (the operators: docs/python.md, "torch.compile")
+from .swap import swap_linears
 from . import distributed
 
 distributed.register()  # torch.distributed's backend "fluxcpp", when this build has it
@@ -30,5 +32,5 @@ __all__ = [
     "MoeDispatch", "DisScatterForward", "MoeCombine", "DisScatterBackward", "DispatchResult",
     "AgScatterGroupedGemm", "GemmGroupedV3AGScatter", "GroupedGemmGatherRs",
     "GemmGroupedV3GatherRS", "AsyncSendRecv", "inplace_cast",
-    "ColumnParallelLinear", "RowParallelLinear",
+    "ColumnParallelLinear", "RowParallelLinear", "swap_linears",
 ]

@@ -18,7 +18,9 @@ y = sum over ranks of x @ w.T, + bias once, on every rank (GemmAr); backward dx 
 dw = dy.T @ x, local (dy is replicated).
 
 Every rank runs forward and backward in the same order (both passes are collective). Under
-torch.no_grad() / torch.inference_mode() forward calls the op directly (no autograd.Function),
+autograd forward is the layer's torch operator, whose registered backward is the above
+(fluxcpp.torch_ops, also what torch.compile traces). Under torch.no_grad() /
+torch.inference_mode() forward calls the op directly (compiled: as an operator),
 writes into `out=` when given, and with packed=True computes on a fluxcpp.PackedWeight of the
 weight, packed on first use and repacked when the weight changes in place (except large bf16
 weights in prefill-sized calls: PACKED_MAX_ROWS, PACKED_MAX_BYTES)."""
@@ -28,6 +30,7 @@ from ._base import Context
 from ._checks import size
 from .dense import AgGemm, AllReduce, GemmAr, GemmRs
 from .packed import PackedWeight
+from . import torch_ops
 
 
 # With packed=True, a bf16 weight of more than PACKED_MAX_BYTES is read as the tensor itself in
@@ -39,96 +42,13 @@ PACKED_MAX_ROWS = 128
 PACKED_MAX_BYTES = 16 << 20
 
 
-def _save(ctx, layer, b, *tensors):
-    """forward's record for backward: the tensors, the layer, whether there is a bias."""
-    ctx.save_for_backward(*tensors)
-    ctx.layer, ctx.has_bias = layer, b is not None
-
-
-def _bias_grad(ctx, dy):
-    return dy.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-
-
-def _weight_grad(ctx, dy, x, w):
-    return (dy.t() @ x).to(w.dtype) if ctx.needs_input_grad[1] else None
-
-
-class _ColumnFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, b, layer):
-        m = x.shape[0] * layer._W
-        gathered = torch.empty((m, x.shape[1]), dtype=x.dtype)
-        y = layer._fwd_op(x, w, b, gathered_input=gathered)
-        _save(ctx, layer, b, gathered, w)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        gathered, w = ctx.saved_tensors
-        dy = dy.contiguous()
-        dx = ctx.layer._bwd_op(dy, w) if ctx.needs_input_grad[0] else None
-        return dx, _weight_grad(ctx, dy, gathered, w), _bias_grad(ctx, dy), None
-
-
-class _OpFn(torch.autograd.Function):
-    """forward: y = layer._fwd_op(x, w, b), x and w saved for the subclass's backward."""
-
-    @staticmethod
-    def forward(ctx, x, w, b, layer):
-        y = layer._fwd_op(x, w, b)
-        _save(ctx, layer, b, x, w)
-        return y
-
-
-class _RowFn(_OpFn):
-    @staticmethod
-    def backward(ctx, dy):
-        x, w = ctx.saved_tensors
-        dy = dy.contiguous()
-        layer = ctx.layer
-        dY = torch.empty((dy.shape[0] * layer._W, dy.shape[1]), dtype=dy.dtype)
-        dx = layer._bwd_op(dy, w, gathered_input=dY)
-        # bias is added once to the reduced rows: its gradient is this rank's rows' sum,
-        # summed over ranks by the caller's data-parallel reduction as for any replicated bias
-        return (dx if ctx.needs_input_grad[0] else None), _weight_grad(ctx, dY, x, w), \
-            _bias_grad(ctx, dy), None
-
-
-class _ColumnReplicatedFn(torch.autograd.Function):
-    """y = x @ w.T + b on this rank's columns; dx = AllReduce(dy @ w) (every rank's columns)."""
-
-    @staticmethod
-    def forward(ctx, x, w, b, layer):
-        y = layer._local(x, w, b, None)
-        _save(ctx, layer, b, x, w)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, w = ctx.saved_tensors
-        dy = dy.contiguous()
-        # Collective: every rank asks for dx alike (the same graph on every rank).
-        dx = ctx.layer._grad_op(torch.mm(dy, w)) if ctx.needs_input_grad[0] else None
-        return dx, _weight_grad(ctx, dy, x, w), _bias_grad(ctx, dy), None
-
-
-class _RowReplicatedFn(_OpFn):
-    """y = sum over ranks of x @ w.T, + b, on every rank (GemmAr); dy is replicated, so
-    dx = dy @ w, dw = dy.T @ x and db = sum of dy (the whole bias gradient, on every rank)."""
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, w = ctx.saved_tensors
-        dy = dy.contiguous()
-        dx = torch.mm(dy, w) if ctx.needs_input_grad[0] else None
-        return dx, _weight_grad(ctx, dy, x, w), _bias_grad(ctx, dy), None
-
-
 class _Parallel(torch.nn.Module):
     """weight [n, k]. sequence_parallel: forward op _fwd_op = _seq_ops[0](max_m, n, k),
-    backward op _bwd_op = _seq_ops[1](max_m, k, n) with transpose_weight, run by _seq_fn.
-    Replicated: _rep_fn; the subclass sets up its ops in _replicated_ops."""
-    _seq_ops, _seq_fn, _rep_fn = (), None, None
+    backward op _bwd_op = _seq_ops[1](max_m, k, n) with transpose_weight. Replicated: the
+    subclass sets up its ops in _replicated_ops. Under autograd forward and backward are the
+    layer's torch operator (fluxcpp.torch_ops: its forward and registered backward), taking the
+    layer by its handle _key."""
+    _seq_ops, _column = (), False
 
     def __init__(self, ctx, k, n, max_m, bias, dtype, sequence_parallel, packed):
         """k, n: (argument name, value) of the input and the output features."""
@@ -159,8 +79,10 @@ class _Parallel(torch.nn.Module):
             self._fwd_op = fwd_cls(ctx, self.max_m, n, k, dtype)
             self._bwd_op = bwd_cls(ctx, self.max_m, k, n, dtype, transpose_weight=True)
             self._op_ctx = ctx
+            self._bwd_key = torch_ops.handle(self._bwd_op)
         else:
             self._replicated_ops()
+        self._key = torch_ops.handle(self)
 
     def _replicated_ops(self):
         raise NotImplementedError
@@ -200,27 +122,47 @@ class _Parallel(torch.nn.Module):
                 self._fwd_op._poison()
             raise
 
+    def _input_fits(self, x):
+        """Whether _check_input would pass x (no message: traced by torch.compile)."""
+        if x.dim() != 2 or x.shape[1] != self._k:
+            return False
+        rows = x.shape[0]
+        if not self.sequence_parallel:
+            return rows <= self.max_m
+        if self._column:
+            return rows * self._W <= self.max_m
+        return rows % self._W == 0 and rows <= self.max_m
+
+    def _grad_op_create(self):
+        """The replicated column-parallel backward's AllReduce, created by the first forward
+        under autograd (collective)."""
+        if self._ar_op is None:
+            self._ar_op = AllReduce(self._ctx, self.max_m * self._k, self._dtype)
+
     def _grad_op(self, partial):
-        """The replicated column-parallel backward's all-reduce of dx, in place."""
-        if self._ar_op is None:  # created by the first forward under autograd (collective)
+        """The replicated column-parallel backward's all-reduce of dx (a new tensor: an
+        operator's output is never its input)."""
+        if self._ar_op is None:
             raise RuntimeError(f"{self._where}: backward without an autograd forward")
-        return self._ar_op(partial, out=partial)
+        return self._ar_op(partial)
 
     def forward(self, x, *, out=None):
         """x -> y (shapes in the class docstring). out= (the output's shape and dtype, contiguous)
         only under torch.no_grad() / torch.inference_mode(): the op writes into it."""
         x = x.contiguous()
-        self._check_input(x)
+        compiling = torch.compiler.is_compiling()  # traced by torch.compile: the operators
+        if not compiling:
+            self._check_input(x)
+        elif not self._input_fits(x):  # at trace time (shapes); the error itself at run time,
+            return torch_ops.input_error(self, x)  # the peers told at once, as in eager
         if not torch.is_grad_enabled():
+            if compiling:
+                return torch_ops.infer(self, x, out)
             return self._infer(x, self._inference_weight(x), out)
         if out is not None:
             raise ValueError(f"{self._where}.forward: out= is for inference only (under "
                              "torch.no_grad() or torch.inference_mode())")
-        if self.sequence_parallel:
-            return self._seq_fn.apply(x, self.weight, self.bias, self)
-        if self._rep_fn is _ColumnReplicatedFn and self._ar_op is None:
-            self._ar_op = AllReduce(self._ctx, self.max_m * self._k, self._dtype)
-        return self._rep_fn.apply(x, self.weight, self.bias, self)
+        return torch_ops.linear(self, x)
 
     def _infer(self, x, w, out):
         return self._fwd_op(x, w, self.bias, out=out)
@@ -275,7 +217,7 @@ class ColumnParallelLinear(_Parallel):
     fluxcpp.Context of one rank, e.g. fluxcpp.Context.local(): oneDNN, and with packed=True a
     PackedWeight); its backward all-reduces dx (an AllReduce created by the first forward under
     autograd). m <= max_m in both modes."""
-    _seq_ops, _seq_fn, _rep_fn = (AgGemm, GemmRs), _ColumnFn, _ColumnReplicatedFn
+    _seq_ops, _column = (AgGemm, GemmRs), True
 
     def __init__(self, ctx, in_features, out_features_shard, max_m, bias=False,
                  dtype=torch.float32, *, sequence_parallel, packed=False, local_ctx=None):
@@ -332,7 +274,7 @@ class RowParallelLinear(_Parallel):
     y [m/W, out_features] (this rank's rows of the sum over ranks), GemmRs.
     sequence_parallel=False: x [m, in_features_shard] -> y [m, out_features] on every rank (the
     sum over ranks, bitwise identical everywhere), GemmAr; any m <= max_m."""
-    _seq_ops, _seq_fn, _rep_fn = (GemmRs, AgGemm), _RowFn, _RowReplicatedFn
+    _seq_ops = (GemmRs, AgGemm)
 
     def __init__(self, ctx, in_features_shard, out_features, max_m, bias=False,
                  dtype=torch.float32, *, sequence_parallel, packed=False):

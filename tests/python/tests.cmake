@@ -13,8 +13,10 @@ else()
   # script still runs alone as `mpirun -np N python3 tests/python/test_<t>.py`). A batch runs every
   # script, names each with its status, and fails when one does. python.ops.* runs:
   #  * np2, np3: under mpirun, every op test, the tensor-parallel layers with replicated
-  #    activations (test_tp_layers.py), the Llama example python/examples/llama_tp.py against its
-  #    one-rank model (test_llama_tp.py), and the examples sp_mlp.py and moe_ep.py (their own
+  #    activations (test_tp_layers.py), the layers under torch.compile(fullgraph=True) against
+  #    eager (test_compile.py), a Hugging Face Llama's linears swapped for them (test_swap.py),
+  #    the Llama example python/examples/llama_tp.py against its one-rank model
+  #    (test_llama_tp.py), and the examples sp_mlp.py and moe_ep.py (their own
   #    checks against one rank pass, and fail with status 1 on a corrupted weight:
   #    test_examples.py);
   #  * store.np2 (store.np3 in label full): every rank started by Python multiprocessing and no
@@ -23,8 +25,9 @@ else()
   #  * hosts2.np2, hosts2.np4: 2 simulated hosts (spawn.py --hosts 2: FLUXCPP_HOST_ID tells them
   #    apart), whose ranks meet over the library's TCP channel (gloo) on the loopback: 2 hosts x 1
   #    rank and 2 hosts x 2 ranks, against the same references.
-  set(_py_ops dense a2a local misuse moe_ep autograd all_reduce gemm_ar tp_layers llama_tp examples)
-  set(_py_store_ops dense a2a local moe_ep autograd all_reduce gemm_ar tp_layers)
+  set(_py_ops dense a2a local misuse moe_ep autograd all_reduce gemm_ar tp_layers compile swap
+              llama_tp examples)
+  set(_py_store_ops dense a2a local moe_ep autograd all_reduce gemm_ar tp_layers compile)
   set(_py_hosts_ops dense a2a all_reduce gemm_ar tp_layers moe_ep)
   set(_py_batch ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/batch.py)
   function(fluxcpp_py_scripts out)

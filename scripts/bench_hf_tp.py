@@ -114,24 +114,13 @@ def measure(model, prompt, args, dist):
             "tokens": tokens, "ranks_agree": agree}
 
 
-class Fused(torch.nn.Module):
-    """A plan's nn.Linear as a fluxcpp layer: [..., k] -> [..., n] through its 2-D rows."""
-
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        y = self.layer(x.reshape(-1, x.shape[-1]))
-        return y.view(*x.shape[:-1], y.shape[-1])
-
-
 def swap_fused(model, ctx, local_ctx, max_m, dtype):
     """Replaces each nn.Linear of model.tp_plan's "colwise" / "rowwise" entries by fluxcpp's
     column / row-parallel layer holding this rank's shard (the DTensor's local part: colwise
     Shard(0), the output features; rowwise Shard(1), the input features; a rowwise bias is
     replicated and added once). Returns the layers (close them, collectively, when done)."""
     import fluxcpp
+    from fluxcpp.swap import TPLinear  # an nn.Linear's place: [..., k] -> [..., n]
     from torch.distributed.tensor import DTensor
     local = (lambda t: t.to_local() if isinstance(t, DTensor) else t)
     plan = [(re.compile(re.escape(k).replace(r"\*", r"\d+") + "$"), v)
@@ -155,7 +144,7 @@ def swap_fused(model, ctx, local_ctx, max_m, dtype):
             if b is not None:
                 lay.bias.copy_(b)
         parent, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent), child, Fused(lay))
+        setattr(model.get_submodule(parent), child, TPLinear(lay))
         layers.append(lay)
     return layers
 

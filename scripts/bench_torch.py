@@ -87,6 +87,7 @@ import torch.distributed as dist  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import fluxcpp  # noqa: E402
+import fluxcpp.baseline  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, W = comm.Get_rank(), comm.Get_size()
@@ -97,6 +98,8 @@ comm.Barrier()
 if rank == 0:
     shutil.rmtree(path, ignore_errors=True)
 reps = 5 if args.quick else 15
+if rank == 0:
+    print(f"machine: {fluxcpp.baseline.describe()}", flush=True)
 
 
 def timed(fn):
@@ -122,12 +125,16 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, extra=None):
         row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
                    algbw_gloo_gbs=nbytes / (t_torch * 1e6))
     mm = ""
+    warn = _warnings.get((extra or {}).get("dtype"), {}).get(shape_key(extra))
+    if warn:
+        row["baseline_warning"] = warn
     if extra:
         row.update(extra)
         mm = (f"  packed {t_torch / extra['fluxcpp_packed_ms']:6.2f}x  (torch.mm alone "
               f"{extra['torch_mm_ms']:9.3f} ms)")
+    flag = "  (!) slow torch.mm: see above" if warn else ""
     print(f"{op:18s} {shape:30s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
-          f"speedup {t_torch / t_flux:6.2f}x{mm}", flush=True)
+          f"speedup {t_torch / t_flux:6.2f}x{mm}{flag}", flush=True)
     if args.json:
         with open(args.json, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -159,9 +166,28 @@ def local_ctx():
     return _local[0]
 
 
+# Per dtype and shape: the warning fluxcpp.baseline.check gave (torch.mm far below the GEMM
+# engine's speed on this machine), printed once and marked on every row it affects.
+_warnings = {}
+
+
+def shape_key(extra):
+    return None if not extra else (extra["m"], extra["n"], extra["k"])
+
+
+def check_baseline(name, dt, m, n, k):
+    """Rank 0 measures torch.mm against the engine at this shape (the others wait)."""
+    warn = fluxcpp.baseline.check(dt, m, n, k, torch.get_num_threads()) if rank == 0 else None
+    comm.Barrier()
+    if warn:
+        _warnings.setdefault(name, {})[(m, n, k)] = warn
+        print(f"(!) {warn}", flush=True)
+
+
 def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
     """ops (of GEMM_OPS) at shape (m, n, k) in dtype dt, each against its torch path."""
     shape = f"m={m} n={n} k={k} {name}"
+    check_baseline(name, dt, m, n, k)
     xk = torch.randn(m, k).to(dt)
     w = torch.randn(n, k).to(dt)
     t_mm = timed(lambda: torch.mm(xk, w.t()))  # the rank's whole GEMM, [M, K] x [K, N]
@@ -181,14 +207,12 @@ def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
     if "ag_gemm" in ops:
         x = torch.randn(m // W, k).to(dt)
         out = torch.empty(m, n, dtype=dt)
-        # gloo gathers bf16 as its bytes (it has no 16-bit types).
-        wire = torch.uint8 if dt == torch.bfloat16 else dt
-        parts = [torch.empty(0, dtype=wire).new_empty(x.view(wire).shape) for _ in range(W)]
+        gathered = torch.empty(m, k, dtype=dt)
         t_f, t_p = fused(fluxcpp.AgGemm, ctx, m, n, k, dt, x, w, out)
 
         def torch_ag():
-            dist.all_gather(parts, x.view(wire))
-            return torch.mm(torch.cat(parts).view(dt), w.t())
+            dist.all_gather_into_tensor(gathered, x)
+            return torch.mm(gathered, w.t())
         report("ag_gemm", shape, m * k * x.element_size(), t_f, timed(torch_ag),
                extra=dict(extra, fluxcpp_packed_ms=t_p))
     for op in ("gemm_rs", "gemm_ar"):
@@ -199,10 +223,10 @@ def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
         op_cls = fluxcpp.GemmRs if op == "gemm_rs" else fluxcpp.GemmAr
         t_f, t_p = fused(op_cls, ctx, m, n, k, dt, xk, w, out)
 
-        def torch_path():  # gloo in torch 1.13 sums f32, not bf16
-            y = torch.mm(xk, w.t()).float()
+        def torch_path():  # torch 2.x's gloo sums bf16 as it is
+            y = torch.mm(xk, w.t())
             dist.all_reduce(y)
-            return y[rows].to(dt)
+            return y[rows]
         report(op, shape, m * n * 4, t_f, timed(torch_path),
                extra=dict(extra, fluxcpp_packed_ms=t_p))
 

@@ -115,7 +115,10 @@ def check(dtype, m, n, k, threads, reps=3):
         return None
     blas = torch_blas()
     fix = ""
-    if blas.startswith("openblas"):
+    if blas == "mkl" and "intel" not in cpu()[0].lower():
+        fix = (" MKL runs kernels below this CPU's best on non-Intel CPUs; oneDNN (fluxcpp's "
+               "engine, and torch's own for bf16) does not.")
+    elif blas.startswith("openblas"):
         fix = (" OpenBLAS picked a kernel for an older CPU: set OPENBLAS_CORETYPE to this CPU's "
                "(e.g. SkylakeX for AVX-512, Haswell for AVX2) before starting Python.")
     return (f"torch.mm {str(dtype)[6:]} at {m}x{n}x{k} runs at {t:.0f} GFLOP/s, fluxcpp's GEMM "

@@ -130,6 +130,11 @@ else()
   set(_py_doc_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "PYTHONDONTWRITEBYTECODE=1"
                   "FLUXCPP_LIBRARY=$<TARGET_FILE:fluxcpp_shared>")
   set_tests_properties(python.doc_signatures PROPERTIES TIMEOUT 60 ENVIRONMENT "${_py_doc_env}")
+  # fluxcpp.baseline: the machine line, and a slow torch.mm flagged (one process, no MPI).
+  add_test(NAME python.baseline
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_baseline.py)
+  set_tests_properties(python.baseline PROPERTIES TIMEOUT 120 ENVIRONMENT "${_py_env}"
+                       FIXTURES_REQUIRED fluxcpp_shm_clean)
   # torchrun-style launch (WORLD_SIZE=2, one MPI rank): Context() fails saying how to launch.
   add_test(NAME python.launch_guard
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${FLUXCPP_MPIEXEC_FLAGS}

@@ -279,6 +279,14 @@ def driver(args):
     if not ratios_ok:
         print(f"WARNING: load average {load:.2f} > {args.max_load}: the machine is busy, the "
               "times are not comparable; no ratios reported", flush=True)
+    # torch's own GEMM at the MLP's prefill shape against fluxcpp's engine (fluxcpp.baseline).
+    sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+    from fluxcpp import baseline
+    for dtype in args.dtypes.split(","):
+        slow = baseline.check({"f32": torch.float32, "bf16": torch.bfloat16}[dtype],
+                              args.prompt_len, args.ffn // args.world, args.hidden, args.threads)
+        if slow:
+            print(f"(!) {slow}", flush=True)
     env = os.environ
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "build", "python"),
                                                      env.get("PYTHONPATH")) if p)

@@ -6,16 +6,21 @@
 # probe. It installs what is missing, builds only what it runs (the library and fluxcpp_bench,
 # not the tests), prints a line per step and a bar per sweep, and ends with the results tables.
 #
-# Usage: scripts/bench.sh                  the suite (~5 minutes here from a fresh clone, ~2 of
-#                                          them the build)
+# Usage: scripts/bench.sh [--layer H,FFN,M] the suite: first a quick pass at your layer (hidden
+#                                          H, MLP width FFN, M rows; default 2048,5632,512) and
+#                                          its table, then the full sweep (~5 minutes here from a
+#                                          fresh clone, ~2 of them the build)
 #        scripts/bench.sh --results [DIR]  the same, its JSON kept in DIR (docs/data/results),
 #                                          then docs/benchmarks.md's results and plots remade
+# Stopped (Ctrl-C) after the build, it prints the table of the rows it finished.
 #        scripts/bench.sh [-np N] ARGS...  fluxcpp_bench ARGS on N ranks (default 2), e.g.
 #                                          scripts/bench.sh -np 4 --op all_gather --json out.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 np=2
+quick_layer=2048,5632,512
+if [ "${1:-}" = "--layer" ]; then quick_layer=${2:?usage: scripts/bench.sh --layer H,FFN,M}; shift 2; fi
 if [ "${1:-}" = "-np" ]; then np=${2:?usage: scripts/bench.sh -np N [fluxcpp_bench args]}; shift 2; fi
 results=""
 if [ "${1:-}" = "--results" ]; then
@@ -35,15 +40,18 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 start=$SECONDS
 step() { printf '\n[%s] %s (%s elapsed)\n' "$1" "$2" "$(date -u -d @$((SECONDS - start)) +%M:%S)"; }
 
-# run LOG CMD...: CMD's output to LOG; a progress line (the last "[ NN%]" or row count) meanwhile.
+# run LOG CMD...: CMD's output to LOG; a progress line meanwhile: the highest "[ NN%]" so far
+# (make prints each target's own percentage, which may go down when another target starts).
 run() {
   local log=$1; shift
   "$@" >"$log" 2>&1 &
-  local pid=$! t=0
+  local pid=$! t=0 top=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1; t=$((t + 1))
-    local pct; pct=$(grep -o '^\[ *[0-9]*%\]' "$log" | tail -1 | tr -dc '0-9') || true
-    if [ -n "$pct" ]; then
+    local pct; pct=$(grep -o '^\[ *[0-9]*%\]' "$log" | tr -dc '0-9\n' | sort -n | tail -1) || true
+    [ -n "$pct" ] && [ "$pct" -ge "$top" ] && top=$pct
+    pct=$top
+    if [ "$pct" -gt 0 ]; then
       local bar; bar=$(printf '%*s' $((pct / 5)) '' | tr ' ' '#')
       [ -t 1 ] && printf '\r  [%-20s] %3s%%  %ds' "$bar" "$pct" "$t"
       [ -t 1 ] || [ $((t % 30)) -ne 0 ] || echo "  ${pct}% after ${t}s"
@@ -75,9 +83,12 @@ n=5 deps=(--python)
 [ $# -gt 0 ] && n=3 deps=()
 step "1/$n" "dependencies (scripts/install_deps.sh ${deps[*]})"
 ./scripts/install_deps.sh "${deps[@]}"
-step "2/$n" "build: libfluxcpp and fluxcpp_bench only (log: $log)"
+step "2/$n" "build: libfluxcpp, fluxcpp_bench and the torch backend, not the tests (log: $log)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >"$log" 2>&1 || { tail -30 "$log"; exit 1; }
-run "$log.2" cmake --build build -j"$(nproc)" --target fluxcpp_shared fluxcpp_bench
+targets=(fluxcpp_shared fluxcpp_bench)
+# The backend "fluxcpp" (backend/), when the configure found torch 2.x in scripts/python.
+grep -q "torch.distributed backend built" "$log" && targets+=(fluxcpp_c10d)
+run "$log.2" cmake --build build -j"$(nproc)" --target "${targets[@]}"
 
 if [ $# -gt 0 ]; then  # a plain fluxcpp_bench run
   step "3/3" "mpirun -np $np fluxcpp_bench $*"
@@ -90,6 +101,14 @@ mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/link_*.txt "$out"/meta.json  # this script's files only
 export PYTHONPATH=$PWD/build/python
 py=(mpirun -np 2 "${flags[@]}" "$PWD/scripts/python" scripts/bench_torch.py)
+producer="scripts/bench.sh${results:+ --results}"
+# The table of what is done so far: at the end, or when the run is stopped.
+table() {
+  echo
+  echo "# Results${1:+ ($1)} (elapsed $(date -u -d @$((SECONDS - start)) +%M:%S); JSON in $out)"
+  "$PWD/scripts/python" scripts/results_page.py "$out" --print
+}
+trap 'trap - INT TERM; table "stopped: the rows finished so far"; exit 130' INT TERM
 # The load before the measurements: --results waits (up to 5 minutes) for the build's to decay.
 load=$(cut -d' ' -f1 /proc/loadavg)
 if [ -n "$results" ]; then
@@ -102,11 +121,25 @@ if [ -n "$results" ]; then
 fi
 awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' &&
   echo "  note: load average $load before the run: other work shares the cores; the figures are no result"
+# Written first: a stopped run's table has its header too.
+"$PWD/scripts/python" - "$out/meta.json" "$load" "$rev" "$producer" <<'PY'
+import json, os, sys, time
+from fluxcpp import baseline
+model, feats, _ = baseline.cpu()
+json.dump({"rev": sys.argv[3], "date": time.strftime("%Y-%m-%d"), "producer": sys.argv[4],
+           "machine": f"{os.cpu_count()} cores ({model}; {', '.join(feats) or 'no AVX-512'})",
+           "torch": f"torch {baseline.torch.__version__} with {baseline.torch_blas()}",
+           "load": float(sys.argv[2])}, open(sys.argv[1], "w"))
+PY
+step "3a/5" "quick pass: your layer $quick_layer (hidden,ffn,rows), f32 and bf16 (~1 minute)"
+sweep quick 8 "${py[@]}" --quick --layer "$quick_layer" --json "$out/layers.jsonl"
+table "quick pass"
 # Llama layers: hidden H, ffn 2.75 H (rounded as Llama's), 2 ranks.
 layers=("1024,2816,512" "2048,5632,512" "4096,11008,512"
         "2048,5632,1" "2048,5632,8" "2048,5632,32" "4096,11008,1" "4096,11008,8" "4096,11008,32")
 largs=(); for l in "${layers[@]}"; do largs+=(--layer "$l"); done
-step "3/5" "your layer: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16"
+step "3b/5" "Llama layers: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16"
+rm -f "$out/layers.jsonl"  # the quick pass's rows, measured again below
 sweep layer $((${#layers[@]} * 2 * 4)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
 step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI"
 sweep gloo 16 "${py[@]}" --collectives --json "$out/collectives_torch.jsonl"
@@ -125,16 +158,8 @@ for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
   [ "$rc" -eq 0 ] || { cat "$out/link_${op%% *}.txt"; exit "$rc"; }
 done
 
-python3 - "$out/meta.json" "$load" "$rev" <<'EOF'
-import json, os, sys, time
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-json.dump({"rev": sys.argv[3], "date": time.strftime("%Y-%m-%d"),
-           "machine": f"{os.cpu_count()} cores ({cpu})", "load": float(sys.argv[2])},
-          open(sys.argv[1], "w"))
-EOF
-echo
-echo "# Results (elapsed $(date -u -d @$((SECONDS - start)) +%M:%S); JSON in $out)"
-"$PWD/scripts/python" scripts/results_page.py "$out" --print
+trap - INT TERM
+table
 if [ -n "$results" ]; then
   "$PWD/scripts/python" scripts/results_page.py "$out"
 fi

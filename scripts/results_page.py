@@ -202,16 +202,19 @@ def render(d, img, rel_img):
     rev = meta["rev"]
     pics = plots(layers, coll_torch, coll_mpi, img, rev) if img else []
     parts = [
-        f"Measured by `scripts/bench.sh --results` at rev **{rev}** on {meta['date']}: "
-        f"{meta['machine']}, 2 ranks of one core each (`torch.set_num_threads(1)` on torch's "
+        f"Measured by `{meta.get('producer', 'scripts/bench.sh --results')}` at rev **{rev}** "
+        f"on {meta['date']}: {meta['machine']}"
+        + (f", {meta['torch']}" if meta.get("torch") else "") +
+        f", 2 ranks of one core each (`torch.set_num_threads(1)` on torch's "
         f"side), load average {meta['load']} before the run. Times are medians of one call "
         f"(max over ranks); every ratio compares two paths of the same run. The JSON is in "
         f"`{os.path.relpath(d)}`.",
         "## My tensor-parallel layer against torch.mm + gloo (prefill)",
         "The two GEMMs of a Llama MLP split over 2 ranks (up `[m, hidden] x [hidden, ffn/2]`, "
         "down `[m, ffn/2] x [ffn/2, hidden]`) with their communication, per call, fluxcpp "
-        "against what a PyTorch user writes with torch.mm + torch.distributed on gloo (gloo in "
-        "torch 1.13 sums f32 only, so bf16 products are reduced in f32). **Replicated** "
+        "against what a PyTorch user writes with torch.mm + torch.distributed on gloo (a row "
+        "whose torch.mm runs below half the GEMM engine's speed on this machine is marked by "
+        "scripts/bench_torch.py: fluxcpp.baseline). **Replicated** "
         "(Megatron's tensor parallelism, every rank holds all m tokens; the README's "
         "`my_layer.py`): up is each rank's local GEMM (fluxcpp: `ColumnParallelLinear` with "
         "`local_ctx`; torch: torch.mm), down the GEMM + all-reduce (`RowParallelLinear`, "
@@ -228,8 +231,8 @@ def render(d, img, rel_img):
         "only).",
         layer_rows(layers, decode=True),
         "## Collectives against torch's gloo and MPI",
-        "2 ranks on one host: fluxcpp's shared memory against gloo's TCP loopback (torch 1.13, "
-        "f32) and against Open MPI's shared-memory transport (`fluxcpp_bench`).",
+        "2 ranks on one host: fluxcpp's shared memory against gloo's TCP loopback (torch's "
+        "gloo, f32) and against Open MPI's shared-memory transport (`fluxcpp_bench`).",
         collective_rows(coll_torch, coll_mpi),
         "## Over a link: 2 hosts joined by a shaped 10 Gbit/s link",
         "One rank per simulated host in a private network namespace, MPI over TCP "

@@ -108,7 +108,9 @@ table() {
   echo "# Results${1:+ ($1)} (elapsed $(date -u -d @$((SECONDS - start)) +%M:%S); JSON in $out)"
   "$PWD/scripts/python" scripts/results_page.py "$out" --print
 }
-trap 'trap - INT TERM; table "stopped: the rows finished so far"; exit 130' INT TERM
+# Stopped (Ctrl-C: mpirun exits 1 on it, so its sweep fails) or failed: the rows done so far.
+trap 'rc=$?; trap - EXIT; [ "$rc" -eq 0 ] || table "stopped (status $rc): the rows finished so far"' EXIT
+trap 'exit 130' INT TERM
 # The load before the measurements: --results waits (up to 5 minutes) for the build's to decay.
 load=$(cut -d' ' -f1 /proc/loadavg)
 if [ -n "$results" ]; then
@@ -158,7 +160,7 @@ for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
   [ "$rc" -eq 0 ] || { cat "$out/link_${op%% *}.txt"; exit "$rc"; }
 done
 
-trap - INT TERM
+trap - EXIT INT TERM
 table
 if [ -n "$results" ]; then
   "$PWD/scripts/python" scripts/results_page.py "$out"

@@ -85,7 +85,10 @@ def layer_rows(rows, decode):
                 cells.append("– (m < W)")
                 continue
             layer = t[1] if layer_reads_plain(hidden, ffn, m, dt) else t[0]  # packed=True
-            cells.append(f"**{t[2] / layer:.2f}x** {ms(layer)} vs {ms(t[2])} "
+            # torch.mm far below the GEMM engine at this shape (fluxcpp.baseline): flagged.
+            slow = any(ops[o].get("baseline_warning") for o in (up, down))
+            cells.append(f"**{t[2] / layer:.2f}x**{' (!) slow torch.mm' if slow else ''} "
+                         f"{ms(layer)} vs {ms(t[2])} "
                          f"(packed {t[2] / t[0]:.2f}x, plain {t[2] / t[1]:.2f}x)")
         out.append((hidden, ffn, m, dt, ms(mm)) + tuple(cells))
     return table(("hidden", "ffn", "m", "dtype", "torch.mm alone ms")

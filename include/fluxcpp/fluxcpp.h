@@ -36,6 +36,15 @@ FLUXCPP_API const char* fluxcpp_status_string(fluxcpp_status_t status);
 FLUXCPP_API const char* fluxcpp_last_error(void);
 /* major*10000 + minor*100 + patch */
 FLUXCPP_API int fluxcpp_version(void);
+/* For a caller whose own check of a collective forward's arguments failed on this rank, and
+ * which still makes the call (with an invalid m, so that the peers fail at once instead of timing
+ * out): `reason` (the caller's words, e.g. "m=20 exceeds max_m=8"; copied) replaces the op's
+ * message about those placeholder arguments, and every rank gets FLUXCPP_ERROR_INVALID_ARGUMENT
+ * "<op>: rank r refused its own arguments of this call: <reason>". It lasts until the thread's
+ * next fluxcpp call that can fail (any but the destroys, fluxcpp_status_string, fluxcpp_last_error
+ * and fluxcpp_version), which uses it if that is a collective forward and drops it otherwise;
+ * NULL or "" clears it. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_refuse_next_call(const char* reason);
 
 /* ---- context ---------------------------------------------------------------------------- */
 typedef struct fluxcpp_context_s* fluxcpp_context_t;

@@ -143,6 +143,7 @@ _FUNCTIONS = {
     "fluxcpp_status_string": ([c_int], ctypes.c_char_p),
     "fluxcpp_last_error": ([], ctypes.c_char_p),
     "fluxcpp_version": ([], c_int),
+    "fluxcpp_refuse_next_call": ([ctypes.c_char_p], c_int),
     "fluxcpp_get_unique_id": ([P], c_int),
     "fluxcpp_context_share": ([P, P], c_int),
     "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int], c_int),

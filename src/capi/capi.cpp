@@ -34,6 +34,15 @@ int fluxcpp_version(void) {
   return fluxcpp::version();
 }
 
+fluxcpp_status_t fluxcpp_refuse_next_call(const char* reason) {
+  try {
+    fluxcpp::ops::call_refusal() = reason != nullptr ? reason : "";
+    return FLUXCPP_SUCCESS;
+  } catch (const std::bad_alloc&) {
+    return fail(FLUXCPP_ERROR_SYSTEM, "fluxcpp_refuse_next_call: out of memory");
+  }
+}
+
 }  // extern "C"
 
 namespace {

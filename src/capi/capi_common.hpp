@@ -11,6 +11,7 @@
 #include "fluxcpp/fluxcpp.h"
 #include "fluxcpp/fluxcpp.hpp"
 #include "ops/core/op_base.hpp"
+#include "ops/core/refusal.hpp"
 
 struct fluxcpp_context_s {
   std::shared_ptr<fluxcpp::detail::ContextImpl> impl;
@@ -23,6 +24,7 @@ namespace fluxcpp::capi {
 std::string& last_error();
 
 inline fluxcpp_status_t fail(fluxcpp_status_t s, std::string msg) {
+  fluxcpp::ops::call_refusal().clear();  // a refusal lasts one call (fluxcpp_refuse_next_call)
   last_error() = std::move(msg);
   return s;
 }
@@ -31,6 +33,7 @@ template <typename F>
 fluxcpp_status_t guarded(F&& f) noexcept {
   try {
     f();
+    fluxcpp::ops::call_refusal().clear();  // a refusal lasts one call (fluxcpp_refuse_next_call)
     return FLUXCPP_SUCCESS;
   } catch (const fluxcpp::Error& e) {
     return fail(static_cast<fluxcpp_status_t>(e.code()), e.what());

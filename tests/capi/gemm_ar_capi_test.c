@@ -148,6 +148,21 @@ static void run_case(fluxcpp_context_t ctx, fluxcpp_dtype_t dt, int transpose_we
     EXPECT_INVALID(s, "gemm_ar", "%s different m across ranks", name);
     s = fluxcpp_gemm_ar_forward(op, in, rank == 0 ? max_m + 1 : last_m, w, NULL, out);
     EXPECT_INVALID(s, "gemm_ar", "%s m > max_m on rank 0 only", name);
+    /* Rank 0's own check refused its call, which it still makes with a placeholder m = -1:
+     * every rank reads its reason, never the placeholder; the refusal lasts one call. */
+    if (rank == 0) fluxcpp_refuse_next_call("the caller's check: 20 rows, max_m=8");
+    s = fluxcpp_gemm_ar_forward(op, rank == 0 ? NULL : in, rank == 0 ? -1 : last_m, w, NULL, out);
+    EXPECT_INVALID(s, "gemm_ar: rank 0 refused its own arguments of this call: the caller's check",
+                   "%s rank 0's refusal", name);
+    CHECK(strstr(fluxcpp_last_error(), "=-1") == NULL, "%s a placeholder in: %s", name,
+          fluxcpp_last_error());
+    if (rank == 0) {
+      fluxcpp_refuse_next_call("dropped by the next call");
+      CHECK(fluxcpp_get_unique_id(NULL) == FLUXCPP_ERROR_INVALID_ARGUMENT, "%s NULL id", name);
+    }
+    s = fluxcpp_gemm_ar_forward(op, in, last_m, w, NULL, out);
+    CHECK(s == FLUXCPP_SUCCESS, "%s forward after a dropped refusal: %s", name,
+          fluxcpp_last_error());
   }
   s = fluxcpp_gemm_ar_forward(op, in, last_m, rank == world - 1 ? NULL : w, NULL, out);
   EXPECT_INVALID(s, "gemm_ar", "%s NULL weight on the last rank", name);

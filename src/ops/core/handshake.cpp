@@ -9,8 +9,14 @@
 
 #include "comm/bounded.hpp"
 #include "error_util.hpp"
+#include "ops/core/refusal.hpp"
 
 namespace fluxcpp::ops {
+
+std::string& call_refusal() {
+  thread_local std::string why;
+  return why;
+}
 
 namespace {
 constexpr int kMessage = 512;
@@ -244,6 +250,10 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   call_ = call;
   Verdict v;
   if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
+  if (!call_refusal().empty())  // the caller's words, not its placeholder arguments
+    v = {Errc::kInvalidArgument, c.world_rank(), false,
+         fmt::format("{}: rank {} refused its own arguments of this call: {}", op_, c.world_rank(),
+                     call_refusal())};
   if (rail_.active()) {
     rail_.prepare(rail_record_bytes());
     // With one rank per host the payload leaves with the descriptor.

@@ -2,6 +2,7 @@
 import ctypes
 import hashlib
 import numbers
+import types
 import warnings
 
 from . import _lib
@@ -296,12 +297,40 @@ class Op(_Handle):
         forward, with an invalid shape and no data, so the other ranks get INVALID_ARGUMENT at
         once instead of waiting for a peer that never comes (a TIMEOUT breaking the op)."""
 
+    def _refuse(self, exc):
+        """_poison() with exc's message as this rank's reason (fluxcpp_refuse_next_call): the
+        peers read "<op>: rank r refused its own arguments of this call: <what exc says>", never
+        the placeholder shape _poison passes."""
+        why = str(exc) if isinstance(exc, (TypeError, ValueError)) else \
+            f"{type(exc).__name__}: {exc}"
+        refuse = _lib.fn("fluxcpp_refuse_next_call")
+        refuse(why.encode("utf-8", "replace"))
+        try:
+            self._poison()
+        finally:
+            refuse(None)  # _poison's C call consumed it, unless it never got there
+
     def __init_subclass__(cls, **kw):
         # op(...) is forward(...) itself, not a wrapper re-packing *args/**kwargs (which costs
         # microseconds per call).
         super().__init_subclass__(**kw)
         if "forward" in cls.__dict__:
             cls.__call__ = cls.__dict__["forward"]
+        # A public op whose __init__ is a private base's: its own copy, so that Python's
+        # TypeErrors about the arguments (a missing one) name the op, not the base.
+        init = cls.__init__
+        if (not cls.__name__.startswith("_") and "__init__" not in cls.__dict__
+                and init.__qualname__.startswith("_")):
+            qualname = f"{cls.__name__}.__init__"
+            try:  # Python 3.11 names the code's qualname in the message, earlier the function's
+                code = init.__code__.replace(co_qualname=qualname)
+            except TypeError:
+                code = init.__code__
+            own = types.FunctionType(code, init.__globals__, "__init__", init.__defaults__,
+                                     init.__closure__)
+            own.__kwdefaults__, own.__doc__ = init.__kwdefaults__, init.__doc__
+            own.__qualname__ = qualname
+            cls.__init__ = own
 
     def _destroy(self, h):
         return self._destroy_fn(h)

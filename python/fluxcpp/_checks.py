@@ -14,6 +14,14 @@ import torch
 DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2}
 
 
+class _Required:
+    """The default of a required argument that gets a message of its own when missing."""
+
+    def __repr__(self):
+        return "<required>"
+
+
+REQUIRED = _Required()
 INT32_MAX = 2**31 - 1  # a C int
 INT64_MAX = 2**63 - 1  # a C int64_t
 UINT64_MAX = 2**64 - 1

@@ -35,8 +35,8 @@ class AllToAllSingle(_Collective, ZeroCopyInput):
             rows_in, rows_out = sum(ivals), sum(ovals)
             ip = tensor(fw, "input", input, self.dtype, (rows_in, self.n))
             out, op = output(fw, "out", out, self.dtype, (rows_out, self.n))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, isp, op, osp), out)
 
@@ -59,8 +59,8 @@ class A2aGemm(_GemmOp, ZeroCopyInput):
             out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
             ap = None if a2a_output is None else tensor(fw, "a2a_output", a2a_output,
                                                         self._in_dtype, (m, self.k))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, m, wp, bp, op, ap), out)
 
@@ -93,8 +93,8 @@ class GemmA2aTranspose(Op):
             bp = None if bias is None else tensor(fw, "bias", bias, self.output_dtype, (nd,))
             oshape = (bs, self.nheads // W, seq, self.head_dim)
             out, op = output(fw, "out", out, self.output_dtype, oshape)
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, bs, seq, wp, bp, op), out)
 
@@ -132,8 +132,8 @@ class A2aTransposeGemm(Op):
             out, op = output(fw, "out", out, self.output_dtype, (bs, seq // W, self.n))
             ap = None if a2a_output is None else tensor(fw, "a2a_output", a2a_output,
                                                         self.input_dtype, (bs, seq // W, nd))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, bs, seq, wp, bp, op, ap), out)
 

@@ -95,38 +95,71 @@ class _Parallel(torch.nn.Module):
                              f"rows): m={m} (from input's shape) exceeds max_m={self.max_m}")
         return m
 
-    def _check_input(self, x):
-        """x against the layer's mode and sizes, each error naming the layer and the option; on
-        a failure the layer's collective forward op is entered with an invalid shape first, so
-        the other ranks fail at once too (as the ops do)."""
+    def _check_input(self, x, m=None):
+        """x (and m, the rows of the whole sequence, when the caller states it) against the
+        layer's mode and sizes, each error naming the layer and the option; on a failure the
+        layer's collective forward op is entered with an invalid shape first, so the other ranks
+        fail at once too (as the ops do)."""
         if self._closed:
             raise RuntimeError(f"{self._where}.forward: the layer is closed")
         try:
             if x.dim() != 2:
                 raise ValueError(f"{self._where}.forward: input must be 2-D [rows, features], got "
                                  f"shape {list(x.shape)}")
+            if x.dtype != self._dtype:
+                raise TypeError(f"{self._where}.forward: input has dtype {x.dtype}; the layer was "
+                                f"made with dtype={self._dtype}")
             rows, cols = x.shape
             if cols != self._k:
                 raise ValueError(f"{self._where}.forward: input has {cols} columns, the layer "
                                  f"takes {self._k} ({self._k_name})")
+            if m is not None:
+                self._check_m(rows, size(f"{self._where}.forward", "m", m))
             if not self.sequence_parallel:
                 self._rows(x)
             else:
                 self._check_split(rows)
-        except Exception:
+        except Exception as e:
             # Collective forwards only (the replicated column layer's forward is local). A rank
             # whose input fails here while its peers' passes also skips the backward AllReduce's
             # create below: the others then fail at its timeout, as for any asymmetric misuse.
             collective = self.sequence_parallel or isinstance(self, RowParallelLinear)
             if collective and self._fwd_op is not None:
-                self._fwd_op._poison()
+                self._fwd_op._refuse(e)
             raise
 
-    def _input_fits(self, x):
+    def _total_rows(self, rows):
+        """m, the rows of the whole sequence, for an input of `rows` rows in the layer's mode."""
+        return rows * self._W if self.sequence_parallel and self._column else rows
+
+    def _check_m(self, rows, m):
+        """The m the caller states against the input's rows (the same rule in both layers, both
+        modes: a replicated input in a sequence-parallel column layer is gathered W times)."""
+        if m == self._total_rows(rows):
+            return
+        if not self.sequence_parallel:
+            raise ValueError(
+                f"{self._where}.forward (sequence_parallel=False: input is all m rows, the same "
+                f"on every rank): m={m} was passed, input has {rows} rows; if each rank holds its "
+                "shard of the sequence, create the layer with sequence_parallel=True")
+        if self._column:
+            raise ValueError(
+                f"{self._where}.forward (sequence_parallel=True: input is this rank's shard of the "
+                f"sequence, gathered over W={self._W} ranks): m={m} was passed, but input's "
+                f"{rows} rows x W={self._W} make m={rows * self._W}; if every rank holds all m "
+                "rows (replicated activations), create the layer with sequence_parallel=False")
+        raise ValueError(
+            f"{self._where}.forward (sequence_parallel=True: input is all m rows, this rank's "
+            f"columns; the output split by rows over W={self._W} ranks): m={m} was passed, input "
+            f"has {rows} rows")
+
+    def _input_fits(self, x, m=None):
         """Whether _check_input would pass x (no message: traced by torch.compile)."""
-        if x.dim() != 2 or x.shape[1] != self._k:
+        if x.dim() != 2 or x.shape[1] != self._k or x.dtype != self._dtype:
             return False
         rows = x.shape[0]
+        if m is not None and m != self._total_rows(rows):
+            return False
         if not self.sequence_parallel:
             return rows <= self.max_m
         if self._column:
@@ -146,15 +179,21 @@ class _Parallel(torch.nn.Module):
             raise RuntimeError(f"{self._where}: backward without an autograd forward")
         return self._ar_op(partial)
 
-    def forward(self, x, *, out=None):
+    def forward(self, x, *, out=None, m=None):
         """x -> y (shapes in the class docstring). out= (the output's shape and dtype, contiguous)
-        only under torch.no_grad() / torch.inference_mode(): the op writes into it."""
+        only under torch.no_grad() / torch.inference_mode(): the op writes into it. m (optional):
+        the rows of the whole sequence as the caller knows them; given, an input whose rows do
+        not make m in the layer's mode (e.g. all m rows passed to a sequence-parallel column
+        layer, which would gather them W times) is a ValueError instead of a silent result."""
         x = x.contiguous()
         compiling = torch.compiler.is_compiling()  # traced by torch.compile: the operators
         if not compiling:
-            self._check_input(x)
-        elif not self._input_fits(x):  # at trace time (shapes); the error itself at run time,
-            return torch_ops.input_error(self, x)  # the peers told at once, as in eager
+            self._check_input(x, m)
+        else:
+            if m is not None:  # not an int: raised at trace time
+                m = size(f"{self._where}.forward", "m", m)
+            if not self._input_fits(x, m):  # at trace time (shapes); the error itself at run
+                return torch_ops.input_error(self, x, m)  # time, the peers told at once
         if not torch.is_grad_enabled():
             if compiling:
                 return torch_ops.infer(self, x, out)

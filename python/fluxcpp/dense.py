@@ -5,7 +5,7 @@ import torch
 from . import _lib
 from .packed import PackedWeight
 from ._base import Op, ZeroCopyInput
-from ._checks import c_dtype, output, size, tensor
+from ._checks import REQUIRED, c_dtype, output, size, tensor
 from ._lib import checked
 
 
@@ -13,8 +13,13 @@ class _GemmOp(Op):
     """Shared create arguments of the fused GEMM ops: (max_m, n, k, input_dtype, output_dtype,
     transpose_weight); weight is [n, k], or [k, n] when transposed."""
 
-    def __init__(self, ctx, max_m, n, k, input_dtype, output_dtype=None, transpose_weight=False):
+    def __init__(self, ctx, max_m, n, k, input_dtype=REQUIRED, output_dtype=None,
+                 transpose_weight=False):
         name = type(self).__name__
+        if input_dtype is REQUIRED:
+            raise TypeError(f"{name}: input_dtype is missing: the dtype of input and weight, "
+                            "torch.float32, torch.float64 or torch.bfloat16 (output_dtype "
+                            f"defaults to it), e.g. {name}(ctx, max_m, n, k, torch.bfloat16)")
         output_dtype = input_dtype if output_dtype is None else output_dtype
         cin = c_dtype(name, "input_dtype", input_dtype)
         cout = c_dtype(name, "output_dtype", output_dtype)
@@ -87,8 +92,8 @@ class AllGather(_Collective, ZeroCopyInput):
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} (input rows x W) exceeds max_m={self.max_m}")
             out, op = output(self._fw, "out", out, self.dtype, (m, self.k))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, m, op), out)
 
@@ -111,8 +116,8 @@ class ReduceScatter(_Collective):
             if m > self.max_m:
                 raise ValueError(f"{self._fw}: m={m} exceeds max_m={self.max_m}")
             out, op = output(self._fw, "out", out, self.dtype, (m // self._W, self.n))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, m, op), out)
 
@@ -156,8 +161,8 @@ class AllReduce(_Collective, ZeroCopyInput):
                 op = ip
             else:
                 op = self._out(out, shape)
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, count, op), out)
 
@@ -184,8 +189,8 @@ class AgGemm(_GemmOp, ZeroCopyInput):
             out, op = output(fw, "out", out, self._out_dtype, (m, self.n))
             gp = None if gathered_input is None else tensor(
                 fw, "gathered_input", gathered_input, self._in_dtype, (m, self.k))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(fwd(h, ip, m, wp, bp, op, gp), out)
 
@@ -206,8 +211,8 @@ class _RowParallel(_GemmOp):
             wp, fwd = self._weight(weight)
             bp = None if bias is None else tensor(fw, "bias", bias, self._out_dtype, (self.n,))
             out, op = output(fw, "out", out, self._out_dtype, (rows, self.n))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(fwd(h, ip, m, wp, bp, op), out)
 

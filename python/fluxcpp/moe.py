@@ -113,8 +113,8 @@ class MoeDispatch(_MoeEp):
             tp = tensor(fw, "topk_ids", topk_ids, torch.int32, (T, self.topk))
             wp = optional(fw, "topk_weights", topk_weights, torch.float32, (T, self.topk))
             recv, rp = output(fw, "recv", recv, self.dtype, (cap, self.hidden))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         rw = None if topk_weights is None else torch.empty(cap, dtype=torch.float32)
         src = torch.empty((cap, 3), dtype=torch.int32)
@@ -157,8 +157,8 @@ class MoeCombine(_MoeEp):
             T = topk_ids.shape[0]
             wp = optional(fw, "topk_weights", topk_weights, torch.float32, (T, self.topk))
             out, op = output(fw, "out", out, self.output_dtype, (T, self.hidden))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, input.shape[0], T, tp, wp, op), out)
 
@@ -224,8 +224,8 @@ class AgScatterGroupedGemm(_MoeTp):
             _, rows = self._rows(vals)
             out, op = output(fw, "out", out, self.output_dtype, (rows, self.ffn_shard))
             gp = optional(fw, "gathered_input", gathered_input, self.input_dtype, (T, self.hidden))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, T, sp, xp, wp, cp, op, gp), out)
 
@@ -260,8 +260,8 @@ class GroupedGemmGatherRs(_MoeTp):
             wp = tensor(fw, "weight", weight, self.input_dtype, wshape)
             rp = optional(fw, "routing_weights", routing_weights, torch.float32, (T, self.topk))
             out, op = output(fw, "out", out, self.output_dtype, (T // self._W, self.hidden))
-        except Exception:  # whatever failed here, the peers must hear of it
-            self._poison()
+        except Exception as e:  # whatever failed here, the peers must hear of it
+            self._refuse(e)
             raise
         return checked(self._fwd(h, ip, T, sp, xp, wp, rp, op), out)
 

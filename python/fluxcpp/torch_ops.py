@@ -22,8 +22,9 @@ layer and mode, with their backward registered (register_autograd), which compil
   fluxcpp::row_sp_linear / column_rep_linear / row_rep_linear(int layer, x, w, b?) -> Tensor
   fluxcpp::grad_all_reduce(int layer, Tensor partial) -> Tensor   (the replicated column
       layer's backward AllReduce, created by its first forward under autograd)
-  fluxcpp::input_error(int layer, Tensor x) -> Tensor   (compiled code, an input that does not
-      fit the layer, seen at trace time: raises the eager path's error at run time)
+  fluxcpp::input_error(int layer, Tensor x, int? m=None) -> Tensor   (compiled code, an input
+      (or the m stated with it) that does not fit the layer, seen at trace time: raises the eager
+      path's error at run time)
   fluxcpp::parallel_linear(int layer, Tensor x, Tensor w, Tensor? b) -> Tensor   (inference:
       the layer's no-grad forward, packed weights included; used under torch.compile only, the
       eager no-grad path calls the op itself), and fluxcpp::parallel_linear_out(int layer, x,
@@ -153,12 +154,12 @@ gemm_ar = _op("gemm_ar", _gemm_ar, _gemm_fake(lambda o, x: _rows(x)[0]))
 # autograd.Function of the same forward, setup and backward (an operator's dispatch costs
 # microseconds per call more: docs/python.md).
 
-def _checked(layer, x, name):
+def _checked(layer, x, name, m=None):
     """The layer of a handle, after its input check: the eager path's errors (a closed layer, an
     input that does not fit) at run time, its peers told at once. Compiled code asked at trace
     time whether the input fits (its sizes are guarded) and took input_error if not."""
     lay = lookup(layer, f"fluxcpp::{name}")
-    lay._check_input(x)
+    lay._check_input(x, m)
     return lay
 
 
@@ -203,18 +204,19 @@ def _layer_fake(layer, x, w, b):
     return _layer_out(lookup(layer), x)
 
 
-def _input_error(layer: int, x: Tensor) -> Tensor:
-    """The layer's input error (compiled code: its forward saw at trace time that x does not
-    fit): raised at run time as in eager, its peers told at once."""
-    _checked(layer, x, "input_error")
+def _input_error(layer: int, x: Tensor, m: Optional[int] = None) -> Tensor:
+    """The layer's input error (compiled code: its forward saw at trace time that x, or the
+    m stated with it, does not fit): raised at run time as in eager, its peers told at once."""
+    _checked(layer, x, "input_error", m)
     raise AssertionError(f"fluxcpp::input_error: the input of shape {list(x.shape)} fits")
 
 
 grad_all_reduce = _op("grad_all_reduce", _grad_all_reduce,
                       lambda layer, partial: torch.empty_like(partial))
 parallel_linear = _op("parallel_linear", _parallel_linear, _layer_fake)
-input_error = _op("input_error", _input_error, lambda layer, x: _layer_out(lookup(layer), x))
-input_error.register_autograd(lambda ctx, dy: (None, None))  # never reached: forward raises
+input_error = _op("input_error", _input_error,
+                  lambda layer, x, m=None: _layer_out(lookup(layer), x))
+input_error.register_autograd(lambda ctx, dy: (None, None, None))  # never reached: forward raises
 
 
 def _parallel_linear_out(layer: int, x: Tensor, w: Tensor, b: Optional[Tensor],
@@ -344,9 +346,10 @@ def linear(layer, x):
     return y[0] if layer._column and layer.sequence_parallel else y
 
 
-def input_error(layer, x):
-    """The layer's forward for an input that does not fit (compiled code): raises at run time."""
-    return _ops.input_error.default(layer._key, x)
+def input_error(layer, x, m=None):
+    """The layer's forward for an input (or m) that does not fit (compiled code): raises at run
+    time."""
+    return _ops.input_error.default(layer._key, x, m)
 
 
 def infer(layer, x, out):

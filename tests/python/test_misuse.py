@@ -112,16 +112,68 @@ with fluxcpp.Context(timeout_s=60) as ctx:
             t0 = time.monotonic()
             if RANK == 0:
                 raises(TypeError, lambda: call(c_op, f64), f"{name}: rank 0's f64 input")
-            else:
-                raises(fluxcpp.Error, lambda: call(c_op, f32), f"{name}: peer of a bad rank",
-                       status=S.INVALID_ARGUMENT)
+            else:  # in rank 0's words (its Python message), never the placeholder m=-1
+                e = raises(fluxcpp.Error, lambda: call(c_op, f32), f"{name}: peer of a bad rank",
+                           status=S.INVALID_ARGUMENT,
+                           contains=("rank 0 refused its own arguments", f"{name}.forward",
+                                     "torch.float64"))
+                check(e is None or "-1" not in str(e), f"{name}: no placeholder in {e}")
             check(time.monotonic() - t0 < 20, f"{name}: peers fail without a timeout")
             call(c_op, f32)  # usable afterwards on every rank
             c_op.close()
 
-    # Bad create arguments: a dtype fluxcpp does not take (TypeError), a size out of range
+        # Rank 1 alone passes m > max_m to GemmAr: its peers read the m it passed.
+        with fluxcpp.GemmAr(ctx, 8, n, k, torch.float32) as ar:
+            if RANK == 1:
+                raises(ValueError, lambda: ar(torch.randn(20, k), w), "rank 1's m=20",
+                       contains=("GemmAr.forward", "m=20", "max_m=8"))
+            else:
+                e = raises(fluxcpp.Error, lambda: ar(torch.randn(4, k), w), "peer of rank 1's m=20",
+                           status=S.INVALID_ARGUMENT,
+                           contains=("gemm_ar: rank 1 refused", "m=20", "max_m=8"))
+                check(e is None or "m=-1" not in str(e), f"no placeholder m=-1 in {e}")
+            equal(ar(torch.ones(4, k), torch.ones(n, k)), torch.full((4, n), float(k * W)),
+                  "gemm_ar usable after rank 1's m=20")
+
+    # A layer's input of another dtype: the layer, the argument and both dtypes (every rank).
+    for sp in (True, False):
+        for cls in (fluxcpp.ColumnParallelLinear, fluxcpp.RowParallelLinear):
+            layer = cls(ctx, k, n, 4 * W, sequence_parallel=sp)
+            rows = 2 if sp and cls is fluxcpp.ColumnParallelLinear else 2 * W
+            raises(TypeError, lambda: layer(torch.randn(rows, k, dtype=torch.float64)),
+                   f"{cls.__name__}(sequence_parallel={sp}): f64 input",
+                   contains=(f"{cls.__name__}.forward: input has dtype torch.float64",
+                             "dtype=torch.float32"))
+            layer(torch.randn(rows, k))  # usable afterwards
+            layer.close()
+
+    # m= states the rows of the whole sequence: a replicated input (all m rows on every rank)
+    # in a sequence-parallel column layer would be gathered W times; with m= it is an error on
+    # every rank, in the layer's words (without m= the shapes alone cannot tell: docs/python.md).
+    with torch.no_grad():
+        for cls, sp, rows, bad in ((fluxcpp.ColumnParallelLinear, True, 2, 2),
+                                   (fluxcpp.RowParallelLinear, True, 2 * W, W),
+                                   (fluxcpp.ColumnParallelLinear, False, 2, 2 * W),
+                                   (fluxcpp.RowParallelLinear, False, 2 * W, 2)):
+            layer = cls(ctx, k, n, 4 * W, sequence_parallel=sp)
+            what = f"{cls.__name__}(sequence_parallel={sp})"
+            good_m = rows * W if sp and cls is fluxcpp.ColumnParallelLinear else rows
+            xr = torch.randn(rows, k)
+            if W > 1:
+                raises(ValueError, lambda: layer(xr, m=bad), f"{what}: m={bad} for {rows} rows",
+                       contains=(f"{cls.__name__}.forward (sequence_parallel={sp}", f"m={bad}",
+                                 f"{rows} rows"))
+            equal(layer(xr, m=good_m), layer(xr), f"{what}: m={good_m} agrees")
+            layer.close()
+
+    # Bad create arguments: a missing input_dtype or size names the public op and the argument;
+    # a dtype fluxcpp does not take (TypeError), a size out of range
     # (ValueError in Python; tests/python/test_sizes.py has the whole matrix), a shape the C
     # create rejects (fluxcpp.Error on every rank).
+    raises(TypeError, lambda: fluxcpp.AgGemm(ctx, max_m=8, n=n, k=k), "no input_dtype",
+           contains=("AgGemm: input_dtype is missing", "torch.bfloat16"))
+    raises(TypeError, lambda: fluxcpp.GemmAr(ctx, 8, n), "no k",
+           contains=("GemmAr.__init__()", "'k'"))
     raises(TypeError, lambda: fluxcpp.AgGemm(ctx, 8, n, k, torch.int32), "int32 input_dtype",
            contains=("input_dtype",))
     raises(ValueError, lambda: fluxcpp.AgGemm(ctx, 8, -1, k, torch.float32), "n = -1",

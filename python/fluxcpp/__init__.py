@@ -17,6 +17,7 @@ from .p2p import AsyncSendRecv
 from .cast import inplace_cast
 from .autograd import ColumnParallelLinear, RowParallelLinear
 from . import torch_ops  # noqa: F401  (the operators: docs/python.md, "torch.compile")
+from . import baseline  # noqa: F401  (docs/python.md, "Checking the baseline")
 from .swap import swap_linears
 from . import distributed
 

@@ -22,6 +22,8 @@ from .swap import swap_linears
 from . import distributed
 
 distributed.register()  # torch.distributed's backend "fluxcpp", when this build has it
+# The library's version: CMakeLists.txt's project version, as in the wheel's metadata.
+__version__ = f"{version() // 10000}.{version() // 100 % 100}.{version() % 100}"
 
 __all__ = [
     "Context", "Error", "Status", "Unavailable", "version", "has", "LIBRARY_PATH",

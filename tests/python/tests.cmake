@@ -183,5 +183,12 @@ else()
                    -DMPIEXEC=${MPIEXEC_EXECUTABLE} "-DFLAGS=${FLUXCPP_MPIEXEC_FLAGS}"
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/python/install_test.cmake)
   set_tests_properties(python.install PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED fluxcpp_shm_clean)
+  # pip install . (pyproject.toml) into a fresh virtual environment, then the installed package
+  # alone: import, __version__, the backend and an op on 2 ranks (test_pip_install.py).
+  # Label full: it compiles the library again (~100 s here with a cold ccache, ~10 s warm).
+  add_test(NAME python.pip_install
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_pip_install.py)
+  set_tests_properties(python.pip_install PROPERTIES TIMEOUT 1500 LABELS full PROCESSORS 2
+                       FIXTURES_REQUIRED fluxcpp_shm_clean)
   include(${CMAKE_CURRENT_SOURCE_DIR}/torch_backend/tests.cmake)
 endif()

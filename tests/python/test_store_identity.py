@@ -109,7 +109,10 @@ def wait_for_key(path, key):
 
 def shared_key(ctx, path):
     results = ctx.Queue()
-    a0 = start(ctx, (path, 0, 0, "shared", 8.0, results, None, None))
+    # Job A's rank 0 waits longer than the three processes after it take to start one by one
+    # (each imports torch: 3-7 s on a loaded machine), so that its id is still there when job
+    # A's rank 1 reads it; with 8 s it had timed out and removed the id on a loaded run.
+    a0 = start(ctx, (path, 0, 0, "shared", 30.0, results, None, None))
     wait_for_key(path, "shared")  # job A's rank 0 has claimed and set its id
     procs = [a0]
     for job, r in ((1, 0), (1, 1), (0, 1)):

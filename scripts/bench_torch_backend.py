@@ -18,6 +18,7 @@ reduce_scatter_tensor and all_gather_into_tensor natively)."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -223,15 +224,19 @@ def main():
                                os.path.abspath(__file__)] + sys.argv[1:], env=env).returncode
     if a.np % a.hosts:
         ap.error(f"--hosts {a.hosts} must divide -np {a.np}")
-    store = os.path.join(tempfile.mkdtemp(prefix="fluxcpp_bench_tb_"), "store")
+    tmp = tempfile.mkdtemp(prefix="fluxcpp_bench_tb_")
+    store = os.path.join(tmp, "store")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=rank_main, args=(r, a.np, store, a, q)) for r in range(a.np)]
-    for p in procs:
-        p.start()
-    rows = q.get()
-    for p in procs:
-        p.join()
+    try:
+        for p in procs:
+            p.start()
+        rows = q.get()
+        for p in procs:
+            p.join()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the FileStores' files
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(rev=os.popen("git rev-parse --short HEAD").read().strip(), rows=rows),

@@ -1,4 +1,6 @@
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -6,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -152,13 +155,50 @@ void MpiTest::TearDown() {
   }
 }
 
+namespace {
+
+// When this process started (seconds since the epoch, to the clock tick), from /proc.
+double process_start_time() {
+  double boot = 0.0;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "btime %lf", &boot) == 1) break;
+    std::fclose(f);
+  }
+  unsigned long long ticks = 0;
+  if (FILE* f = std::fopen("/proc/self/stat", "r")) {
+    char buf[1024] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    // Field 22 (starttime), counted after the ")" that ends the command name (field 2).
+    if (const char* p = std::strrchr(buf, ')')) {
+      int field = 2;
+      for (const char* q = p + 1; *q != '\0' && field < 22; ++q)
+        if (*q == ' ' && ++field == 22) ticks = std::strtoull(q + 1, nullptr, 10);
+    }
+  }
+  return boot + static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
 std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
   std::vector<std::string> out;
   const std::string mine = "fluxcpp-" + std::to_string(static_cast<long>(getpid())) + "-";
+  // A segment named after this pid but made before this process started is a dead process's
+  // whose pid was reused (pid_max is 32768 here: pids wrap within a test run), not ours.
+  const double started = own_only ? process_start_time() : 0.0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).find(own_only ? mine : "fluxcpp") != std::string::npos)
-        out.push_back(e->d_name);
+    while (dirent* e = readdir(d)) {
+      if (std::string(e->d_name).find(own_only ? mine : "fluxcpp") == std::string::npos) continue;
+      struct stat st {};
+      if (own_only && fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
+          static_cast<double>(st.st_mtime) < started - 1.0)
+        continue;
+      out.push_back(e->d_name);
+    }
     closedir(d);
   }
   return out;

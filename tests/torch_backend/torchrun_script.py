@@ -4,6 +4,8 @@ compares what rank 0 saves.
 
     torchrun --nproc_per_node 2 torchrun_script.py --backend fluxcpp --out result.pt"""
 import argparse
+import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -62,3 +64,11 @@ assert all(torch.equal(g_, results["ddp"]) for g_ in gathered), "ranks' DDP weig
 if rank == 0:
     torch.save(results, a.out)
 dist.destroy_process_group()
+if a.backend == "gloo":
+    # torch 2.15's gloo under torchrun (env://, TCPStore) sometimes aborts at interpreter exit
+    # ("terminate called without an active exception", SIGABRT) after a clean
+    # destroy_process_group: 1 of ~12 fresh-clone runs. The reference run leaves at once, its
+    # results saved; the fluxcpp run exits normally, so its exit is still tested.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -59,7 +59,12 @@ fi
 # ranks, tests/CMakeLists.txt); the failure model's tests run alone.
 exclude='soak|full'
 [ "$full" = 1 ] && exclude='soak'
-stage ctest ctest --test-dir build --output-on-failure -j"$((2 * $(nproc)))" -LE "$exclude" "$@"
+# A test that fails is run once more (--repeat until-pass:2) and counts as failed only when
+# it fails twice: stopgap for the intermittent failures under load that docs/testing.md lists
+# (an abort at interpreter exit, misuse.np2's thread race); the first failure's output stays in
+# the log.
+stage ctest ctest --test-dir build --output-on-failure -j"$((2 * $(nproc)))" -LE "$exclude" \
+  --repeat until-pass:2 "$@"
 if [ -n "$sanitize_pid" ]; then
   wait_sanitize() {
     local rc=0

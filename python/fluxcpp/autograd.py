@@ -24,6 +24,8 @@ torch.inference_mode() forward calls the op directly (compiled: as an operator),
 writes into `out=` when given, and with packed=True computes on a fluxcpp.PackedWeight of the
 weight, packed on first use and repacked when the weight changes in place (except large bf16
 weights in prefill-sized calls: PACKED_MAX_ROWS, PACKED_MAX_BYTES)."""
+import warnings
+
 import torch
 
 from ._base import Context
@@ -71,6 +73,9 @@ class _Parallel(torch.nn.Module):
         self._ctx, self._W, self._k, self._n, self._dtype = ctx, ctx.world_size, k, n, dtype
         self._fwd_op = self._bwd_op = self._ar_op = self._pw = None
         self._pw_key, self._closed = None, False
+        # A sequence-parallel column layer watches its outputs for a replicated input until one
+        # call shows it is not (_watch_replicated).
+        self._watching = self.sequence_parallel and self._column and self._W > 1
         self.weight = torch.nn.Parameter(torch.empty((n, k), dtype=dtype))
         torch.nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
         self.bias = torch.nn.Parameter(torch.zeros(n, dtype=dtype)) if bias else None
@@ -197,11 +202,38 @@ class _Parallel(torch.nn.Module):
         if not torch.is_grad_enabled():
             if compiling:
                 return torch_ops.infer(self, x, out)
-            return self._infer(x, self._inference_weight(x), out)
-        if out is not None:
-            raise ValueError(f"{self._where}.forward: out= is for inference only (under "
-                             "torch.no_grad() or torch.inference_mode())")
-        return torch_ops.linear(self, x)
+            y = self._infer(x, self._inference_weight(x), out)
+        else:
+            if out is not None:
+                raise ValueError(f"{self._where}.forward: out= is for inference only (under "
+                                 "torch.no_grad() or torch.inference_mode())")
+            y = torch_ops.linear(self, x)
+        if self._watching and m is None and not compiling:
+            self._watch_replicated(y)
+        return y
+
+    def _watch_replicated(self, y):
+        """A sequence-parallel column layer's output has W row blocks, one per rank's shard; when
+        they are bitwise equal and hold distinct rows, every rank passed the same rows: most
+        likely a replicated input (all m rows on every rank), which this mode gathers W times.
+        Warns once (RuntimeWarning) and stops watching; stops too at the first call whose blocks
+        differ (the input is sharded). Shards of one row each are not judged (identical
+        single-token shards are common in decode); m= checks every call exactly."""
+        rows = y.shape[0] // self._W
+        if rows < 2:
+            return
+        first = y[:rows]
+        if torch.equal(first[:1].expand_as(first), first):
+            return  # constant rows (e.g. a warm-up with zeros): nothing to judge
+        self._watching = False
+        if all(torch.equal(first, y[r * rows:(r + 1) * rows]) for r in range(1, self._W)):
+            warnings.warn(
+                f"{self._where}.forward (sequence_parallel=True: input is this rank's shard of "
+                f"the sequence, gathered over W={self._W} ranks): every rank passed the same "
+                f"{rows} rows, so the output holds each row {self._W} times. If every rank holds "
+                "all rows (replicated activations), create the layer with "
+                "sequence_parallel=False; pass m= to have every call checked",
+                RuntimeWarning, stacklevel=3)
 
     def _infer(self, x, w, out):
         return self._fwd_op(x, w, self.bias, out=out)

@@ -166,6 +166,35 @@ with fluxcpp.Context(timeout_s=60) as ctx:
             equal(layer(xr, m=good_m), layer(xr), f"{what}: m={good_m} agrees")
             layer.close()
 
+    # Without m=, a sequence-parallel column layer tells a replicated input (every rank passes
+    # the same rows) by its output's W equal row blocks: one RuntimeWarning naming the layer and
+    # the fix; a sharded input, a constant warm-up and m= give none.
+    def warned(layer, x, **kw):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            layer(x, **kw)
+        return [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+
+    if W > 1:
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad):
+                layer = fluxcpp.ColumnParallelLinear(ctx, k, n, 4 * W, sequence_parallel=True)
+                same = torch.randn(4, k, generator=torch.Generator().manual_seed(7))
+                check(warned(layer, torch.zeros(4, k)) == [], f"grad={grad}: zeros: no warning")
+                msgs = warned(layer, same)
+                check(len(msgs) == 1 and "ColumnParallelLinear.forward (sequence_parallel=True"
+                      in msgs[0] and "every rank passed the same 4 rows" in msgs[0]
+                      and "sequence_parallel=False" in msgs[0],
+                      f"grad={grad}: replicated input warns once: {msgs}")
+                check(warned(layer, same) == [], f"grad={grad}: warned once only")
+                layer.close()
+                layer = fluxcpp.ColumnParallelLinear(ctx, k, n, 4 * W, sequence_parallel=True)
+                check(warned(layer, same, m=4 * W) == [], f"grad={grad}: m= given: no warning")
+                check(warned(layer, torch.randn(4, k) + RANK) == [],
+                      f"grad={grad}: sharded input: no warning")
+                check(warned(layer, same) == [], f"grad={grad}: a sharded call ends the watch")
+                layer.close()
+
     # Bad create arguments: a missing input_dtype or size names the public op and the argument;
     # a dtype fluxcpp does not take (TypeError), a size out of range
     # (ValueError in Python; tests/python/test_sizes.py has the whole matrix), a shape the C

@@ -184,7 +184,7 @@ class _Parallel(torch.nn.Module):
             raise RuntimeError(f"{self._where}: backward without an autograd forward")
         return self._ar_op(partial)
 
-    def forward(self, x, *, out=None, m=None):
+    def _forward(self, x, out, m):
         """x -> y (shapes in the class docstring). out= (the output's shape and dtype, contiguous)
         only under torch.no_grad() / torch.inference_mode(): the op writes into it. m (optional):
         the rows of the whole sequence as the caller knows them; given, an input whose rows do
@@ -288,6 +288,11 @@ class ColumnParallelLinear(_Parallel):
     fluxcpp.Context of one rank, e.g. fluxcpp.Context.local(): oneDNN, and with packed=True a
     PackedWeight); its backward all-reduces dx (an AllReduce created by the first forward under
     autograd). m <= max_m in both modes."""
+
+    def forward(self, x, *, out=None, m=None):  # here, so that a wrong call names this layer
+        return self._forward(x, out, m)
+    forward.__doc__ = _Parallel._forward.__doc__
+
     _seq_ops, _column = (AgGemm, GemmRs), True
 
     def __init__(self, ctx, in_features, out_features_shard, max_m, bias=False,
@@ -345,6 +350,11 @@ class RowParallelLinear(_Parallel):
     y [m/W, out_features] (this rank's rows of the sum over ranks), GemmRs.
     sequence_parallel=False: x [m, in_features_shard] -> y [m, out_features] on every rank (the
     sum over ranks, bitwise identical everywhere), GemmAr; any m <= max_m."""
+
+    def forward(self, x, *, out=None, m=None):  # here, so that a wrong call names this layer
+        return self._forward(x, out, m)
+    forward.__doc__ = _Parallel._forward.__doc__
+
     _seq_ops = (GemmRs, AgGemm)
 
     def __init__(self, ctx, in_features_shard, out_features, max_m, bias=False,

@@ -144,6 +144,9 @@ with fluxcpp.Context(timeout_s=60) as ctx:
                    f"{cls.__name__}(sequence_parallel={sp}): f64 input",
                    contains=(f"{cls.__name__}.forward: input has dtype torch.float64",
                              "dtype=torch.float32"))
+            raises(TypeError, lambda: layer(torch.randn(rows, k), foo=1),
+                   f"{cls.__name__}: an unknown keyword", contains=(f"{cls.__name__}.forward()",
+                                                                   "'foo'"))
             layer(torch.randn(rows, k))  # usable afterwards
             layer.close()
 

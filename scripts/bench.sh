@@ -4,7 +4,8 @@
 # (2) the collectives against torch's gloo and against MPI; (3) the fused ops at a layer's
 # shapes on two hosts joined by a shaped 10 Gbit/s link, against the unfused path and the link
 # probe. It installs what is missing, builds only what it runs (the library and fluxcpp_bench,
-# not the tests), prints a line per step and a bar per sweep, and ends with the results tables.
+# not the tests), prints a line per step with its expected duration, each sweep's rows with the
+# time the rest of the sweep will take, and ends with the results tables.
 #
 # Usage: scripts/bench.sh [--layer H,FFN,M] the suite: first a quick pass at your layer (hidden
 #                                          H, MLP width FFN, M rows; default 2048,5632,512) and
@@ -61,14 +62,18 @@ run() {
   wait "$pid" || { echo "failed: $*  (log: $log)"; tail -30 "$log"; return 1; }
 }
 
-# sweep LABEL TOTAL CMD...: CMD's rows as they come, with "i/TOTAL" in front; stops the script
-# with CMD's output when it fails.
+# sweep LABEL TOTAL CMD...: CMD's rows as they come, with "i/TOTAL" in front and the time the
+# rest of the sweep will take at the pace so far; stops the script with CMD's output when it fails.
 sweep() {
   local label=$1 total=$2; shift 2
-  local i=0
+  local i=0 t0=$SECONDS
   if ! "$@" 2>&1 | while IFS= read -r line; do
     case "$line" in
-      *fluxcpp*torch+gloo*|*skipped:*) i=$((i + 1)); printf '  %s %2d/%d  %s\n' "$label" "$i" "$total" "$line" ;;
+      *fluxcpp*torch+gloo*|*skipped:*)
+        i=$((i + 1))
+        local left=$(( (SECONDS - t0) * (total - i) / i ))
+        printf '  %s %2d/%d  %s  [~%dm%02ds left]\n' "$label" "$i" "$total" "$line" \
+          $((left / 60)) $((left % 60)) ;;
       \#*|"") ;;
       *) printf '  %s\n' "$line" ;;
     esac
@@ -81,9 +86,9 @@ mkdir -p build
 log=build/bench_build.log
 n=5 deps=(--python)
 [ $# -gt 0 ] && n=3 deps=()
-step "1/$n" "dependencies (scripts/install_deps.sh ${deps[*]})"
+step "1/$n" "dependencies (scripts/install_deps.sh ${deps[*]}; seconds when installed, ~2 minutes on a fresh machine)"
 ./scripts/install_deps.sh "${deps[@]}"
-step "2/$n" "build: libfluxcpp, fluxcpp_bench and the torch backend, not the tests (log: $log)"
+step "2/$n" "build: libfluxcpp, fluxcpp_bench and the torch backend, not the tests (~3 minutes on 2 cores with an empty compiler cache; log: $log)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >"$log" 2>&1 || { tail -30 "$log"; exit 1; }
 targets=(fluxcpp_shared fluxcpp_bench)
 # The backend "fluxcpp" (backend/), when the configure found torch 2.x in scripts/python.
@@ -140,14 +145,14 @@ table "quick pass"
 layers=("1024,2816,512" "2048,5632,512" "4096,11008,512"
         "2048,5632,1" "2048,5632,8" "2048,5632,32" "4096,11008,1" "4096,11008,8" "4096,11008,32")
 largs=(); for l in "${layers[@]}"; do largs+=(--layer "$l"); done
-step "3b/5" "Llama layers: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16"
+step "3b/5" "Llama layers: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16 (~3 minutes)"
 rm -f "$out/layers.jsonl"  # the quick pass's rows, measured again below
 sweep layer $((${#layers[@]} * 2 * 4)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
-step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI"
+step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI (~1 minute)"
 sweep gloo 16 "${py[@]}" --collectives --json "$out/collectives_torch.jsonl"
 mpirun -np 2 "${flags[@]}" build/bench/fluxcpp_bench --op all_gather,reduce_scatter,all_reduce,all_to_all_single \
   --dtype f32 --json "$out/collectives_mpi.jsonl" | grep -v '^# \(threads\|times\)'
-step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode"
+step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode (~1 minute)"
 h=2048 f=2816
 for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
           "gemm_rs --shape 512,$h,$f --shape 8,$h,$f" "gemm_ar --shape 512,$h,$f --shape 8,$h,$f"; do

@@ -1,26 +1,26 @@
 #!/usr/bin/python3
-"""fluxcpp through its Python module vs PyTorch's own path (torch.distributed gloo + torch.mm) at
-the same shapes, on the ranks of one mpirun: the collectives in f32, the GEMM ops in f32 and bf16
-(torch.mm in bf16 is what a PyTorch user has; gloo in torch 1.13 has no bf16 reduction, so the
-torch paths of gemm_rs and gemm_ar reduce their bf16 product in f32, and ag_gemm all-gathers bf16
-as bytes).
+"""fluxcpp through its Python module vs PyTorch's own path (torch.distributed gloo + torch's
+GEMM) at the same shapes, on the ranks of one mpirun: the collectives in f32, the GEMM ops in f32
+and bf16. torch's GEMM is its fastest here at each shape and dtype (fluxcpp.baseline.TorchGemm):
+torch.mm, or torch's own oneDNN linear (torch.utils.mkldnn, the weight in oneDNN's layout) where
+that is faster, e.g. f32 with the MKL of PyPI's torch on a non-Intel CPU; such rows say so, and
+a baseline still far below fluxcpp's engine is marked "(!) slow torch GEMM".
 
 Usage: mpirun -np W scripts/python scripts/bench_torch.py [--quick] [--json out.jsonl]
            [--shape M,N,K ...] [--layer HIDDEN,FFN,M ...] [--collectives] [--dtype f32|bf16]
 --shape runs the GEMM ops (ag_gemm, gemm_rs, gemm_ar) at exactly those shapes and nothing else;
 --dtype picks their dtype (default: both). Shapes as fluxcpp_bench --shape reads them (--help).
 --layer runs a layer's MLP GEMMs (up: ag_gemm, and `local`, the replicated layer's GEMM on a
-one-rank context against torch.mm alone; down: gemm_rs and gemm_ar), --collectives the
+one-rank context against torch's GEMM alone; down: gemm_rs and gemm_ar), --collectives the
 collectives alone.
 Each row: the median time of one call (ms) of fluxcpp and of torch + gloo, and the speedup; the
 GEMM ops also show fluxcpp on a PackedWeight of the weight (what the layers' packed=True runs),
-and torch.mm alone on the rank's GEMM (the engine's context: fluxcpp runs oneDNN,
-as torch.mm does on CPU).
-The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + torch.mm;
+and torch's GEMM alone on the rank's whole GEMM.
+The torch path: all_gather -> dist.all_gather; ag_gemm -> dist.all_gather + GEMM;
 reduce_scatter -> dist.all_reduce + this rank's rows (gloo has no reduce_scatter);
 all_reduce -> a copy of the input + dist.all_reduce on it (fluxcpp's is out of place);
-gemm_rs -> torch.mm + dist.all_reduce + rows; gemm_ar -> torch.mm + dist.all_reduce (bf16: on
-the product widened to f32, then rounded back); all_to_all_single -> dist.all_to_all_single."""
+gemm_rs -> GEMM + dist.all_reduce + rows; gemm_ar -> GEMM + dist.all_reduce (torch 2.x's gloo
+sums bf16 as it is); all_to_all_single -> dist.all_to_all_single."""
 import argparse
 import json
 import shutil
@@ -124,15 +124,18 @@ def report(op, shape, nbytes, t_flux, t_torch, bytes_per_rank=None, extra=None):
     if bytes_per_rank is not None:
         row.update(bytes_per_rank=bytes_per_rank, algbw_gbs=nbytes / (t_flux * 1e6),
                    algbw_gloo_gbs=nbytes / (t_torch * 1e6))
-    mm = ""
-    warn = _warnings.get((extra or {}).get("dtype"), {}).get(shape_key(extra))
-    if warn:
-        row["baseline_warning"] = warn
+    mm = flag = ""
+    base = _baselines.get((extra or {}).get("dtype"), {}).get(shape_key(extra))
+    if base and base.warning:
+        row["baseline_warning"] = base.warning
+        flag = "  (!) slow torch GEMM: see above"
+    if base and base.note:
+        row["baseline_note"] = base.note
+        flag += "  (torch's oneDNN linear: torch.mm is slower here)"
     if extra:
         row.update(extra)
-        mm = (f"  packed {t_torch / extra['fluxcpp_packed_ms']:6.2f}x  (torch.mm alone "
+        mm = (f"  packed {t_torch / extra['fluxcpp_packed_ms']:6.2f}x  ({base.name} alone "
               f"{extra['torch_mm_ms']:9.3f} ms)")
-    flag = "  (!) slow torch.mm: see above" if warn else ""
     print(f"{op:18s} {shape:30s} fluxcpp {t_flux:9.3f} ms  torch+gloo {t_torch:9.3f} ms  "
           f"speedup {t_torch / t_flux:6.2f}x{mm}{flag}", flush=True)
     if args.json:
@@ -166,32 +169,38 @@ def local_ctx():
     return _local[0]
 
 
-# Per dtype and shape: the warning fluxcpp.baseline.check gave (torch.mm far below the GEMM
-# engine's speed on this machine), printed once and marked on every row it affects.
-_warnings = {}
+# Per dtype and shape: torch's fastest GEMM (fluxcpp.baseline.TorchGemm: torch.mm, or torch's own
+# oneDNN linear where torch.mm is slow here), its note and warning printed once and marked on
+# every row they affect.
+_baselines = {}
 
 
 def shape_key(extra):
     return None if not extra else (extra["m"], extra["n"], extra["k"])
 
 
-def check_baseline(name, dt, m, n, k):
-    """Rank 0 measures torch.mm against the engine at this shape (the others wait)."""
-    warn = fluxcpp.baseline.check(dt, m, n, k, torch.get_num_threads()) if rank == 0 else None
-    comm.Barrier()
-    if warn:
-        _warnings.setdefault(name, {})[(m, n, k)] = warn
-        print(f"(!) {warn}", flush=True)
+def torch_gemm(name, dt, m, n, k):
+    """Rank 0 measures torch's GEMM paths against the engine at this shape (the others wait);
+    every rank gets the choice."""
+    mm = fluxcpp.baseline.TorchGemm(dt, m, n, k, torch.get_num_threads()) if rank == 0 else None
+    mm = comm.bcast(mm, root=0)
+    _baselines.setdefault(name, {})[(m, n, k)] = mm
+    for prefix, line in (("note:", mm.note), ("(!)", mm.warning)):
+        if line and rank == 0:
+            print(f"{prefix} {line}", flush=True)
+    return mm
 
 
 def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
     """ops (of GEMM_OPS) at shape (m, n, k) in dtype dt, each against its torch path."""
     shape = f"m={m} n={n} k={k} {name}"
-    check_baseline(name, dt, m, n, k)
+    base = torch_gemm(name, dt, m, n, k)
     xk = torch.randn(m, k).to(dt)
     w = torch.randn(n, k).to(dt)
-    t_mm = timed(lambda: torch.mm(xk, w.t()))  # the rank's whole GEMM, [M, K] x [K, N]
-    extra = {"dtype": name, "m": m, "n": n, "k": k, "torch_mm_ms": t_mm}
+    mm = base.bind(w)  # x -> x @ w.T on torch's fastest path here
+    t_mm = timed(lambda: mm(xk))  # the rank's whole GEMM, [M, K] x [K, N]
+    extra = {"dtype": name, "m": m, "n": n, "k": k, "torch_mm_ms": t_mm,
+             "torch_gemm": base.name}
     if layer:
         extra.update(layer=layer)
     split = tuple(o for o in ops if o in ("ag_gemm", "gemm_rs"))
@@ -212,7 +221,7 @@ def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
 
         def torch_ag():
             dist.all_gather_into_tensor(gathered, x)
-            return torch.mm(gathered, w.t())
+            return mm(gathered)
         report("ag_gemm", shape, m * k * x.element_size(), t_f, timed(torch_ag),
                extra=dict(extra, fluxcpp_packed_ms=t_p))
     for op in ("gemm_rs", "gemm_ar"):
@@ -224,7 +233,7 @@ def gemm_ops(ctx, m, n, k, name, dt, ops, layer):
         t_f, t_p = fused(op_cls, ctx, m, n, k, dt, xk, w, out)
 
         def torch_path():  # torch 2.x's gloo sums bf16 as it is
-            y = torch.mm(xk, w.t())
+            y = mm(xk)
             dist.all_reduce(y)
             return y[rows]
         report(op, shape, m * n * 4, t_f, timed(torch_path),

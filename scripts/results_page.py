@@ -85,13 +85,16 @@ def layer_rows(rows, decode):
                 cells.append("– (m < W)")
                 continue
             layer = t[1] if layer_reads_plain(hidden, ffn, m, dt) else t[0]  # packed=True
-            # torch.mm far below the GEMM engine at this shape (fluxcpp.baseline): flagged.
+            # torch's GEMM far below the engine at this shape (fluxcpp.baseline): flagged; the
+            # baseline is torch's oneDNN linear where torch.mm was slower: marked.
             slow = any(ops[o].get("baseline_warning") for o in (up, down))
-            cells.append(f"**{t[2] / layer:.2f}x**{' (!) slow torch.mm' if slow else ''} "
+            onednn = any(ops[o].get("torch_gemm", "torch.mm") != "torch.mm" for o in (up, down))
+            mark = (" (!) slow torch GEMM" if slow else "") + (" ¹" if onednn else "")
+            cells.append(f"**{t[2] / layer:.2f}x**{mark} "
                          f"{ms(layer)} vs {ms(t[2])} "
                          f"(packed {t[2] / t[0]:.2f}x, plain {t[2] / t[1]:.2f}x)")
         out.append((hidden, ffn, m, dt, ms(mm)) + tuple(cells))
-    return table(("hidden", "ffn", "m", "dtype", "torch.mm alone ms")
+    return table(("hidden", "ffn", "m", "dtype", "torch GEMM alone ms")
                  + tuple(f"{name}: fluxcpp vs torch ms" for name, _, _ in MODES), out)
 
 
@@ -157,7 +160,7 @@ def plots(layers, coll_torch, coll_mpi, img, rev):
                    label=f"{name} (packed=True)")
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(list(xs), [f"H={k[0]}\nm={k[2]}" for k in keys], fontsize=7)
-        ax.set_title(f"{dt}: layer MLP speedup over torch.mm + gloo (TP = 2)")
+        ax.set_title(f"{dt}: layer MLP speedup over torch's GEMM + gloo (TP = 2)")
         ax.set_yscale("log")
         ax.set_ylim(0.5, top * 1.15)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
@@ -212,21 +215,26 @@ def render(d, img, rel_img):
         f"side), load average {meta['load']} before the run. Times are medians of one call "
         f"(max over ranks); every ratio compares two paths of the same run. The JSON is in "
         f"`{os.path.relpath(d)}`.",
-        "## My tensor-parallel layer against torch.mm + gloo (prefill)",
+        "## My tensor-parallel layer against torch's GEMM + gloo (prefill)",
         "The two GEMMs of a Llama MLP split over 2 ranks (up `[m, hidden] x [hidden, ffn/2]`, "
         "down `[m, ffn/2] x [ffn/2, hidden]`) with their communication, per call, fluxcpp "
-        "against what a PyTorch user writes with torch.mm + torch.distributed on gloo (a row "
-        "whose torch.mm runs below half the GEMM engine's speed on this machine is marked by "
-        "scripts/bench_torch.py: fluxcpp.baseline). **Replicated** "
+        "against what a PyTorch user writes with torch's GEMM + torch.distributed on gloo. "
+        "torch's GEMM is its fastest on this machine at each shape and dtype "
+        "(`fluxcpp.baseline.TorchGemm`): torch.mm, or, marked ¹, torch's own oneDNN linear "
+        "(`torch.utils.mkldnn`, the weight in oneDNN's layout) where that is faster — the MKL "
+        "inside PyPI's torch runs f32 at about half of oneDNN's speed on non-Intel CPUs, so "
+        "these rows depend on the CPU named above; a baseline still below half fluxcpp's "
+        "engine is marked (!). bf16 rows depend on the CPU's bf16 features (AVX512-BF16, AMX: "
+        "up to 10x apart between machines). **Replicated** "
         "(Megatron's tensor parallelism, every rank holds all m tokens; the README's "
         "`my_layer.py`): up is each rank's local GEMM (fluxcpp: `ColumnParallelLinear` with "
-        "`local_ctx`; torch: torch.mm), down the GEMM + all-reduce (`RowParallelLinear`, "
-        "GemmAr; torch: torch.mm + all_reduce). **Sequence parallel** (tokens split between "
-        "the layers): up all-gather + GEMM (AgGemm; torch: all_gather + torch.mm), down GEMM + "
-        "reduce-scatter (GemmRs; torch: torch.mm + all_reduce + this rank's rows), under "
+        "`local_ctx`; torch: its GEMM), down the GEMM + all-reduce (`RowParallelLinear`, "
+        "GemmAr; torch: GEMM + all_reduce). **Sequence parallel** (tokens split between "
+        "the layers): up all-gather + GEMM (AgGemm; torch: all_gather + GEMM), down GEMM + "
+        "reduce-scatter (GemmRs; torch: GEMM + all_reduce + this rank's rows), under "
         "`torch.no_grad()`: fluxcpp on packed weights (`packed`) and on the weight "
         "tensors (`plain`); the bold figure is what the layers with `packed=True` run (the packed weight, "
-        "except a bf16 weight over 16 MiB at 128 rows or more: the weight tensor). `torch.mm alone`: the two GEMMs without any communication, the floor of "
+        "except a bf16 weight over 16 MiB at 128 rows or more: the weight tensor). `torch GEMM alone`: the two GEMMs without any communication, the floor of "
         "torch's path. The JSON has each GEMM's row.",
         layer_rows(layers, decode=False),
         "## Decode (m = 1–32 rows)",

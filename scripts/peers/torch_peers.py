@@ -73,6 +73,9 @@ class Peers:
         ok = torch.tensor([0 if p in self.errors else 1 for p in TORCH_PEERS])
         dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=self.gloo)
         self.peers = [p for p, k in zip(TORCH_PEERS, ok.tolist()) if p in only and k]
+        if self.ds is not None:  # every rank has mapped every segment (the all_reduce above)
+            from hf_autotp import unlink_segment
+            unlink_segment(self.rank)
         for p, k in zip(TORCH_PEERS, ok.tolist()):
             if p in only and not k and p not in self.errors:
                 self.errors[p] = "failed on another rank"

@@ -8,9 +8,10 @@
 # where it is). Debian's Python is never changed. The library never needs any of them.
 # --peers (implies --python) also installs what scripts/bench_peers.sh compares fluxcpp with:
 # python/requirements-peers.txt (DeepSpeed) and python/requirements-peers-nodeps.txt (oneCCL's
-# CPU runtime and headers) into that environment, python/requirements.txt as constraints (torch
-# keeps its pin), and Debian's libfabric1 (oneCCL's transport). A stamp in the environment makes
-# a second run do nothing. Neither the tests nor .ci/run use --peers.
+# CPU runtime and headers) into an environment layered on that one, which stays unchanged
+# (scripts/peers_env.sh; python/requirements.txt as constraints: torch keeps its pin), and
+# Debian's libfabric1 (oneCCL's transport). A stamp makes a second run do nothing. Neither the
+# tests nor .ci/run use --peers.
 # Usage: scripts/install_deps.sh [--python] [--peers]
 set -euo pipefail
 
@@ -48,7 +49,7 @@ install_venv() {
   [ "$python" = 1 ] || return 0
   "$(dirname "$0")/venv.sh" --install
   [ "$peers" = 1 ] || return 0
-  "$(dirname "$0")/install_peers.sh"
+  "$(dirname "$0")/peers_env.sh" --install
 }
 [ ${#missing[@]} -eq 0 ] && { install_venv; exit 0; }
 

@@ -197,6 +197,10 @@ def main():
     print(f"# machine: {meta['machine']}\n# {meta['versions']}\n# load average at start: "
           f"{meta['load_start']}", flush=True)
     rows = []
+    failed = os.path.join(ROOT, "build", "peers", "install_failed.log")
+    if os.path.exists(failed):  # bench_peers.sh could not install the peers: say so first
+        rows.append(dict(peer="install (scripts/install_deps.sh --peers)", world=0,
+                         error=tail(failed, 4)))
     work = tempfile.mkdtemp(prefix="bench_peers_")
     try:
         bounds = copy_bound(a.max_bytes)

@@ -36,8 +36,8 @@ for arg in "$@"; do
        exit 2 ;;
   esac
 done
-[ "$python" = 1 ] && packages+=("${python_packages[@]}")
-[ "$peers" = 1 ] && packages+=("${peer_packages[@]}")
+if [ "$python" = 1 ]; then packages+=("${python_packages[@]}"); fi
+if [ "$peers" = 1 ]; then packages+=("${peer_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -8,7 +8,10 @@ W ranks, for
            GEMM on packed weights through a one-rank context) and fluxcpp.RowParallelLinear
            (GemmAr: the GEMM fused with the all-reduce) on fluxcpp.Context.from_group(), holding
            the shards transformers made; the LM head stays transformers' (gathered on the group);
-  one      one process, no tp_plan, no group (the reference).
+  one      one process, no tp_plan, no group (the reference);
+  autotp   with --autotp: the model split by DeepSpeed AutoTP (deepspeed.init_inference with
+           tensor_parallel={"tp_size": W}), its all-reduces on DeepSpeed's CPU shared-memory op
+           (scripts/peers/hf_autotp.py; scripts/install_deps.sh --peers installs DeepSpeed).
 Random weights from a LlamaConfig (torch.manual_seed(--seed)) saved once with save_pretrained
 into a temporary folder (no download), loaded in f32 or bf16. One prompt of --prompt-len random
 ids (batch 1) prefilled with the KV cache, then --gen greedy tokens decoded one at a time (the
@@ -39,9 +42,10 @@ import time
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ("gloo", "fluxcpp", "fused", "one")
+CONFIGS = ("gloo", "autotp", "fluxcpp", "fused", "one")
 LABELS = {"gloo": "HF tp_plan, gloo", "fluxcpp": 'HF tp_plan, "fluxcpp" backend',
-          "fused": "fluxcpp fused layers", "one": "one process (reference)"}
+          "fused": "fluxcpp fused layers", "one": "one process (reference)",
+          "autotp": "DeepSpeed AutoTP (SHM all-reduce)"}
 
 
 def parse_args(argv=None):
@@ -62,6 +66,7 @@ def parse_args(argv=None):
     a("--max-load", type=float, default=1.5, help="no ratios above this 1-minute load average")
     a("--timeout", type=float, default=1800, help="seconds per launch before it is killed")
     a("--no-fused", action="store_true", help="skip the fused-layer configuration")
+    a("--autotp", action="store_true", help="add DeepSpeed AutoTP (scripts/install_deps.sh --peers)")
     a("--json", help="write the results there")
     a("--keep", help="keep the model folder and the logs in this folder (default: a temporary one)")
     for name in ("worker", "model", "dtype", "out"):  # the driver's call of a worker
@@ -156,7 +161,11 @@ def worker(args):
     prompt = torch.randint(0, args.vocab, (1, args.prompt_len), generator=g)
     results, rank = {}, 0
     t0 = time.perf_counter()
-    if args.worker == "one":
+    if args.worker == "autotp":
+        sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
+        import hf_autotp
+        rank, load_s, results["autotp"] = hf_autotp.run(args, dtype, prompt, measure)
+    elif args.worker == "one":
         torch.set_num_threads(args.ref_threads)
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
         load_s = time.perf_counter() - t0
@@ -189,6 +198,9 @@ def worker(args):
             r["load_s"] = load_s
         with open(args.out, "w") as f:
             json.dump(results, f)
+    if args.worker == "autotp":  # torch 2.15 may abort at exit after a clean destroy (batch.py)
+        sys.stdout.flush()
+        os._exit(0)
 
 
 # ---- the driver --------------------------------------------------------------------------------
@@ -235,9 +247,13 @@ def launch(args, mode, dtype, folder, work, tag):
             sock.bind(("127.0.0.1", 0))
             cmd[1:1] = ["-m", "torch.distributed.run", f"--nproc_per_node={args.world}",
                         f"--master_port={sock.getsockname()[1]}"]
+    env = dict(os.environ)
+    if mode == "autotp":  # DeepSpeed's CPU accelerator; its shared-memory op needs LOCAL_SIZE = W
+        env.update(DS_ACCELERATOR="cpu", LOCAL_SIZE=str(args.world), TORCH_EXTENSIONS_DIR=env.get(
+            "TORCH_EXTENSIONS_DIR", os.path.join(ROOT, "build", "peers", "torch_extensions")))
     t0 = time.monotonic()
     with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
         try:
             rc = proc.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -249,7 +265,13 @@ def launch(args, mode, dtype, folder, work, tag):
     if rc != 0 or not os.path.exists(out):
         lines = open(log, errors="replace").read().splitlines()
         print("\n".join("  | " + ln for ln in lines[-25:]), file=sys.stderr)
-        return None
+        # The last error line, kept for the table: a configuration that cannot run says why.
+        # torchrun's own summary (ChildFailedError) names only signals: a worker's line first.
+        found = [ln.strip() for ln in lines if re.search(r"(Error|Exception)\b.*:|terminate called|"
+                                                         r"exitcode +: -?\d+ ", ln)
+                 and "ChildFailedError" not in ln]
+        why = "; ".join(dict.fromkeys(found[-3:])) or (lines[-1].strip() if lines else "no output")
+        return {mode: {"error": f"exit {rc}: {why}"}}
     with open(out) as f:
         return {k: dict(r, wall_s=took) for k, r in json.load(f).items()}
 
@@ -257,14 +279,16 @@ def launch(args, mode, dtype, folder, work, tag):
 def summarize(rounds, cfg):
     """(TTFT ms, per-token ms) of a configuration: medians over the rounds of each run's medians."""
     med = statistics.median
-    vals = [(med(r[cfg]["ttft_s"]) * 1e3, med(r[cfg]["steps_s"]) * 1e3) for r in rounds if cfg in r]
+    vals = [(med(r[cfg]["ttft_s"]) * 1e3, med(r[cfg]["steps_s"]) * 1e3) for r in rounds
+            if "ttft_s" in r.get(cfg, {})]
     return (med(v[0] for v in vals), med(v[1] for v in vals)) if vals else None
 
 
 def ratio(rounds, cfg, key):
     """median over the rounds of gloo's time / cfg's time (> 1: faster than gloo)."""
     med = statistics.median
-    xs = [med(r["gloo"][key]) / med(r[cfg][key]) for r in rounds if cfg in r and "gloo" in r]
+    xs = [med(r["gloo"][key]) / med(r[cfg][key]) for r in rounds
+          if key in r.get(cfg, {}) and key in r.get("gloo", {})]
     return med(xs) if xs else None
 
 
@@ -305,7 +329,7 @@ def driver(args):
           f"{args.prompt_len}, batch 1, {args.gen} tokens, {args.warmup} warm-up + "
           f"{args.repeat} timed generations per process, {args.rounds} round(s)", flush=True)
     dtypes = [d for d in args.dtypes.split(",") if d]
-    modes = ("gloo", "fluxcpp", "one")
+    modes = ("gloo",) + (("autotp",) if args.autotp else ()) + ("fluxcpp", "one")
     results = {d: [] for d in dtypes}
     for rnd in range(args.rounds):
         for dtype in dtypes:
@@ -320,7 +344,7 @@ def driver(args):
 
 
 def report(args, info, results, ratios_ok):
-    failures = []
+    failures, peer_diffs = [], []
     print(f"\nTTFT: prefill of {args.prompt_len} tokens to the first token; per token: a decode "
           f"step at batch 1 (median); ms, the slowest rank's. Ratios: gloo's time / this one's "
           f"(> 1: faster than gloo).\n")
@@ -332,7 +356,13 @@ def report(args, info, results, ratios_ok):
         for cfg in CONFIGS:
             s = summarize(rounds, cfg)
             if s is None:
-                if not (cfg == "fused" and args.no_fused):
+                errs = sorted({r[cfg]["error"] for r in rounds if "error" in r.get(cfg, {})})
+                if errs:
+                    print(f"| {dtype} | {LABELS[cfg]} | {args.world} | error: "
+                          f"{'; '.join(errs)[:300]} | | | |")
+                    rows.append({"dtype": dtype, "config": cfg, "error": errs})
+                if not (cfg == "fused" and args.no_fused) and not (cfg == "autotp" and
+                                                                   not args.autotp):
                     failures.append(f"{dtype} {cfg}: no result")
                 continue
             w = 1 if cfg == "one" else args.world
@@ -343,16 +373,20 @@ def report(args, info, results, ratios_ok):
                   f"| {cells[1]} |")
             rows.append({"dtype": dtype, "config": cfg, "world": w, "ttft_ms": s[0],
                          "tpot_ms": s[1], "ttft_vs_gloo": rt[0], "tpot_vs_gloo": rt[1],
-                         "runs": [r[cfg] for r in rounds if cfg in r]})
+                         "runs": [r[cfg] for r in rounds if "ttft_s" in r.get(cfg, {})]})
     swapped = {r["fused"].get("layers_swapped") for rs in results.values() for r in rs
                if "fused" in r}
     print(f"\nfused: {'/'.join(map(str, swapped)) or 'no'} linear layers swapped per rank. "
           "Greedy tokens (rank 0's; every rank's checked):")
+    ds = {", ".join(r["autotp"].get("deepspeed_layers", [])) for rs in results.values()
+          for r in rs if "ttft_s" in r.get("autotp", {})}
+    if ds:
+        print(f"autotp: DeepSpeed's layers in the model: {' / '.join(ds) or 'none'}")
     for dtype, rounds in results.items():
         for i, r in enumerate(rounds):
             ref = r.get("one", {}).get("tokens")
             for cfg in CONFIGS:
-                if cfg not in r:
+                if "tokens" not in r.get(cfg, {}):
                     continue
                 toks, mark = r[cfg]["tokens"], ""
                 if cfg != "one":
@@ -361,8 +395,12 @@ def report(args, info, results, ratios_ok):
                     elif toks != ref:
                         first = next(j for j, (a, b) in enumerate(zip(toks, ref)) if a != b)
                         mark = f"  <<< MISMATCH with one process's from token {first}"
-                        failures.append(f"{dtype} round {i + 1} {cfg}: tokens differ from one "
-                                        f"process's from token {first}")
+                        what = (f"{dtype} round {i + 1} {cfg}: tokens differ from one "
+                                f"process's from token {first}")
+                        # A peer's numerics are reported, not this script's failure: AutoTP's
+                        # lm_head splits the hidden dimension and all-reduces the partial logits
+                        # in the model's dtype (bf16: rounded per rank before the sum).
+                        (peer_diffs if cfg == "autotp" else failures).append(what)
                     if cfg == "fused" and not r[cfg].get("layers_swapped"):
                         mark += "  <<< NO LAYER SWAPPED"
                         failures.append(f"{dtype} round {i + 1} fused: no layer was swapped")
@@ -379,11 +417,15 @@ def report(args, info, results, ratios_ok):
             json.dump({"machine": info, "args": {k: v for k, v in vars(args).items()
                                                  if v is not None and k not in ("worker", "out")},
                        "load_avg_end": os.getloadavg(), "ratios_reported": ratios_ok,
-                       "rows": rows, "failures": failures}, f, indent=1)
+                       "rows": rows, "failures": failures, "peer_diffs": peer_diffs}, f,
+                      indent=1)
         print(f"results in {args.json}")
+    for d in peer_diffs:
+        print(f"(peer) {d}: the peer's own rounding, not a failure of this run")
     for fl in failures:
         print(f"!!! FAIL: {fl}")
-    print("tokens: all equal to one process's" if not failures else
+    print(("tokens: all equal to one process's" + (" but the peer's above" if peer_diffs else ""))
+          if not failures else
           f"!!! {len(failures)} FAILURE(S): see above")
     return 1 if failures else 0
 

@@ -6,7 +6,13 @@
 # environment of Debian's python3 (its own packages visible) holding PyPI's torch 2.x and
 # transformers, pinned in python/requirements.txt (scripts/python runs it; scripts/venv.sh says
 # where it is). Debian's Python is never changed. The library never needs any of them.
-# Usage: scripts/install_deps.sh [--python]
+# --peers (implies --python) also installs what scripts/bench_peers.sh compares fluxcpp with:
+# python/requirements-peers.txt (DeepSpeed) and python/requirements-peers-nodeps.txt (oneCCL's
+# CPU runtime and headers) into an environment layered on that one, which stays unchanged
+# (scripts/peers_env.sh; python/requirements.txt as constraints: torch keeps its pin), and
+# Debian's libfabric1 (oneCCL's transport). A stamp makes a second run do nothing. Neither the
+# tests nor .ci/run use --peers.
+# Usage: scripts/install_deps.sh [--python] [--peers]
 set -euo pipefail
 
 packages=(
@@ -19,13 +25,19 @@ packages=(
   iproute2 util-linux
 )
 python_packages=(python3-venv python3-mpi4py python3-numpy python3-matplotlib libpython3-dev)
+peer_packages=(libfabric1)
 python=0
+peers=0
 for arg in "$@"; do
   case "$arg" in
-    --python) packages+=("${python_packages[@]}"); python=1 ;;
-    *) echo "install_deps: unknown argument $arg (usage: install_deps.sh [--python])" >&2; exit 2 ;;
+    --python) python=1 ;;
+    --peers) python=1; peers=1 ;;
+    *) echo "install_deps: unknown argument $arg (usage: install_deps.sh [--python] [--peers])" >&2
+       exit 2 ;;
   esac
 done
+if [ "$python" = 1 ]; then packages+=("${python_packages[@]}"); fi
+if [ "$peers" = 1 ]; then packages+=("${peer_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,6 +48,8 @@ done
 install_venv() {
   [ "$python" = 1 ] || return 0
   "$(dirname "$0")/venv.sh" --install
+  [ "$peers" = 1 ] || return 0
+  "$(dirname "$0")/peers_env.sh" --install
 }
 [ ${#missing[@]} -eq 0 ] && { install_venv; exit 0; }
 

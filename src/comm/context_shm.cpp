@@ -1,8 +1,8 @@
 // ContextImpl without MPI: ranks of one host meeting through a unique id's rendezvous segment.
 #include <numeric>
 
-#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/deadline_scope.hpp"
 #include "comm/shm_group.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"

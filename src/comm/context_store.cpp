@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <random>
 
-#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/deadline_scope.hpp"
 #include "comm/gloo_group.hpp"
 #include "comm/gloo_net.hpp"
 #include "comm/shm_group.hpp"

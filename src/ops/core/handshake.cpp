@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "comm/bounded.hpp"
+#include "comm/deadline_scope.hpp"
 #include "error_util.hpp"
 #include "ops/core/refusal.hpp"
 

@@ -11,6 +11,7 @@
 #include "comm/gloo_net.hpp"
 #include "comm/host_layout.hpp"
 #include "comm/launch_guard.hpp"
+#include "comm/mpi_group.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
 #include "deadline.hpp"

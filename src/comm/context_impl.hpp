@@ -1,10 +1,8 @@
 // The runtime behind fluxcpp::Context (private).
 //
-// A context made from MPI keeps its communicators in its network (comm/mpi_network.hpp), which
-// the ops reach through comm::Network only.
+// No MPI here: a context made from MPI keeps its communicators in its network
+// (comm/mpi_network.hpp), which the ops reach through comm::Network only.
 #pragma once
-
-#include <mpi.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,10 +30,12 @@ namespace fluxcpp::detail {
 
 class ContextImpl : public shm::HostTeam {
  public:
-  // From an MPI communicator: its network is MPI (comm/mpi_network.hpp), its control plane MPI.
+  // From an MPI communicator (fluxcpp/context_mpi.hpp makes an MpiComm of an MPI_Comm); its
+  // network is MPI (comm/mpi_network.hpp), its control plane MPI.
   // local_error: a problem the caller found on this rank only (e.g. a NULL out-pointer in the
   // C ABI); construction still runs collectively and fails on every rank with that message.
-  ContextImpl(MPI_Comm comm, const ContextOptions& options, const std::string& local_error = {});
+  ContextImpl(const MpiComm& comm, const ContextOptions& options,
+              const std::string& local_error = {});
   // Without MPI, ranks on one host: rank `rank` of `world_size`, meeting through the id's
   // rendezvous segment (comm/shm_group.hpp). Argument errors this rank alone can see (a bad id,
   // rank or world size, another host) raise here, before the rendezvous: the others time out

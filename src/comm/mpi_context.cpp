@@ -17,6 +17,7 @@
 #include "comm/orphans.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
+#include "fluxcpp/context_mpi.hpp"
 
 namespace fluxcpp {
 
@@ -37,8 +38,9 @@ std::atomic<long long> g_null_creates{0};
 
 }  // namespace
 
-ContextImpl::ContextImpl(MPI_Comm user_comm, const ContextOptions& options,
+ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
                          const std::string& local_error) {
+  const MPI_Comm user_comm = user.comm;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -170,7 +172,7 @@ void ContextImpl::place_ranks(const comm::HostLayout& layout, int node_rank, int
 
 }  // namespace detail
 
-Context::Context(MPI_Comm comm, const ContextOptions& options)
+Context::Context(const MpiComm& comm, const ContextOptions& options)
     : impl_(std::make_shared<detail::ContextImpl>(comm, options)) {}
 
 }  // namespace fluxcpp

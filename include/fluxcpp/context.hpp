@@ -1,7 +1,9 @@
-// fluxcpp/context.hpp: the runtime every operator is planned on.
+// fluxcpp/context.hpp: the runtime every operator is planned on. Needs no MPI: the constructor
+// from an MPI communicator takes an MpiComm, which fluxcpp/context_mpi.hpp defines (it includes
+// <mpi.h>; so does the umbrella fluxcpp/fluxcpp.hpp), so that `fluxcpp::Context
+// ctx(MPI_COMM_WORLD)` compiles wherever <mpi.h> is at hand and code that makes contexts without
+// MPI does not need it.
 #pragma once
-
-#include <mpi.h>
 
 #include <functional>
 #include <memory>
@@ -24,6 +26,10 @@ struct ContextOptions {
 namespace detail {
 class ContextImpl;
 }
+
+// An MPI communicator, as the Context constructor takes it: defined in fluxcpp/context_mpi.hpp,
+// implicitly made from an MPI_Comm.
+struct MpiComm;
 
 // What an MPI-free context is created from (NCCL's unique id): made by get_unique_id() on one
 // rank, carried by the caller to every other rank (any channel: its 128 bytes, unchanged). Good
@@ -52,7 +58,8 @@ struct KeyValueStore {
 // alive, so a Context may be destroyed before the operators planned on it.
 class FLUXCPP_API Context {
  public:
-  Context(MPI_Comm comm, const ContextOptions& options = {});
+  // (fluxcpp/context_mpi.hpp: MpiComm converts from MPI_Comm.)
+  Context(const MpiComm& comm, const ContextOptions& options = {});
   // Without MPI (which may or may not be initialised), for ranks on one host: collective over
   // the `world_size` processes that pass `id`, each with its own `rank`. Rendezvous, handshakes
   // and timeouts run over shared memory, with the failure model of the MPI context (a rank that

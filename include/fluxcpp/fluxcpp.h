@@ -1,5 +1,10 @@
 /* fluxcpp.h: the C ABI of fluxcpp, compilable as C99 and C++. The contract is docs/api.md.
  *
+ * MPI: the entry points that take MPI types (fluxcpp_context_create) are declared in
+ * fluxcpp/fluxcpp_mpi.h, which this header includes (and with it <mpi.h>) unless
+ * FLUXCPP_NO_MPI is defined before it. Code that makes its contexts without MPI
+ * (create_from_id, create_from_store) may define FLUXCPP_NO_MPI and compile without <mpi.h>.
+ *
  * Every function returns fluxcpp_status_t; on failure fluxcpp_last_error() (per thread) holds a
  * message naming the op, the argument or peer, and the values. No exception escapes.
  * Collective functions must be called by every rank of the context in the same order with the
@@ -8,7 +13,6 @@
 #ifndef FLUXCPP_FLUXCPP_H_
 #define FLUXCPP_FLUXCPP_H_
 
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,14 +65,8 @@ typedef struct {
 #define FLUXCPP_CONTEXT_CONFIG_INIT \
   { sizeof(fluxcpp_context_config_t), 0, 0.0, 0, 0 }
 
-/* Collective. config NULL: defaults. A context spanning several hosts needs MPI initialised
- * with MPI_THREAD_MULTIPLE (else FLUXCPP_ERROR_INVALID_USAGE). Launch guard: a comm that is
- * MPI_COMM_WORLD of size 1 while the launcher's environment says it started more processes
- * (WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE) is
- * FLUXCPP_ERROR_INVALID_USAGE: the processes were not started as one MPI job. */
-FLUXCPP_API fluxcpp_status_t fluxcpp_context_create(MPI_Comm comm,
-                                                    const fluxcpp_context_config_t* config,
-                                                    fluxcpp_context_t* ctx);
+/* fluxcpp_context_create, from an MPI communicator: in fluxcpp/fluxcpp_mpi.h (included at the
+ * end of this header unless FLUXCPP_NO_MPI is defined). */
 /* Without MPI, ranks on one host (NCCL's convention: ncclGetUniqueId / ncclCommInitRank). One
  * rank makes an id (not collective); the caller moves its 128 bytes, unchanged, to every other
  * rank by any means; every rank then calls create_from_id with that id, the same world_size and
@@ -567,6 +565,10 @@ fluxcpp_grouped_gemm_gather_rs_destroy(fluxcpp_grouped_gemm_gather_rs_t op);
 
 #ifdef __cplusplus
 }
+#endif
+
+#ifndef FLUXCPP_NO_MPI
+#include "fluxcpp/fluxcpp_mpi.h"
 #endif
 
 #endif /* FLUXCPP_FLUXCPP_H_ */

@@ -9,6 +9,7 @@
 #include "fluxcpp/all_to_all_single.hpp"
 #include "fluxcpp/async_send_recv.hpp"
 #include "fluxcpp/context.hpp"
+#include "fluxcpp/context_mpi.hpp"
 #include "fluxcpp/error.hpp"
 #include "fluxcpp/gemm_ar.hpp"
 #include "fluxcpp/gemm_rs.hpp"

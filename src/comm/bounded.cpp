@@ -12,10 +12,13 @@ namespace fluxcpp::comm {
 
 namespace {
 
-thread_local Deadline t_deadline = Deadline::max();
-thread_local std::string t_what;
-
 constexpr int kCheckInTag = 7771;
+
+// The current DeadlineScope's words and ": ", or "" outside a scope.
+std::string scope_prefix() {
+  const std::string& what = DeadlineScope::context();
+  return what.empty() ? what : what + ": ";
+}
 
 // "what: timed out after ... in STEP (this is rank R)"
 std::string timed_out(const char* step, MPI_Comm comm) {
@@ -23,9 +26,9 @@ std::string timed_out(const char* step, MPI_Comm comm) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   return fmt::format(
-      "{}{}timed out in {}: not every rank of the communicator (size {}) took part "
+      "{}timed out in {}: not every rank of the communicator (size {}) took part "
       "in time (this is rank {})",
-      t_what, t_what.empty() ? "" : ": ", step, size, rank);
+      scope_prefix(), step, size, rank);
 }
 
 // Collective buffers on the heap, owned by a shared_ptr that a timeout leaks.
@@ -34,25 +37,6 @@ struct Bytes {
 };
 
 }  // namespace
-
-DeadlineScope::DeadlineScope(Deadline deadline, std::string what)
-    : saved_(t_deadline), saved_what_(std::move(t_what)) {
-  t_deadline = deadline;
-  t_what = std::move(what);
-}
-
-DeadlineScope::~DeadlineScope() {
-  t_deadline = saved_;
-  t_what = std::move(saved_what_);
-}
-
-Deadline DeadlineScope::current() {
-  return t_deadline;
-}
-
-const std::string& DeadlineScope::context() {
-  return t_what;
-}
 
 namespace {
 
@@ -109,7 +93,8 @@ void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm
   MPI_Request req;
   check_mpi(MPI_Iallreduce(b->a.data(), b->b.data(), count, type, op, comm, &req),
             "MPI_Iallreduce");
-  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Iallreduce", comm); });
+  wait_bounded(req, comm, DeadlineScope::current(), b,
+               [&] { return timed_out("MPI_Iallreduce", comm); });
   std::memcpy(buf, b->b.data(), b->b.size());
 }
 
@@ -117,7 +102,8 @@ void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   auto b = heap_copy(buf, count, type);
   MPI_Request req;
   check_mpi(MPI_Ibcast(b->a.data(), count, type, root, comm, &req), "MPI_Ibcast");
-  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Ibcast", comm); });
+  wait_bounded(req, comm, DeadlineScope::current(), b,
+               [&] { return timed_out("MPI_Ibcast", comm); });
   std::memcpy(buf, b->a.data(), b->a.size());
 }
 
@@ -129,14 +115,16 @@ void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_C
   MPI_Request req;
   check_mpi(MPI_Iallgather(b->a.data(), count, type, b->b.data(), count, type, comm, &req),
             "MPI_Iallgather");
-  wait_bounded(req, comm, t_deadline, b, [&] { return timed_out("MPI_Iallgather", comm); });
+  wait_bounded(req, comm, DeadlineScope::current(), b,
+               [&] { return timed_out("MPI_Iallgather", comm); });
   std::memcpy(recv, b->b.data(), b->b.size());
 }
 
 void barrier(MPI_Comm comm) {
   MPI_Request req;
   check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
-  wait_bounded(req, comm, t_deadline, nullptr, [&] { return timed_out("MPI_Ibarrier", comm); });
+  wait_bounded(req, comm, DeadlineScope::current(), nullptr,
+               [&] { return timed_out("MPI_Ibarrier", comm); });
 }
 
 namespace {
@@ -147,7 +135,7 @@ MPI_Comm dup_then(MPI_Comm comm, Continuation then) {
   const uint64_t epoch = comm_epoch();
   MPI_Request req;
   check_mpi(MPI_Comm_idup(comm, out.get(), &req), "MPI_Comm_idup");
-  if (!test_until(req, t_deadline, kCollective, /*drive_orphans=*/false)) {
+  if (!test_until(req, DeadlineScope::current(), kCollective, /*drive_orphans=*/false)) {
     std::string msg = timed_out("MPI_Comm_idup", comm);
     adopt_orphan(req, comm, out, msg, out.get(), std::move(then));
     throw Error(Errc::kTimeout, std::move(msg));
@@ -166,13 +154,13 @@ MPI_Comm dup(MPI_Comm comm) {
 MPI_Comm enter_dup(MPI_Comm comm, const std::string& note, const Continuation& then) {
   MPI_Request req;
   check_mpi(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
-  if (!test_until(req, t_deadline)) {
+  if (!test_until(req, DeadlineScope::current())) {
     std::string msg = timed_out("MPI_Ibarrier", comm) + note;
     adopt_entry_barrier(req, comm, msg, then);
     throw Error(Errc::kTimeout, std::move(msg));
   }
   // Every rank is here: the earlier creates' layouts first, in order, then this one's idup.
-  drain_continuations(kEarlierEntryGrace, t_deadline);
+  drain_continuations(kEarlierEntryGrace, DeadlineScope::current());
   return dup_then(comm, then);
 }
 
@@ -250,7 +238,7 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
     check_mpi(MPI_Isend(&st->mine, 1, MPI_UINT64_T, p, kCheckInTag, comm, &r), "MPI_Isend");
     st->reqs.push_back(r);
   }
-  const Deadline deadline = t_deadline;
+  const Deadline deadline = DeadlineScope::current();
   Backoff backoff(kCollective);
   for (;;) {
     // One test per receive (MPI_Testall leaves every request as it was unless all completed, so
@@ -279,8 +267,8 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
       }
       for (std::size_t i = nrecv; i < st->reqs.size(); ++i)
         adopt_orphan(st->reqs[i], comm, st, fmt::format("a check-in send of {}", step));
-      raise(Errc::kTimeout, "{}{}timed out in {}: rank(s) {} did not take part (this is rank {})",
-            t_what, t_what.empty() ? "" : ": ", step, missing, name_of ? name_of(rank) : rank);
+      raise(Errc::kTimeout, "{}timed out in {}: rank(s) {} did not take part (this is rank {})",
+            scope_prefix(), step, missing, name_of ? name_of(rank) : rank);
     }
     backoff.pause(now);
   }
@@ -290,10 +278,10 @@ void check_in(MPI_Comm comm, uint64_t token, const char* step,
   for (int p = 0; p < size; ++p)
     if (p != rank && st->got[p] != token)
       raise(Errc::kInvalidUsage,
-            "{}{}ranks are at different steps: rank {} sent {:#x}, this rank (rank {}) is at "
+            "{}ranks are at different steps: rank {} sent {:#x}, this rank (rank {}) is at "
             "{:#x} in {} (ranks must create and destroy ops in the same order)",
-            t_what, t_what.empty() ? "" : ": ", name_of ? name_of(p) : p, st->got[p],
-            name_of ? name_of(rank) : rank, token, step);
+            scope_prefix(), name_of ? name_of(p) : p, st->got[p], name_of ? name_of(rank) : rank,
+            token, step);
 }
 
 }  // namespace fluxcpp::comm

@@ -22,11 +22,10 @@
 #include <vector>
 
 #include "comm/backoff.hpp"
+#include "comm/deadline_scope.hpp"
 #include "comm/orphans.hpp"
 
 namespace fluxcpp::comm {
-
-using Deadline = std::chrono::steady_clock::time_point;
 
 // Tests `req` (a collective on `on`) until it completes (yielding the core, then short naps) or
 // `deadline` passes; then hands it over to the orphans with `keep` (and `produced`, for
@@ -49,22 +48,6 @@ std::vector<std::size_t> wait_messages(std::vector<MPI_Request>& recvs,
                                        std::vector<MPI_Request>& sends, MPI_Comm on,
                                        Deadline deadline, const BackoffPolicy& policy,
                                        const std::shared_ptr<void>& keep, const std::string& what);
-
-// The deadline of the collectives this thread runs while the scope lives (scopes nest; the
-// innermost wins), and the words a timeout starts with ("ag_gemm create", "context destroy").
-class DeadlineScope {
- public:
-  DeadlineScope(Deadline deadline, std::string what);
-  ~DeadlineScope();
-  DeadlineScope(const DeadlineScope&) = delete;
-  DeadlineScope& operator=(const DeadlineScope&) = delete;
-  static Deadline current();            // time_point::max() outside any scope
-  static const std::string& context();  // "" outside any scope
-
- private:
-  Deadline saved_;
-  std::string saved_what_;
-};
 
 // Bounded counterparts of the blocking collectives (the current scope's deadline).
 void allreduce(void* buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);

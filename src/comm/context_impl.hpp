@@ -1,7 +1,8 @@
 // The runtime behind fluxcpp::Context (private).
+//
+// No MPI here: a context made from MPI keeps its communicators in its network
+// (comm/mpi_network.hpp), which the ops reach through comm::Network only.
 #pragma once
-
-#include <mpi.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,8 +12,8 @@
 
 #include "comm/config.hpp"
 #include "comm/group.hpp"
-#include "comm/host_layout.hpp"
 #include "comm/kv_store.hpp"
+#include "comm/network.hpp"
 #include "comm/stream.hpp"
 #include "comm/unique_id.hpp"
 #include "deadline.hpp"
@@ -22,16 +23,19 @@
 #include "shm/symmetric_buffer.hpp"
 
 namespace fluxcpp::comm {
-class GlooNet;
-}
+struct HostLayout;
+}  // namespace fluxcpp::comm
 
 namespace fluxcpp::detail {
 
 class ContextImpl : public shm::HostTeam {
  public:
+  // From an MPI communicator (fluxcpp/context_mpi.hpp makes an MpiComm of an MPI_Comm); its
+  // network is MPI (comm/mpi_network.hpp), its control plane MPI.
   // local_error: a problem the caller found on this rank only (e.g. a NULL out-pointer in the
   // C ABI); construction still runs collectively and fails on every rank with that message.
-  ContextImpl(MPI_Comm comm, const ContextOptions& options, const std::string& local_error = {});
+  ContextImpl(const MpiComm& comm, const ContextOptions& options,
+              const std::string& local_error = {});
   // Without MPI, ranks on one host: rank `rank` of `world_size`, meeting through the id's
   // rendezvous segment (comm/shm_group.hpp). Argument errors this rank alone can see (a bad id,
   // rank or world size, another host) raise here, before the rendezvous: the others time out
@@ -53,16 +57,12 @@ class ContextImpl : public shm::HostTeam {
   void agree(const std::function<void()>& fn) override;
   int id() const override { return rank_; }
 
-  // The control plane: every rank of the context (MPI or shared memory).
+  // The control plane: every rank of the context (MPI, gloo or shared memory).
   comm::Group& comm() const { return *group_; }
-  // The duplicated communicator (MPI_COMM_NULL in a context made without MPI, which has one
-  // host: only ops with peers on other hosts use it).
-  MPI_Comm mpi_comm() const { return comm_; }
-  // Ranks with this rank's node_rank on every host, ordered by host (meaningful when uniform).
-  MPI_Comm rail_comm() const { return rail_comm_; }
-  // The gloo channel of a context made from a store whose ranks span hosts (else null): the
-  // network for the ops when mpi_comm() is MPI_COMM_NULL.
-  const std::shared_ptr<comm::GlooNet>& net() const { return net_; }
+  // How the hosts talk (comm/network.hpp), chosen when the context was made: what hands the ops
+  // their transports, point-to-point pairs and rail swaps. A context on one host has
+  // comm::no_network(); so has one that released its resources.
+  comm::Network& network() const { return net_ ? *net_ : comm::no_network(); }
 
   int world_rank() const { return rank_; }
   int world_size() const { return size_; }
@@ -87,10 +87,6 @@ class ContextImpl : public shm::HostTeam {
   comm::Stream& comm_stream(int i) { return *comm_streams_[i]; }
   int num_compute_workers() const { return static_cast<int>(compute_.size()); }
   comm::Stream& compute_worker(int i) { return *compute_[i]; }
-
-  // A fresh communicator (collective over base, bounded by the current DeadlineScope) for one
-  // op, so ops never match each other's messages; the op frees it.
-  static MPI_Comm dup_comm(MPI_Comm base);
 
   // Collective (a check-in bounded by the timeout, naming a rank that does not take part) unless
   // the context is broken, then local. Frees what this rank holds whatever it returns.
@@ -141,13 +137,12 @@ class ContextImpl : public shm::HostTeam {
 
  private:
   void release() noexcept;
-  // Every rank's host and local rank, from the layout (node_comm_ taken from it).
-  void place_ranks(const comm::HostLayout& layout);
-  // What both constructors end with: the agreed config, the host's pids, the worker threads.
-  void start(const ContextOptions& options, int thread_level);
+  // Every rank's host and local rank, from the layout and this rank's place on its host.
+  void place_ranks(const comm::HostLayout& layout, int node_rank, int node_size);
+  // What every constructor ends with: the agreed config, the worker threads.
+  void start(const ContextOptions& options);
 
-  MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
-  std::shared_ptr<comm::GlooNet> net_;  // before the groups: they may use it
+  std::unique_ptr<comm::Network> net_;  // before the groups: they may use it
   std::unique_ptr<comm::Group> group_, own_node_group_;
   comm::Group* node_group_ = nullptr;  // own_node_group_, or group_ when there is one host
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, node_id_ = 0, num_nodes_ = 1;

@@ -1,8 +1,8 @@
 // ContextImpl without MPI: ranks of one host meeting through a unique id's rendezvous segment.
 #include <numeric>
 
-#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/deadline_scope.hpp"
 #include "comm/shm_group.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
@@ -46,7 +46,7 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
                           "host): pass 0 or world_size={}",
                           options.ranks_per_node, world_size);
       });
-      start(options, MPI_THREAD_MULTIPLE);  // no MPI: one host, no thread level to ask for
+      start(options);  // one host: no network (comm::no_network())
     } catch (const Error& e) {
       // Say who of the host is gone (a rank that died after the rendezvous).
       const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();

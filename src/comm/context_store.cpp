@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <random>
 
-#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
+#include "comm/deadline_scope.hpp"
 #include "comm/gloo_group.hpp"
-#include "comm/gloo_net.hpp"
+#include "comm/gloo_network.hpp"
 #include "comm/shm_group.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
@@ -229,12 +229,14 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
     auto host_group =
         std::make_unique<comm::ShmGroup>(parsed.segment, node_rank_, node_size_, parsed.secret);
     host_pids_ = host_group->pids();
-    // 4. Hosts meet over the network.
+    // 4. Hosts meet over the network: the gloo channel, the context's network (one host has
+    //    none: comm::no_network()) and its control plane.
     if (num_nodes_ > 1) {
       const bool several_machines = shared_size_ < world_size;
-      net_ = std::make_shared<comm::GlooNet>(store, fmt::format("fluxcpp/net/{}/", job), rank,
-                                             world_size, deadline, several_machines);
-      group_ = std::make_unique<comm::GlooGroup>(net_);
+      auto net = std::make_shared<comm::GlooNet>(store, fmt::format("fluxcpp/net/{}/", job), rank,
+                                                 world_size, deadline, several_machines);
+      group_ = std::make_unique<comm::GlooGroup>(net);
+      net_ = std::make_unique<comm::GlooNetwork>(std::move(net));
       own_node_group_ = std::move(host_group);
       node_group_ = own_node_group_.get();
     } else {
@@ -249,7 +251,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
                       "the arrivals read from the store (a hash of every rank's nonce: two "
                       "calls or jobs share the store prefix)",
                       static_cast<long long>(seen >> 1));
-    start(options, MPI_THREAD_MULTIPLE);  // no MPI: no thread level to ask for
+    start(options);
   } catch (const Error& e) {
     const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();
     release();

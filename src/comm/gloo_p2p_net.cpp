@@ -43,9 +43,9 @@ struct GlooP2pNet::Pair {
   std::string recv_error;
 };
 
-GlooP2pNet::GlooP2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes,
-                       int num_slots, const std::vector<int>& peers)
-    : net_(c.net()),
+GlooP2pNet::GlooP2pNet(detail::ContextImpl& c, std::shared_ptr<GlooNet> net, const char* op,
+                       std::size_t slot_bytes, int num_slots, const std::vector<int>& peers)
+    : net_(std::move(net)),
       op_(op),
       serial_(c.creating_serial()),
       me_(c.world_rank()),

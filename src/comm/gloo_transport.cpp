@@ -42,9 +42,10 @@ struct GlooTransport::Batch {
   }
 };
 
-GlooTransport::GlooTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes)
+GlooTransport::GlooTransport(detail::ContextImpl& ctx, std::shared_ptr<GlooNet> net, const char* op,
+                             std::size_t chunk_bytes)
     : ctx_(&ctx),
-      net_(ctx.net()),
+      net_(std::move(net)),
       op_(op),
       serial_(ctx.creating_serial()),
       chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {}

@@ -29,7 +29,9 @@ class GlooNet;
 
 class GlooTransport : public Transport {
  public:
-  GlooTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes);
+  // Not collective: the op's slots on the context's channel `net`.
+  GlooTransport(detail::ContextImpl& ctx, std::shared_ptr<GlooNet> net, const char* op,
+                std::size_t chunk_bytes);
   GlooTransport(const GlooTransport&) = delete;
   GlooTransport& operator=(const GlooTransport&) = delete;
   ~GlooTransport() override;

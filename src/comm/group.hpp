@@ -1,12 +1,11 @@
 // The control plane of a context: the ranks that create and destroy ops together, and the
 // bounded collectives they do it with (gather, agree on an error, agree on values, check in).
-// Two kinds: MpiGroup over a communicator (below), ShmGroup over one shared-memory
-// segment for ranks on one host started without MPI (comm/shm_group). Ops see only Group; which
-// one a context has is decided once, when it is created. Every collective is bounded by the
+// Three kinds: MpiGroup over a communicator (comm/mpi_group.hpp), ShmGroup over one
+// shared-memory segment for ranks on one host started without MPI (comm/shm_group.hpp),
+// GlooGroup over the gloo channel (comm/gloo_group.hpp). Ops see only Group; which one a context
+// has is decided once, when it is created. Every collective is bounded by the
 // current DeadlineScope (comm/bounded.hpp) and raises kTimeout naming who did not take part.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -37,8 +36,6 @@ class Group {
   // "<op>: ranks disagree on <name>: rank a passed x, rank b passed y" for the first such value.
   virtual void agree_values(const char* op, const char* const* names, const long long* values,
                             int n);
-  // The communicator behind the group; MPI_COMM_NULL for a group without MPI.
-  virtual MPI_Comm mpi() const { return MPI_COMM_NULL; }
 };
 
 inline void agree(Group& g, const std::function<void()>& fn) {
@@ -69,24 +66,5 @@ struct Caught {
 Caught run_caught(const std::function<void()>& fn, int rank);
 // Throws the AgreedError every rank throws when rank `first` failed with (code, text).
 [[noreturn]] void throw_agreed(int code, const std::string& text, int first, int rank);
-
-// The group over `comm` (not owned: the context frees it).
-class MpiGroup : public Group {
- public:
-  explicit MpiGroup(MPI_Comm comm);
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  void allgather(const void* mine, void* all, std::size_t bytes) override;
-  void check_in(uint64_t token, const char* step,
-                const std::function<int(int)>& name_of = {}) override;
-  void agree(const std::function<void()>& fn) override;
-  void agree_values(const char* op, const char* const* names, const long long* values,
-                    int n) override;
-  MPI_Comm mpi() const override { return comm_; }
-
- private:
-  MPI_Comm comm_;
-  int rank_ = 0, size_ = 1;
-};
 
 }  // namespace fluxcpp::comm

@@ -23,10 +23,10 @@ bool finalized() {
 }
 }  // namespace
 
-MpiP2pNet::MpiP2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
-               const std::vector<int>& peers)
+MpiP2pNet::MpiP2pNet(detail::ContextImpl& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
+                     int num_slots, const std::vector<int>& peers)
     : slot_(slot_bytes), slots_(num_slots) {
-  comm_ = detail::ContextImpl::dup_comm(c.mpi_comm());
+  comm_ = dup(base);
   auto pairs = std::make_unique<std::vector<Pair>>();
   agree(c.comm(), [&] {
     pairs->resize(peers.size());

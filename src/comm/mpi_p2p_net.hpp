@@ -26,9 +26,10 @@ namespace fluxcpp::comm {
 class MpiP2pNet : public P2pNet {
  public:
   // Collective over the context (every rank, also those without peers on other hosts): a
-  // communicator of the op's own, then the buffers (allocation failures agreed world-wide).
-  MpiP2pNet(detail::ContextImpl& c, const char* op, std::size_t slot_bytes, int num_slots,
-         const std::vector<int>& peers);
+  // communicator of the op's own (a duplicate of `base`, the context's), then the buffers
+  // (allocation failures agreed world-wide).
+  MpiP2pNet(detail::ContextImpl& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
+            int num_slots, const std::vector<int>& peers);
   MpiP2pNet(const MpiP2pNet&) = delete;
   MpiP2pNet& operator=(const MpiP2pNet&) = delete;
   // Never communicates. Requests still in flight keep their buffers and the communicator alive

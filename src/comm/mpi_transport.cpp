@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "comm/backoff.hpp"
+#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
@@ -16,11 +17,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-MpiTransport::MpiTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes)
+MpiTransport::MpiTransport(detail::ContextImpl& ctx, MPI_Comm base, const char* op,
+                           std::size_t chunk_bytes)
     : ctx_(&ctx), op_(op), chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {
   // MPI counts are int: one message stays well below 2 GiB whatever the block size.
   chunk_ = std::min<std::size_t>(chunk_, std::size_t{1} << 30);
-  comm_ = detail::ContextImpl::dup_comm(ctx.mpi_comm());
+  comm_ = dup(base);
 }
 
 MpiTransport::~MpiTransport() {

@@ -24,9 +24,9 @@ namespace fluxcpp::comm {
 
 class MpiTransport : public Transport {
  public:
-  // Collective over the context: a communicator of its own (MPI_Comm_dup), so no other op or
-  // the caller can match its messages.
-  MpiTransport(detail::ContextImpl& ctx, const char* op, std::size_t chunk_bytes);
+  // Collective over the context: a communicator of its own (a duplicate of `base`, the
+  // context's), so no other op or the caller can match its messages.
+  MpiTransport(detail::ContextImpl& ctx, MPI_Comm base, const char* op, std::size_t chunk_bytes);
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
   ~MpiTransport() override;

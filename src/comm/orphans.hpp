@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "comm/orphan_progress.hpp"
+
 namespace fluxcpp::comm {
 
 // What runs on the communicator an abandoned MPI_Comm_idup produced, once it completes and
@@ -41,8 +43,6 @@ void adopt_orphan(MPI_Request req, MPI_Comm on, std::shared_ptr<void> keep, std:
 void adopt_entry_barrier(MPI_Request req, MPI_Comm on, std::string what,
                          Continuation then) noexcept;
 
-// Tests every orphan once; a completed one is released. Returns how many are still pending.
-int progress_orphans() noexcept;
 
 // Before a create runs its own blocking host layout: drives the orphans until every abandoned
 // MPI_Comm_idup that has a continuation has completed and run it (every rank posted those, so

@@ -1,5 +1,5 @@
 // P2pNet: the ordered pairs of a point-to-point op (AsyncSendRecv) whose ends are on different
-// hosts, over the context's network channel (make_p2p_net picks it: MPI, comm/mpi_p2p_net.hpp,
+// hosts, over the context's network (comm/network.hpp hands it out: MPI, comm/mpi_p2p_net.hpp,
 // for a context made from MPI; gloo's TCP transport, comm/gloo_p2p_net.hpp, for one made from a
 // store). The contract both keep:
 //
@@ -68,7 +68,8 @@ class P2pNet {
                      Deadline deadline, const char* op) = 0;
 };
 
-// Collective over the context (every rank, also those without peers on other hosts).
+// The context's network's pairs (Network::p2p): collective over the context (every rank, also
+// those without peers on other hosts).
 std::unique_ptr<P2pNet> make_p2p_net(detail::ContextImpl& c, const char* op,
                                      std::size_t slot_bytes, int num_slots,
                                      const std::vector<int>& peers);

@@ -1,80 +1,103 @@
-// RecordSwap: one record per member of a communicator, swapped point to point in full, bounded by
-// a deadline. The call handshake's exchange among the rail peers (one rank per host) rides on it:
+// RecordSwap: one record per member of a rail (one rank per host), swapped point to point in
+// full, bounded by a deadline. The call handshake's exchange among the rail peers rides on it:
 // each member fills its own record, swap() sends it (or its head) to every other member and
-// receives theirs into their records; a member late at the deadline gets a retraction (two words
-// the caller chooses) after the record it already has, so that it fails when it arrives; and a
-// small text per member can be gathered when some member has an error to tell. Owns a duplicate
-// of the communicator (collective to make) and the records; what a timed-out swap posted keeps
-// its own reference to the records it may still touch.
+// receives theirs into their records; a member late at the deadline must fail when it arrives
+// (how is the network's: MPI sends it a retraction, two words the caller chooses, after the
+// record it already has; gloo closes the channel); and a small text per member can be gathered
+// when some member has an error to tell. What a timed-out swap posted keeps its own reference to
+// the records it may still touch.
 //
-// Over the gloo channel (a context made from a store), the same swap runs on the op's rail slots
-// among the members' world ranks. A member late at the deadline
-// closes the channel (comm/gloo_net.hpp), so the late one fails when it arrives with no
-// retraction needed.
+// RecordSwap is the handle the handshake keeps; the network behind it is a RecordSwapImpl made
+// by the context's Network (comm/network.hpp): MpiRecordSwap (comm/mpi_record_swap.hpp) or
+// GlooRecordSwap (comm/gloo_record_swap.hpp). A default-made RecordSwap is inactive (one host).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/backoff.hpp"
-#include "comm/bounded.hpp"
-#include "comm/mpi_util.hpp"
+#include "comm/deadline_scope.hpp"
 
 namespace fluxcpp::comm {
 
-class GlooNet;
-
-class RecordSwap {
+// One network's swap. The records are common; swap, retractions and gather_texts are the
+// network's.
+class RecordSwapImpl {
  public:
-  RecordSwap() = default;
-  // Collective over `base`: duplicates it. `what` names the exchange in the errors of later
-  // creates on it (a timed-out swap's orphans).
-  RecordSwap(MPI_Comm base, std::string what);
-  // Over the gloo channel: `members` are the world ranks in member order, this rank is member
-  // `me`; `serial` is the op's create serial (its slots). Not collective.
-  RecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me, uint64_t serial,
-             std::string what);
+  explicit RecordSwapImpl(std::string what) : what_(std::move(what)) {}
+  virtual ~RecordSwapImpl() = default;
+  RecordSwapImpl(const RecordSwapImpl&) = delete;
+  RecordSwapImpl& operator=(const RecordSwapImpl&) = delete;
 
-  bool active() const { return comm_.get() != MPI_COMM_NULL || net_ != nullptr; }
   int rank() const { return rank_; }
   int size() const { return size_; }
-
-  // Makes the records `bytes` each (cache-line aligned), fresh when a timed-out swap may still
-  // use the current ones. Call before filling this call's record.
   void prepare(std::size_t bytes);
   char* record(int member) const;
   std::size_t record_bytes() const { return bytes_; }
 
-  // Sends this member's first `send_bytes` to every other member and receives up to a whole
-  // record from each (a shorter message fills its start). Returns the members whose record did
-  // not arrive by `deadline`; each of them is sent `retraction` after our record.
-  std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
-                        std::array<int64_t, 2> retraction);
-  // The retractions that reached this member since the last swap: (member, its two words).
-  std::vector<std::pair<int, std::array<int64_t, 2>>> retractions();
-  // Every member's text (at most 511 bytes of `mine`); every member must call it. `missing`
-  // words the timeout.
-  std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
-                                        const BackoffPolicy& wait,
-                                        const std::function<std::string()>& missing);
+  virtual std::vector<int> swap(std::size_t send_bytes, Deadline deadline,
+                                const BackoffPolicy& wait, std::array<int64_t, 2> retraction) = 0;
+  virtual std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() = 0;
+  virtual std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
+                                                const BackoffPolicy& wait,
+                                                const std::function<std::string()>& missing) = 0;
 
- private:
-  struct Records;
-  std::vector<int> swap_net(std::size_t send_bytes, Deadline deadline);
-  std::vector<std::string> gather_texts_net(const std::string& mine, Deadline deadline,
-                                            const std::function<std::string()>& missing);
-  UniqueComm comm_;
-  std::shared_ptr<GlooNet> net_;
-  std::vector<int> members_;
-  uint64_t serial_ = 0;
+ protected:
+  // Every member's record, cache-line aligned, and room for the texts.
+  struct Records {
+    Records(std::size_t record, int members);
+    char* all();
+    std::vector<char> text, texts;
+
+   private:
+    std::vector<char> all_;
+  };
   std::string what_;
   int rank_ = 0, size_ = 1;
   std::size_t bytes_ = 0;
   std::shared_ptr<Records> records_;
+};
+
+class RecordSwap {
+ public:
+  RecordSwap() = default;
+  explicit RecordSwap(std::unique_ptr<RecordSwapImpl> impl) : impl_(std::move(impl)) {}
+
+  bool active() const { return impl_ != nullptr; }
+  int rank() const { return impl_ ? impl_->rank() : 0; }
+  int size() const { return impl_ ? impl_->size() : 1; }
+
+  // Makes the records `bytes` each (cache-line aligned), fresh when a timed-out swap may still
+  // use the current ones. Call before filling this call's record.
+  void prepare(std::size_t bytes) { impl_->prepare(bytes); }
+  char* record(int member) const { return impl_->record(member); }
+  std::size_t record_bytes() const { return impl_ ? impl_->record_bytes() : 0; }
+
+  // Sends this member's first `send_bytes` to every other member and receives up to a whole
+  // record from each (a shorter message fills its start). Returns the members whose record did
+  // not arrive by `deadline`; each of them is told (see above) that this member gave up.
+  std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
+                        std::array<int64_t, 2> retraction) {
+    return impl_->swap(send_bytes, deadline, wait, retraction);
+  }
+  // The retractions that reached this member since the last swap: (member, its two words).
+  std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() { return impl_->retractions(); }
+  // Every member's text (at most 511 bytes of `mine`); every member must call it. `missing`
+  // words the timeout.
+  std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
+                                        const BackoffPolicy& wait,
+                                        const std::function<std::string()>& missing) {
+    return impl_->gather_texts(mine, deadline, wait, missing);
+  }
+
+ private:
+  std::unique_ptr<RecordSwapImpl> impl_;
 };
 
 }  // namespace fluxcpp::comm

@@ -1,6 +1,6 @@
-// Transport: one op's point-to-point traffic between hosts, over the context's network channel
-// (make_transport picks it once: MPI for a context made from MPI, gloo's TCP transport for one made
-// from a store; the ops see only this interface).
+// Transport: one op's point-to-point traffic between hosts, over the context's network
+// (comm/network.hpp, chosen once when the context is made: MPI for a context made from MPI, gloo's
+// TCP transport for one made from a store; the ops see only this interface).
 //
 // A call posts a batch of transfers. Each moves `bytes` between this rank's memory and one peer
 // as messages of at most chunk_bytes() with one tag (MPI keeps their order), so a consumer can
@@ -77,7 +77,8 @@ class Transport {
   virtual bool poisoned() const = 0;
 };
 
-// The channel selector: collective over the context (the MPI channel duplicates a communicator).
+// The context's network's transport for op `op` (Network::transport): collective over the
+// context (the MPI one duplicates a communicator).
 std::unique_ptr<Transport> make_transport(detail::ContextImpl& ctx, const char* op,
                                           std::size_t chunk_bytes);
 

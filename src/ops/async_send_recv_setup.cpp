@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/bounded.hpp"
+#include "comm/deadline_scope.hpp"
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"

@@ -21,6 +21,8 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADER = os.path.join(ROOT, "include", "fluxcpp", "fluxcpp.h")
+# The C ABI is fluxcpp.h and the header of its MPI entry points, which fluxcpp.h includes.
+HEADERS = [HEADER, os.path.join(ROOT, "include", "fluxcpp", "fluxcpp_mpi.h")]
 PACKAGE = os.path.join(ROOT, "python", "fluxcpp")
 
 failures = []
@@ -69,11 +71,12 @@ def _split_decl(text, typedefs):
     return CType(text), None
 
 
-def parse_header(path):
-    """(functions, typedefs): functions name -> (return CType, [(CType, param name)]);
-    typedefs name -> ("enum", {enumerator: value}) | ("struct", [(CType, field)]) |
-    ("alias", CType) (a handle is an alias of a struct pointer)."""
-    text = _strip(open(path, encoding="utf-8").read())
+def parse_header(paths):
+    """(functions, typedefs) of the headers `paths`, read as one: functions name -> (return
+    CType, [(CType, param name)]); typedefs name -> ("enum", {enumerator: value}) | ("struct",
+    [(CType, field)]) | ("alias", CType) (a handle is an alias of a struct pointer)."""
+    path = " + ".join(os.path.basename(p) for p in paths)
+    text = "\n".join(_strip(open(p, encoding="utf-8").read()) for p in paths)
     typedefs = {}
     for m in re.finditer(r"\btypedef\b([^;{]*)(\{[^}]*\})?([^;]*);", text):
         head, body, tail = m.group(1), m.group(2), m.group(3)
@@ -350,7 +353,7 @@ def check_dtypes(typedefs):
 
 
 def main():
-    functions, typedefs = parse_header(HEADER)
+    functions, typedefs = parse_header(HEADERS)
     if len(functions) < 10:
         fail(f"{HEADER}: only {len(functions)} FLUXCPP_API functions parsed")
     lib = load_lib()

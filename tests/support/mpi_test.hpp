@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "fluxcpp/context.hpp"
+#include "fluxcpp/context_mpi.hpp"  // the tests make their contexts from MPI_COMM_WORLD
 
 namespace fluxcpp::test {
 

@@ -16,9 +16,9 @@
 
 #include <exception>
 
-#include "comm/bounded.hpp"
 #include "comm/context_impl.hpp"
-#include "comm/orphans.hpp"
+#include "comm/deadline_scope.hpp"
+#include "comm/orphan_progress.hpp"
 #include "error_util.hpp"
 #include "fault.hpp"
 #include "ops/core/op_core.hpp"

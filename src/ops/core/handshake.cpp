@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "comm/bounded.hpp"
+#include "comm/deadline_scope.hpp"
 #include "error_util.hpp"
 #include "ops/core/refusal.hpp"
 
@@ -70,17 +70,8 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
   payloads_ =
       layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
-  if (c.num_nodes() > 1) {
-    std::string what = fmt::format("the {} call handshake", op);
-    if (c.mpi_comm() != MPI_COMM_NULL) {
-      rail_ = comm::RecordSwap(c.rail_comm(), std::move(what));
-    } else {  // the gloo channel: the rail is this host rank's rank on every host
-      std::vector<int> members;
-      for (int n = 0; n < c.num_nodes(); ++n) members.push_back(c.world_rank_of(n, c.node_rank()));
-      rail_ = comm::RecordSwap(c.net(), std::move(members), c.node_id(), c.creating_serial(),
-                               std::move(what));
-    }
-  }
+  if (c.num_nodes() > 1)
+    rail_ = c.network().rail_swap(c, fmt::format("the {} call handshake", op));
 }
 
 Handshake::Info& Handshake::info(int host_rank, int parity) const {

@@ -1,4 +1,5 @@
-// RecordSwap over the gloo channel (comm/record_swap.hpp).
+#include "comm/gloo_record_swap.hpp"
+
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
@@ -6,13 +7,12 @@
 #include <cstring>
 
 #include "comm/gloo_net.hpp"
-#include "comm/record_swap.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
 
 namespace {
-constexpr int kSwapText = 512;
+constexpr int kGlooSwapText = 512;
 
 // Every member sends the first `send_bytes` of its record (all + bytes * me) to every other and
 // receives theirs into all + bytes * member (a shorter message fills the record's start);
@@ -59,7 +59,19 @@ std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me,
 
 }  // namespace
 
-std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline) {
+GlooRecordSwap::GlooRecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me,
+                               uint64_t serial, std::string what)
+    : RecordSwapImpl(std::move(what)),
+      net_(std::move(net)),
+      members_(std::move(members)),
+      serial_(serial) {
+  rank_ = me;
+  size_ = static_cast<int>(members_.size());
+}
+
+std::vector<int> GlooRecordSwap::swap(std::size_t send_bytes, Deadline deadline,
+                                      const BackoffPolicy& /*wait*/,
+                                      std::array<int64_t, 2> /*retraction*/) {
   if (const std::string f = net_->failure(); !f.empty())
     raise(Errc::kInvalidUsage, "{}: the network channel failed earlier: {}", what_, f);
   std::string error;
@@ -72,7 +84,7 @@ std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline)
     throw;
   }
   if (late.empty()) return late;
-  (void)new std::shared_ptr<Records>(records_);  // see exchange()
+  (void)new std::shared_ptr<Records>(records_);       // see exchange()
   if (std::chrono::steady_clock::now() < deadline) {  // not late: gone (its connection closed)
     std::string names;
     for (int m : late) names += fmt::format("{}{}", names.empty() ? "" : ", ", members_[m]);
@@ -81,16 +93,21 @@ std::vector<int> RecordSwap::swap_net(std::size_t send_bytes, Deadline deadline)
   return late;
 }
 
-std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, Deadline deadline,
+std::vector<std::pair<int, std::array<int64_t, 2>>> GlooRecordSwap::retractions() {
+  return {};  // a late member finds the channel closed instead
+}
+
+std::vector<std::string> GlooRecordSwap::gather_texts(const std::string& mine, Deadline deadline,
+                                                      const BackoffPolicy& /*wait*/,
                                                       const std::function<std::string()>& missing) {
-  std::vector<char> texts(static_cast<std::size_t>(kSwapText) * size_, '\0');
-  std::snprintf(&texts[static_cast<std::size_t>(kSwapText) * rank_], kSwapText, "%s", mine.c_str());
+  std::vector<char> texts(static_cast<std::size_t>(kGlooSwapText) * size_, '\0');
+  std::snprintf(&texts[static_cast<std::size_t>(kGlooSwapText) * rank_], kGlooSwapText, "%s",
+                mine.c_str());
   std::string error;
   std::vector<int> late;
   try {
-    late = exchange(*net_, members_, rank_, texts.data(), kSwapText, kSwapText,
-                    GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_,
-                    &error);
+    late = exchange(*net_, members_, rank_, texts.data(), kGlooSwapText, kGlooSwapText,
+                    GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_, &error);
   } catch (...) {
     (void)new std::vector<char>(std::move(texts));  // see exchange()
     throw;
@@ -101,8 +118,8 @@ std::vector<std::string> RecordSwap::gather_texts_net(const std::string& mine, D
   }
   std::vector<std::string> out;
   for (int n = 0; n < size_; ++n) {
-    const char* t = &texts[static_cast<std::size_t>(kSwapText) * n];
-    out.emplace_back(t, strnlen(t, kSwapText - 1));
+    const char* t = &texts[static_cast<std::size_t>(kGlooSwapText) * n];
+    out.emplace_back(t, strnlen(t, kGlooSwapText - 1));
   }
   return out;
 }

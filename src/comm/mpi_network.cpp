@@ -1,0 +1,48 @@
+#include "comm/mpi_network.hpp"
+
+#include "comm/mpi_p2p_net.hpp"
+#include "comm/mpi_record_swap.hpp"
+#include "comm/mpi_transport.hpp"
+#include "comm/orphans.hpp"
+#include "error_util.hpp"
+
+namespace fluxcpp::comm {
+
+MpiNetwork::~MpiNetwork() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;  // communicators died with MPI
+  // One that still carries an abandoned collective is freed once that completes (orphans.hpp).
+  for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_}) free_comm(c);
+}
+
+std::unique_ptr<Transport> MpiNetwork::transport(detail::ContextImpl& ctx, const char* op,
+                                                 std::size_t chunk_bytes) {
+  return std::make_unique<MpiTransport>(ctx, comm_, op, chunk_bytes);
+}
+
+std::unique_ptr<P2pNet> MpiNetwork::p2p(detail::ContextImpl& ctx, const char* op,
+                                        std::size_t slot_bytes, int num_slots,
+                                        const std::vector<int>& peers) {
+  return std::make_unique<MpiP2pNet>(ctx, comm_, op, slot_bytes, num_slots, peers);
+}
+
+RecordSwap MpiNetwork::rail_swap(const detail::ContextImpl& /*ctx*/, std::string what) {
+  return RecordSwap(std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what)));
+}
+
+void MpiNetwork::check_hosts(int num_nodes) const {
+  if (num_nodes > 1 && thread_level_ < MPI_THREAD_MULTIPLE)
+    raise(Errc::kInvalidUsage,
+          "context: ranks span {} hosts, which needs MPI initialised with MPI_THREAD_MULTIPLE "
+          "(this rank has thread level {})",
+          num_nodes, thread_level_);
+}
+
+bool MpiNetwork::usable() const {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized == 0;
+}
+
+}  // namespace fluxcpp::comm

@@ -1,0 +1,51 @@
+// MpiNetwork: the network (comm/network.hpp) of a context made from an MPI communicator. It owns
+// the context's communicators: the duplicate of the caller's (the control plane and the base of
+// every op's own), the host's and the rail's (comm/host_layout.hpp), and frees them when it goes
+// (unless MPI is finalized, or an abandoned collective still runs on one: comm/orphans.hpp).
+//
+// Each op gets communicators of its own, duplicated from the context's (its transport's, its
+// point-to-point pairs', its rail swap's): MPI cannot cancel a message, so a transfer an op
+// abandoned must never be matched by another op's, and a communicator with an abandoned request
+// is kept for good (comm::free_comm) without taking the others with it.
+#pragma once
+
+#include <mpi.h>
+
+#include "comm/network.hpp"
+
+namespace fluxcpp::comm {
+
+class MpiNetwork final : public Network {
+ public:
+  // thread_level: what MPI was initialised with (MPI_Query_thread).
+  explicit MpiNetwork(int thread_level) : thread_level_(thread_level) {}
+  ~MpiNetwork() override;
+  MpiNetwork(const MpiNetwork&) = delete;
+  MpiNetwork& operator=(const MpiNetwork&) = delete;
+
+  // Takes the communicators over as the context's MPI constructor makes them.
+  void own_world(MPI_Comm comm) { comm_ = comm; }
+  void own_layout(MPI_Comm node, MPI_Comm rail) {
+    node_comm_ = node;
+    rail_comm_ = rail;
+  }
+  // The context's duplicate of the caller's communicator, its host's and its rail's.
+  MPI_Comm comm() const { return comm_; }
+  MPI_Comm node_comm() const { return node_comm_; }
+  MPI_Comm rail_comm() const { return rail_comm_; }
+
+  const char* name() const override { return "MPI"; }
+  std::unique_ptr<Transport> transport(detail::ContextImpl& ctx, const char* op,
+                                       std::size_t chunk_bytes) override;
+  std::unique_ptr<P2pNet> p2p(detail::ContextImpl& ctx, const char* op, std::size_t slot_bytes,
+                              int num_slots, const std::vector<int>& peers) override;
+  RecordSwap rail_swap(const detail::ContextImpl& ctx, std::string what) override;
+  void check_hosts(int num_nodes) const override;
+  bool usable() const override;
+
+ private:
+  int thread_level_ = MPI_THREAD_SINGLE;
+  MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace fluxcpp::comm

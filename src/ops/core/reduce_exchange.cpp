@@ -12,10 +12,6 @@ namespace {
 constexpr int kReduceTag = 3;
 }  // namespace
 
-int host_sum_order(int me, int L, int i) {
-  return i < L - 1 ? (me + L - 1 - i) % L : me;
-}
-
 ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
                                std::size_t max_share_block, std::size_t max_acc_block, bool needed,
                                const char* op)

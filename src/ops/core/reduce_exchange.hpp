@@ -11,16 +11,14 @@
 #include <vector>
 
 #include "fluxcpp/types.hpp"
+#include "ops/core/links.hpp"
 #include "ops/core/mailbox.hpp"
 #include "ops/core/offload.hpp"
 
 namespace fluxcpp::ops {
 
-// The i-th host rank (local rank) whose share the rank with local rank `me` adds, i in [0, L):
-// the others counting down from me-1, then itself (its own share last) — the order in which
-// ring-ordered producers (GemmRS computes the block for rank r+i at its step i, its own last)
-// finish the shares of a block.
-int host_sum_order(int me, int L, int i);
+// The order in which the host ranks' shares of a block are added: host_sum_order (links.hpp;
+// GemmRS computes the block for rank r+i at its step i, its own last).
 
 class ReduceExchange {
  public:

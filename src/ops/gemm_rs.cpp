@@ -20,7 +20,7 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const int W = c.world_size();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
-  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true, kOp);
+  reduce_ = ops::ReduceExchange(c, links_, layout_, block, block, /*needed=*/true, kOp);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()

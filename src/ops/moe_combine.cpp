@@ -33,7 +33,7 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
     resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
   // Out: every received row goes back (≤ max_recv_rows); in: at most T·K rows come home.
-  a2a_ = ops::A2aExchange(c, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
+  a2a_ = ops::A2aExchange(links_, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
                           slots * row_, ops::needs_data(c));
   // The handshake vector: counts [E], num_rows, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));

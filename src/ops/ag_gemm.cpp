@@ -42,10 +42,11 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   gather_ = ops::GatherExchange(c, links_, layout_, max_block, /*needed=*/true);
   // The latency path's payload: a rank's rows of a decode-sized call (latency()), on one host or
   // across hosts of one rank each.
-  make_core(ops::OpCore::Spec::of(kOp, {"m"})
-                .runs_gemm()
-                .releasing()
-                .with_payload(ops::latency_payload_bytes(c, max_block, /*across_hosts=*/true)));
+  make_core(
+      ops::OpCore::Spec::of(kOp, {"m"})
+          .runs_gemm()
+          .releasing()
+          .with_payload(ops::latency_payload_bytes(links_, max_block, /*across_hosts=*/true)));
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] {

@@ -27,7 +27,7 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
                 .releasing()
                 .writing_locally()
                 .with_payload(ops::latency_payload_bytes(
-                    c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
+                    links_, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
                     /*across_hosts=*/true)));
   reduce_.allow_presum(block, kOp);
 }
@@ -63,7 +63,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   }
   // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
   // same rank; each is published as soon as it is done; our own block last.
-  for (int t : core_->peers().up_self()) {
+  for (int t : core_->links().up_self()) {
     o.c = partial(t, m);
     const ops::Outbox share = reduce_.share(t);
     const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);

@@ -202,7 +202,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   if (call.compute() && !per_destination_) all_rows(a);
   // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
   // each published as soon as it is done; our own last.
-  for (int t : core_->peers().up_self()) {
+  for (int t : core_->links().up_self()) {
     if (call.compute()) partial(t, a);
     if (call.comm() && t != r) a2a_.to(t).publish_all();
   }

@@ -29,7 +29,7 @@ AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, const Links& links,
       max_count_(max_count) {
   const int L = links.host_size(), N = links.hosts();
   const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
-  one_shot_max_ = latency_payload_bytes(c, static_cast<std::size_t>(max_count) * in_size_,
+  one_shot_max_ = latency_payload_bytes(links, static_cast<std::size_t>(max_count) * in_size_,
                                         /*across_hosts=*/true);
   // The input slot always exists: it is also the zero-copy input buffer.
   inputs_ = layout.slots("ar-input", 1, static_cast<std::size_t>(max_count) * in_size_);

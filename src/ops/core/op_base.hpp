@@ -31,7 +31,7 @@ class OpBase {
 
  protected:
   // The op core over the layout the create declared (collective).
-  void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, spec, layout_); }
+  void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, links_, spec, layout_); }
 
   std::shared_ptr<detail::ContextImpl> ctx_;
   Options opts_;

@@ -18,7 +18,7 @@ void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_m) * in_row_;
-  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
+  a2a_ = ops::A2aExchange(links_, layout_, max_bytes, max_bytes, /*needed=*/true);
   // Releasing: the caller writes the zero-copy input buffer outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing());
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers

@@ -20,7 +20,7 @@ void A2aTransposeGemmImpl::create(ContextImpl& c, const std::string& local_error
   const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   const std::size_t esz = dtype_size(o.input_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
-  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, ops::needs_data(c));
+  a2a_ = ops::A2aExchange(links_, layout_, blk * W, blk * W, ops::needs_data(links_));
   make_core(ops::OpCore::Spec::of(kOp, {"bs", "seq"}).runs_gemm());
   comm::agree(c.comm(), [&] {
     resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,

@@ -39,13 +39,14 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
   const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
-  gather_ = ops::GatherExchange(c, layout_, max_block, /*needed=*/true);
+  gather_ = ops::GatherExchange(c, links_, layout_, max_block, /*needed=*/true);
   // The latency path's payload: a rank's rows of a decode-sized call (latency()), on one host or
   // across hosts of one rank each.
-  make_core(ops::OpCore::Spec::of(kOp, {"m"})
-                .runs_gemm()
-                .releasing()
-                .with_payload(ops::latency_payload_bytes(c, max_block, /*across_hosts=*/true)));
+  make_core(
+      ops::OpCore::Spec::of(kOp, {"m"})
+          .runs_gemm()
+          .releasing()
+          .with_payload(ops::latency_payload_bytes(links_, max_block, /*across_hosts=*/true)));
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
   comm::agree(comm, [&] {

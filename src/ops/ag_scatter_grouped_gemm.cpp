@@ -30,7 +30,7 @@ void AgScatterGroupedGemmImpl::create(ContextImpl& c, const std::string& local_e
   const int64_t L = o.num_experts / o.ep_size;
   weights_ = ops::ExpertWeights(L, o.input_dtype, o.ffn_shard, o.hidden, o.transpose_weight);
   const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
-  gather_ = ops::GatherExchange(c, layout_, max_block, ops::needs_data(c));
+  gather_ = ops::GatherExchange(c, links_, layout_, max_block, ops::needs_data(links_));
   make_core(ops::OpCore::Spec::of(kOp, {"num_tokens"}).runs_gemm().with_vector(ops::kMoeTpVector));
 }
 

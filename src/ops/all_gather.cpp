@@ -22,8 +22,8 @@ void AllGatherImpl::create(ContextImpl& c, const std::string& local_error) {
   row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
   const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
-  gather_ = ops::GatherExchange(c, layout_, max_shard, /*needed=*/true);
-  single_copy_ = ops::SingleCopy(c, layout_);
+  gather_ = ops::GatherExchange(c, links_, layout_, max_shard, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, links_, layout_);
   make_core(ops::OpCore::Spec::of(kOp, {"m"}).releasing());
   single_copy_.probe(*core_);
 }

@@ -18,7 +18,7 @@ void AllReduceImpl::create(ContextImpl& c, const std::string& local_error) {
                        FLUXCPP_CHECK_ARG(o.max_count <= (int64_t{1} << 40) / 8,
                                          "{}: max_count={} is too large", kOp, o.max_count);
                      });
-  reduce_ = ops::AllReduceExchange(c, layout_, o.max_count, o.dtype, o.dtype);
+  reduce_ = ops::AllReduceExchange(c, links_, layout_, o.max_count, o.dtype, o.dtype);
   make_core(
       ops::OpCore::Spec::of(kOp, {"count"}).releasing().with_payload(reduce_.payload_bytes()));
 }

@@ -19,8 +19,8 @@ void AllToAllSingleImpl::create(ContextImpl& c, const std::string& local_error) 
       });
   row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
-  a2a_ = ops::A2aExchange(c, layout_, max_bytes, max_bytes, /*needed=*/true);
-  single_copy_ = ops::SingleCopy(c, layout_);
+  a2a_ = ops::A2aExchange(links_, layout_, max_bytes, max_bytes, /*needed=*/true);
+  single_copy_ = ops::SingleCopy(c, links_, layout_);
   // The handshake vector: input_splits, then output_splits.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(2 * c.world_size()).releasing());
   single_copy_.probe(*core_);

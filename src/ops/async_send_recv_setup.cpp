@@ -9,7 +9,6 @@
 #include "ops/core/create.hpp"
 #include "ops/core/options.hpp"
 #include "ops/core/pair_plan.hpp"
-#include "ops/core/peer_order.hpp"
 
 namespace fluxcpp::detail {
 
@@ -36,7 +35,7 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
   const int W = c.world_size(), r = c.world_rank();
   const AsyncSendRecvOptions& o = opts_;
   serial_ = c.creating_serial();
-  std::vector<int> list = o.peers ? *o.peers : ops::PeerOrder::ring_neighbours(r, W);
+  std::vector<int> list = o.peers ? *o.peers : ops::Links::ring_neighbours(r, W);
   ops::agree_options(c, kOp, local_error,
                      {ops::dtype("dtype", o.dtype),
                       ops::dim("n", o.n),
@@ -67,7 +66,7 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
     std::copy(list.begin(), list.end(), mine.begin());
     comm.allgather(mine.data(), all.data(), sizeof(int) * width);
   }
-  const ops::PairPlan plan(c, all, width);
+  const ops::PairPlan plan(ops::Links::of(c), all, width);
   comm::agree(comm, [&] {
     auto lists = [&](int a, int b) {
       for (int k = 0; k < width; ++k)

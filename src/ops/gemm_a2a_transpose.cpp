@@ -21,7 +21,7 @@ void GemmA2aTransposeImpl::create(ContextImpl& c, const std::string& local_error
   const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
   // The GEMM writes into a2a-out even when alone.
-  a2a_ = ops::A2aExchange(c, layout_, blk * W, blk * W, /*needed=*/true);
+  a2a_ = ops::A2aExchange(links_, layout_, blk * W, blk * W, /*needed=*/true);
   // Releasing, writing locally: gemm-only writes the blocks outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"bs", "seq"}).runs_gemm().releasing().writing_locally());
 }

@@ -16,8 +16,8 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   const GemmArOptions o = opts_;
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  reduce_ =
-      ops::AllReduceExchange(c, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_, o.output_dtype);
+  reduce_ = ops::AllReduceExchange(c, links_, layout_, std::max<int64_t>(1, o.max_m * o.n), acc_,
+                                   o.output_dtype);
   make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()
                 .with_payload(reduce_.payload_bytes()));

@@ -20,14 +20,14 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
   const int W = c.world_size();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
-  reduce_ = ops::ReduceExchange(c, layout_, block, block, /*needed=*/true, kOp);
+  reduce_ = ops::ReduceExchange(c, links_, layout_, block, block, /*needed=*/true, kOp);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()
                 .releasing()
                 .writing_locally()
                 .with_payload(ops::latency_payload_bytes(
-                    c, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
+                    links_, static_cast<std::size_t>(o.max_m) * o.n * dtype_size(acc_),
                     /*across_hosts=*/true)));
   reduce_.allow_presum(block, kOp);
 }
@@ -63,7 +63,7 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
   }
   // Block by block: blocks for peers first, in ring order so that peers do not all wait for the
   // same rank; each is published as soon as it is done; our own block last.
-  for (int t : core_->peers().up_self()) {
+  for (int t : core_->links().up_self()) {
     o.c = partial(t, m);
     const ops::Outbox share = reduce_.share(t);
     const std::size_t out_row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);

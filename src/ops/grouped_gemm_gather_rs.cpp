@@ -30,7 +30,7 @@ void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_er
   // Our partials for every rank live in the out slot (computed there even when alone); other
   // hosts' partials for us land in the in slot.
   const std::size_t max_share = static_cast<std::size_t>(o.max_tokens / W) * acc_row_;
-  a2a_ = ops::A2aExchange(c, layout_, max_share * W, max_share * W, /*needed=*/true);
+  a2a_ = ops::A2aExchange(links_, layout_, max_share * W, max_share * W, /*needed=*/true);
   // Releasing, writing locally: gemm-only writes the partials outside a call.
   make_core(ops::OpCore::Spec::of(kOp, {"num_tokens"})
                 .runs_gemm()
@@ -202,7 +202,7 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   if (call.compute() && !per_destination_) all_rows(a);
   // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
   // each published as soon as it is done; our own last.
-  for (int t : core_->peers().up_self()) {
+  for (int t : core_->links().up_self()) {
     if (call.compute()) partial(t, a);
     if (call.comm() && t != r) a2a_.to(t).publish_all();
   }

@@ -33,8 +33,8 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
     resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
   // Out: every received row goes back (≤ max_recv_rows); in: at most T·K rows come home.
-  a2a_ = ops::A2aExchange(c, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
-                          slots * row_, ops::needs_data(c));
+  a2a_ = ops::A2aExchange(links_, layout_, static_cast<std::size_t>(opts_.max_recv_rows) * row_,
+                          slots * row_, ops::needs_data(links_));
   // The handshake vector: counts [E], num_rows, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
@@ -117,7 +117,7 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
   // Where each slot's row is: our own input for the experts we own, else the owner's block (in
   // its segment on this host, in ours when it came from another host).
   std::vector<const char*> block(static_cast<std::size_t>(W), nullptr);
-  for (int q : core_->peers().down()) {
+  for (int q : core_->links().down()) {
     if (routing_.rows(r, q) == 0) continue;
     const ops::Inbox box = a2a_.from(q);
     box.wait_all();

@@ -40,7 +40,7 @@ void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
     resize_or_raise(topk_index_, slots, kOp, "the topk index");
     resize_or_raise(vector_, static_cast<std::size_t>(o.num_experts) + 2, kOp, "counts");
   });
-  a2a_ = ops::A2aExchange(c, layout_, out_bytes, in_bytes, ops::needs_data(c));
+  a2a_ = ops::A2aExchange(links_, layout_, out_bytes, in_bytes, ops::needs_data(links_));
   // The handshake vector: counts [E], flags, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
   routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());

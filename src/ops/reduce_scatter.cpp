@@ -20,8 +20,8 @@ void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
       });
   acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
-  reduce_ = ops::ReduceExchange(c, layout_, elems * dtype_size(o.dtype), elems * dtype_size(acc_),
-                                ops::needs_data(c), kOp);
+  reduce_ = ops::ReduceExchange(c, links_, layout_, elems * dtype_size(o.dtype),
+                                elems * dtype_size(acc_), ops::needs_data(links_), kOp);
   make_core(ops::OpCore::Spec::of(kOp, {"m"}));
 }
 

@@ -2,7 +2,7 @@
 // block from every rank to every rank, with sizes and offsets agreed per call. A rank writes its
 // block for rank t into its "a2a-out" slot at an offset; within a host, t reads it there; across
 // hosts, MPI carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which, and
-// targets() and sources() hand an op its peers in schedule order (ops/core/peer_order.hpp):
+// targets() and sources() hand an op its peers in schedule order (Links::send and receive):
 // blocks go out to other hosts' ranks first, then to this host's; they come in from this host's
 // ranks first, then from other hosts'.
 #pragma once
@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "ops/core/links.hpp"
 #include "ops/core/mailbox.hpp"
 
 namespace fluxcpp::ops {
@@ -38,13 +39,14 @@ class A2aExchange {
   // Declares the regions before the core allocates: the out slot of `out_bytes` (only when
   // `needed`: a host peer or another host reads it, or the op computes into it) and, across
   // hosts, the in slot of `in_bytes`.
-  A2aExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t out_bytes,
-              std::size_t in_bytes, bool needed);
+  // `links` must outlive the exchange (the op's table).
+  A2aExchange(const Links& links, shm::Layout& layout, std::size_t out_bytes, std::size_t in_bytes,
+              bool needed);
 
   // The peers to send to, other hosts' ranks first, each part in ring order from r+1.
-  const std::vector<int>& targets() const { return targets_; }
+  const std::vector<int>& targets() const { return links_->send(); }
   // The peers to receive from, this host's ranks first, each part in ring order from r-1.
-  const std::vector<int>& sources() const { return sources_; }
+  const std::vector<int>& sources() const { return links_->receive(); }
 
   // Starts a call: posts the transfers to and from other hosts' ranks (each send chunk goes once
   // this rank published it in to(t)). With `pull`, host peers' blocks may be single copies (see
@@ -59,20 +61,18 @@ class A2aExchange {
   // Rank s's block for this rank as the buffers hold it, without waiting or starting a call: for
   // local paths that compute on whatever the buffers hold.
   Inbox held(int s, const Plan& plan) const;
-  char* out_slot() const { return out_.count() > 0 ? out_.at(c_->node_rank()) : nullptr; }
+  char* out_slot() const { return out_.count() > 0 ? out_.at(links_->local()) : nullptr; }
   // The channels this rank's peers are on: some through shared memory (host peers), some over
   // the network (other hosts' ranks, whose blocks land in pieces).
-  bool shm_peers() const { return c_->node_size() > 1; }
-  bool networked() const { return c_->num_nodes() > 1; }
+  bool shm_peers() const { return links_->host_size() > 1; }
+  bool networked() const { return links_->networked(); }
 
  private:
-  bool on_host(int g) const { return c_->node_of(g) == c_->node_id(); }
   // Whether this call's host peers read single copies (every rank decides the same from `plan`).
   bool single_copy(const Plan& plan, const Pull& pull) const;
 
-  detail::ContextImpl* c_ = nullptr;
+  const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
-  std::vector<int> targets_, sources_;
   shm::SlotArray out_, in_;
   shm::SignalArray out_ready_;  // [W] in the sender's segment, by destination
   shm::SignalArray in_landed_;  // [W] in the receiver's segment, by source

@@ -16,9 +16,10 @@ int64_t chunk_of(int64_t count, int L) {
 }
 }  // namespace
 
-AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout, int64_t max_count,
-                                     DType in, DType out)
+AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, const Links& links,
+                                     shm::Layout& layout, int64_t max_count, DType in, DType out)
     : c_(&c),
+      links_(&links),
       in_(in),
       out_(out),
       acc_(in == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32),
@@ -26,41 +27,40 @@ AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout
       out_size_(dtype_size(out)),
       acc_size_(dtype_size(acc_)),
       max_count_(max_count) {
-  const int L = c.node_size(), N = c.num_nodes();
+  const int L = links.host_size(), N = links.hosts();
   const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
-  one_shot_max_ = latency_payload_bytes(c, static_cast<std::size_t>(max_count) * in_size_,
+  one_shot_max_ = latency_payload_bytes(links, static_cast<std::size_t>(max_count) * in_size_,
                                         /*across_hosts=*/true);
   // The input slot always exists: it is also the zero-copy input buffer.
   inputs_ = layout.slots("ar-input", 1, static_cast<std::size_t>(max_count) * in_size_);
   input_ready_ = layout.signals("ar-input-ready", L);
   results_ = layout.slots("ar-result", L > 1 ? 1 : 0, max_chunk * out_size_);
   result_ready_ = layout.signals("ar-result-ready", 1);
-  if (N > 1) partials_ = GatherExchange(c, layout, max_chunk * acc_size_, /*needed=*/true);
+  if (N > 1) partials_ = GatherExchange(c, links, layout, max_chunk * acc_size_, /*needed=*/true);
 }
 
 char* AllReduceExchange::input_slot() const {
-  return inputs_.at(c_->node_rank());
+  return inputs_.at(links_->local());
 }
 
 Outbox AllReduceExchange::input_chunk(int q) const {
-  const int me = c_->node_rank();
+  const int me = links_->local();
   return Outbox(core_, inputs_.at(me) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
                 &input_ready_.at(me, q), input_base_);
 }
 
 Inbox AllReduceExchange::input_of(int p, int q) const {
-  return Inbox(core_, c_->world_rank_of(c_->node_id(), p),
-               inputs_.at(p) + chunk_begin(q) * in_size_, chunk_len(q) * in_size_,
-               &input_ready_.at(p, q), input_base_, &input_ready_, q, p);
+  return Inbox(core_, links_->member(p), inputs_.at(p) + chunk_begin(q) * in_size_,
+               chunk_len(q) * in_size_, &input_ready_.at(p, q), input_base_, &input_ready_, q, p);
 }
 
 Outbox AllReduceExchange::result() const {
-  const int me = c_->node_rank();
+  const int me = links_->local();
   return Outbox(core_, results_.at(me), chunk_len(me) * out_size_, &result_ready_.at(me), result_base_);
 }
 
 Inbox AllReduceExchange::result_of(int p) const {
-  return Inbox(core_, c_->world_rank_of(c_->node_id(), p), results_.at(p), chunk_len(p) * out_size_,
+  return Inbox(core_, links_->member(p), results_.at(p), chunk_len(p) * out_size_,
                &result_ready_.at(p), result_base_, &result_ready_, 0, p);
 }
 
@@ -69,12 +69,12 @@ int64_t AllReduceExchange::piece() const {
 }
 
 bool AllReduceExchange::streams() const {
-  return c_->node_size() == 1 && c_->num_nodes() > 1;
+  return links_->host_size() == 1 && links_->networked();
 }
 
 void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_t count,
                             char* output, const Producer& produce) {
-  const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank();
+  const int L = links_->host_size(), N = links_->hosts(), me = links_->local();
   core_ = &core;
   count_ = count;
   chunk_ = chunk_of(count, L);
@@ -106,7 +106,7 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
 // This rank's input into its slot, the chunk its next host peer sums first (ring order, so every
 // reducer finds its chunk early); not its own chunk, which it reads from its input.
 void AllReduceExchange::stage(const char* input, bool staged) {
-  const int L = c_->node_size(), me = c_->node_rank();
+  const int L = links_->host_size(), me = links_->local();
   const std::size_t step = static_cast<std::size_t>(c_->config().chunk_bytes);
   for (int i = 1; i <= L; ++i) {
     const int q = (me + i) % L;
@@ -123,17 +123,18 @@ void AllReduceExchange::stage(const char* input, bool staged) {
 // Every rank's input (ours too) arrived with the handshake: the host ranks' on one host, the
 // hosts' with one rank each (the order of the two-level sum, as either level has one term).
 void AllReduceExchange::sum_payloads(char* output) {
-  const int L = c_->node_size(), N = c_->num_nodes();
+  const Links& l = *links_;
   std::vector<const void*> srcs;
-  for (int n = 0; n < N; ++n)
-    for (int q = 0; q < L; ++q)
-      srcs.push_back(core_->handshake().payload_of(c_->world_rank_of(n, q)));
+  for (int n = 0; n < l.hosts(); ++n)
+    for (int q = 0; q < l.host_size(n); ++q)
+      srcs.push_back(core_->handshake().payload_of(l.rank_of(n, q)));
   core_->skip_release();  // no rank read a peer's input slot
-  kernels::reduce_sum(in_, srcs.data(), N * L, out_, output, count_);
+  kernels::reduce_sum(in_, srcs.data(), static_cast<int>(srcs.size()), out_, output, count_);
 }
 
 void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& produce) {
-  const int L = c_->node_size(), N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
+  const int L = links_->host_size(), N = links_->hosts(), me = links_->local();
+  const int nid = links_->host();
   const int64_t b = chunk_begin(me), len = chunk_len(me);
   const Outbox res = L > 1 ? result() : Outbox();
   std::vector<const void*> srcs(L), hosts(N);
@@ -170,7 +171,7 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& 
   // The hosts' sums in host order, piece by piece as they land.
   std::vector<Inbox> remote(N);
   for (int n = 0; n < N; ++n)
-    if (n != nid) remote[n] = partials_.from(c_->world_rank_of(n, me));
+    if (n != nid) remote[n] = partials_.from(links_->rail(n));
   for (int64_t e0 = 0; e0 < len; e0 += step_) {
     const int64_t e1 = std::min(len, e0 + step_);
     for (int n = 0; n < N; ++n) {

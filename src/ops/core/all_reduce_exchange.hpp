@@ -29,8 +29,9 @@ class AllReduceExchange {
   AllReduceExchange() = default;
   // Declares the regions before the core allocates: inputs of up to max_count elements of
   // `in`, results in `out`.
-  AllReduceExchange(detail::ContextImpl& c, shm::Layout& layout, int64_t max_count, DType in,
-                    DType out);
+  // `links` must outlive the exchange (the op's table).
+  AllReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+                    int64_t max_count, DType in, DType out);
 
   // This rank's input slot (the zero-copy input buffer): room for max_count elements.
   char* input_slot() const;
@@ -74,6 +75,7 @@ class AllReduceExchange {
   void sum_chunk(const char* input, char* dst, const Producer& produce);
 
   detail::ContextImpl* c_ = nullptr;
+  const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   DType in_ = DType::kFloat32, out_ = DType::kFloat32, acc_ = DType::kFloat32;
   std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0, one_shot_max_ = 0;

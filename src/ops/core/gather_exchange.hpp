@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/core/links.hpp"
 #include "ops/core/mailbox.hpp"
 
 namespace fluxcpp::ops {
@@ -19,7 +20,9 @@ class GatherExchange {
   GatherExchange() = default;
   // Declares the regions in `layout` before the core allocates it. `needed`: false when no peer
   // and no other host reads the blocks (then nothing is allocated and own() has no data).
-  GatherExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_block, bool needed);
+  // `links` must outlive the exchange (the op's table).
+  GatherExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+                 std::size_t max_block, bool needed);
 
   // Starts a call moving `block` bytes per rank (the same on every rank): posts the transfers to
   // and from the rail peers; each send chunk goes once this rank has published it in own().
@@ -60,21 +63,22 @@ class GatherExchange {
   const std::vector<int>& others() const { return others_; }
   // The tail of others() that the network channel brings (in pieces, as the transport moves
   // them); empty on one host. Bytes of those blocks: networked() * block.
-  const std::vector<int>& networked() const { return remote_; }
+  const std::vector<int>& networked() const { return links_->arrivals(); }
   // Whether world rank g's block is one of those.
   bool networked(int g) const;
   // This host's world ranks (this one included) by local rank, and the same ranks as runs of
   // consecutive world ranks, (first, count) in world order: where the host's blocks sit together
   // in a buffer in world-rank order.
-  const std::vector<int>& host() const { return host_; }
-  const std::vector<std::pair<int, int64_t>>& host_runs() const { return host_runs_; }
-  char* staged_slot() const { return needed_ ? staged_.at(c_->node_rank()) : nullptr; }
+  const std::vector<int>& host() const { return links_->host_members(); }
+  const std::vector<std::pair<int, int64_t>>& host_runs() const { return links_->host_runs(); }
+  char* staged_slot() const { return needed_ ? staged_.at(links_->local()) : nullptr; }
   // Where world rank g's block is read (g != this rank), without waiting: for local paths that
   // compute on whatever the buffers hold.
   const char* data_of(int g) const;
 
  private:
   detail::ContextImpl* c_ = nullptr;
+  const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   bool needed_ = false;
   shm::SlotArray staged_, rail_in_;
@@ -82,8 +86,7 @@ class GatherExchange {
   Tally staged_tally_, rail_tally_;
   uint64_t staged_base_ = 0, rail_base_ = 0;
   std::size_t block_ = 0;
-  std::vector<int> others_, host_peers_, remote_, host_;
-  std::vector<std::pair<int, int64_t>> host_runs_;
+  std::vector<int> others_;  // the host ring, then the arrivals
 };
 
 }  // namespace fluxcpp::ops

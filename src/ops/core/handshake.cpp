@@ -34,13 +34,13 @@ struct Handshake::Info {
   char message[kMessage];
 };
 
-void raise_timeout(const detail::ContextImpl& ctx, const char* op, int peer,
+void raise_timeout(const detail::ContextImpl& ctx, const Links& links, const char* op, int peer,
                    const std::string& what, uint64_t expected, uint64_t observed) {
+  const Link& l = links.link(peer);
   raise(Errc::kTimeout,
         "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) on {}: expected >= "
         "{}, observed {} (this is rank {})",
-        op, ctx.config().timeout_s, peer, ctx.node_of(peer), ctx.local_of(peer), what, expected,
-        observed, ctx.world_rank());
+        op, ctx.config().timeout_s, peer, l.host, l.local, what, expected, observed, links.rank());
 }
 
 void Handshake::Verdict::merge(const Verdict& o) {
@@ -51,10 +51,11 @@ void Handshake::Verdict::merge(const Verdict& o) {
     *this = o;
 }
 
-Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
-                     std::array<const char*, kCallFields> names, int vector_len,
-                     std::size_t payload_bytes)
+Handshake::Handshake(detail::ContextImpl& c, const Links& links, const char* op, uint64_t serial,
+                     shm::Layout& layout, std::array<const char*, kCallFields> names,
+                     int vector_len, std::size_t payload_bytes)
     : ctx_(&c),
+      links_(&links),
       op_(op),
       serial_(serial),
       names_(names),
@@ -63,10 +64,10 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
   header_ = layout.signals("call-header", 2);
   info_ = layout.slots("call-info", 2, sizeof(Info));
   vectors_ = layout.slots("call-vectors", vlen_ > 0 ? 2 : 0,
-                          sizeof(int64_t) * static_cast<std::size_t>(vlen_) * c.num_nodes());
+                          sizeof(int64_t) * static_cast<std::size_t>(vlen_) * links.hosts());
   // Across hosts payloads travel on the rail, which carries one rank per host's.
-  rail_payload_ = payload_bytes > 0 && c.num_nodes() > 1;
-  if (rail_payload_ && c.node_size() > 1)
+  rail_payload_ = payload_bytes > 0 && links.networked();
+  if (rail_payload_ && links.host_size() > 1)
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
   payloads_ =
       layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
@@ -74,30 +75,43 @@ Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, sh
     rail_ = c.network().rail_swap(c, fmt::format("the {} call handshake", op));
 }
 
-Handshake::Info& Handshake::info(int host_rank, int parity) const {
-  return *reinterpret_cast<Info*>(info_.at(host_rank, parity));
+Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
+                     std::array<const char*, kCallFields> names, int vector_len,
+                     std::size_t payload_bytes)
+    : Handshake(c, std::make_shared<const Links>(Links::of(c)), op, serial, layout, names,
+                vector_len, payload_bytes) {}
+
+Handshake::Handshake(detail::ContextImpl& c, std::shared_ptr<const Links> own, const char* op,
+                     uint64_t serial, shm::Layout& layout,
+                     std::array<const char*, kCallFields> names, int vector_len,
+                     std::size_t payload_bytes)
+    : Handshake(c, *own, op, serial, layout, names, vector_len, payload_bytes) {
+  own_links_ = std::move(own);
 }
 
-uint64_t Handshake::word(int host_rank) const {
-  return info(host_rank, static_cast<int>(call_ & 1)).word;
+Handshake::Info& Handshake::info(int local, int parity) const {
+  return *reinterpret_cast<Info*>(info_.at(local, parity));
 }
 
-const char* Handshake::payload(int host_rank) const {
-  if (rail_payload_) return payload_of(ctx_->world_rank_of(ctx_->node_id(), host_rank));
-  return payloads_.at(host_rank, static_cast<int>(call_ & 1));
+uint64_t Handshake::word(int local) const {
+  return info(local, static_cast<int>(call_ & 1)).word;
+}
+
+const char* Handshake::payload(int local) const {
+  if (rail_payload_) return payload_of(links_->member(local));
+  return payloads_.at(local, static_cast<int>(call_ & 1));
 }
 
 const char* Handshake::payload_of(int world_rank) const {
-  const detail::ContextImpl& c = *ctx_;
-  if (rail_payload_) return rail_record(c.node_of(world_rank)) + rail_head_bytes();
-  return payloads_.at(c.local_of(world_rank), static_cast<int>(call_ & 1));
+  const Link& l = links_->link(world_rank);
+  if (rail_payload_) return rail_record(l.host) + rail_head_bytes();
+  return payloads_.at(l.local, static_cast<int>(call_ & 1));
 }
 
 const int64_t* Handshake::vector(int world_rank) const {
-  const detail::ContextImpl& c = *ctx_;
-  return reinterpret_cast<const int64_t*>(
-             vectors_.at(c.local_of(world_rank), static_cast<int>(call_ & 1))) +
-         static_cast<std::size_t>(c.node_of(world_rank)) * vlen_;
+  const Link& l = links_->link(world_rank);
+  return reinterpret_cast<const int64_t*>(vectors_.at(l.local, static_cast<int>(call_ & 1))) +
+         static_cast<std::size_t>(l.host) * vlen_;
 }
 
 void Handshake::check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer,
@@ -153,7 +167,8 @@ char* Handshake::rail_record(int node) const {
 void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len,
                           Verdict& v) {
   detail::ContextImpl& c = *ctx_;
-  const int N = c.num_nodes(), me = c.node_rank(), nid = c.node_id();
+  const Links& l = *links_;
+  const int N = l.hosts(), me = l.local(), nid = l.host();
   auto* m = reinterpret_cast<int64_t*>(rail_record(nid));
   std::fill(m, m + kHead + vlen_, int64_t{0});
   m[0] = v.origin >= 0 ? static_cast<int64_t>(v.code) : 0;
@@ -175,7 +190,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
                  {static_cast<int64_t>(call), static_cast<int64_t>(c.world_rank())});
   if (!late.empty()) {
     std::string who;
-    for (int n : late) who += fmt::format("{}{}", who.empty() ? "" : ", ", c.world_rank_of(n, me));
+    for (int n : late) who += fmt::format("{}{}", who.empty() ? "" : ", ", l.rail(n));
     raise(Errc::kTimeout,
           "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
           "rank {})",
@@ -184,7 +199,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   // A peer that gave this call up before our record reached it (its retraction follows its
   // record): the call fails here too.
   for (const auto& [n, note] : rail_.retractions()) {
-    const int peer = c.world_rank_of(n, me);
+    const int peer = l.rail(n);
     v.merge({Errc::kTimeout, peer, false,
              fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call "
                          "{} and gave the call up; the op must be destroyed",
@@ -212,7 +227,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
     peer.call = static_cast<uint64_t>(p[4]);
     for (int f = 0; f < kCallFields; ++f) peer.fields[f] = p[5 + f];
     if (any_bad) std::snprintf(peer.message, kMessage, "%s", texts[n].c_str());
-    check_peer(call, d.fields, peer, c.world_rank_of(n, me), v);
+    check_peer(call, d.fields, peer, l.rail(n), v);
   }
   if (vlen_ > 0) {
     auto* area = reinterpret_cast<int64_t*>(vectors_.at(me, static_cast<int>(call & 1)));
@@ -236,7 +251,7 @@ void Handshake::write_payload(const CallDescriptor& d, char* slot, Verdict& v) c
 
 void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   detail::ContextImpl& c = *ctx_;
-  const int me = c.node_rank(), L = c.node_size(), nid = c.node_id();
+  const int me = links_->local();
   const int parity = static_cast<int>(call & 1);
   call_ = call;
   Verdict v;
@@ -250,7 +265,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
     // With one rank per host the payload leaves with the descriptor.
     std::size_t payload_len = 0;
     if (rail_payload_ && d.payload) {
-      write_payload(d, rail_record(c.node_id()) + rail_head_bytes(), v);
+      write_payload(d, rail_record(links_->host()) + rail_head_bytes(), v);
       payload_len = d.payload_len > 0 ? std::min(d.payload_len, payload_bytes_) : payload_bytes_;
     }
     rail_step(call, d, payload_len, v);
@@ -283,8 +298,8 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   // Read everyone's. A peer overwrites this parity only at call + 2, which needs our header of
   // call + 1: the descriptor is stable while we read it.
   const auto deadline = c.deadline();
-  for (int i = 1; i < L; ++i) {
-    const int q = (me + i) % L, peer = c.world_rank_of(nid, q);
+  for (int peer : links_->host_ring()) {
+    const int q = links_->link(peer).local;
     uint64_t observed = 0;
     if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed)) {
       // Our published descriptor (and payload) of this call now says that we gave it up, so a
@@ -297,7 +312,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
       own.origin = c.world_rank();
       std::atomic_thread_fence(std::memory_order_release);
       __atomic_store_n(&own.code, static_cast<int64_t>(Errc::kTimeout), __ATOMIC_RELEASE);
-      raise_timeout(c, op_, peer, header_.label(parity), call, observed);
+      raise_timeout(c, *links_, op_, peer, header_.label(parity), call, observed);
     }
     check_peer(call, d.fields, info(q, parity), peer, v);
   }

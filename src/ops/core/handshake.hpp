@@ -25,6 +25,7 @@
 #include "comm/context_impl.hpp"
 #include "comm/record_swap.hpp"
 #include "fluxcpp/error.hpp"
+#include "ops/core/links.hpp"
 #include "shm/layout.hpp"
 
 namespace fluxcpp::ops {
@@ -59,6 +60,11 @@ class Handshake {
   // hosts, duplicates the rail communicator (collective). `names` label the fields in messages.
   // `serial` identifies the op among the context's ops (the same on every rank).
   // `payload_bytes`: room for a payload per rank and call parity (0: none).
+  // `links` (the op's table) must outlive the handshake.
+  Handshake(detail::ContextImpl& c, const Links& links, const char* op, uint64_t serial,
+            shm::Layout& layout, std::array<const char*, kCallFields> names, int vector_len,
+            std::size_t payload_bytes = 0);
+  // The same with a table of its own, built from the context (a handshake outside an op).
   Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
             std::array<const char*, kCallFields> names, int vector_len,
             std::size_t payload_bytes = 0);
@@ -70,14 +76,14 @@ class Handshake {
   void exchange(uint64_t call, const CallDescriptor& d);
   bool mismatched() const { return mismatched_; }
 
-  // Of the current call (valid until this rank's next exchange): a host rank's word, and any
-  // world rank's vector (vector_len values).
-  uint64_t word(int host_rank) const;
+  // Of the current call (valid until this rank's next exchange): the word of this host's rank
+  // with local rank `local`, and any world rank's vector (vector_len values).
+  uint64_t word(int local) const;
   const int64_t* vector(int world_rank) const;
-  // A host rank's payload of the current call (written by CallDescriptor::payload), and the
+  // Local rank `local`'s payload of the current call (written by CallDescriptor::payload), and the
   // room for one. Across hosts (one rank per host only: latency_payload_bytes) the payloads
   // travel in the rail records; payload_of(g) reads any world rank's, on one host or across.
-  const char* payload(int host_rank) const;
+  const char* payload(int local) const;
   const char* payload_of(int world_rank) const;
   std::size_t payload_bytes() const { return payload_bytes_; }
 
@@ -90,7 +96,7 @@ class Handshake {
     void merge(const Verdict& o);
   };
   struct Info;  // one rank's published descriptor (call-info slot)
-  Info& info(int host_rank, int parity) const;
+  Info& info(int local, int parity) const;
   void rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len, Verdict& v);
   std::size_t rail_head_bytes() const;
   std::size_t rail_record_bytes() const;
@@ -98,7 +104,13 @@ class Handshake {
   void write_payload(const CallDescriptor& d, char* slot, Verdict& v) const;
   void check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer, Verdict& v);
 
+  Handshake(detail::ContextImpl& c, std::shared_ptr<const Links> own, const char* op,
+            uint64_t serial, shm::Layout& layout, std::array<const char*, kCallFields> names,
+            int vector_len, std::size_t payload_bytes);
+
   detail::ContextImpl* ctx_ = nullptr;
+  const Links* links_ = nullptr;
+  std::shared_ptr<const Links> own_links_;  // the table of a handshake outside an op
   const char* op_ = "";
   uint64_t serial_ = 0;
   std::array<const char*, kCallFields> names_{};
@@ -116,7 +128,8 @@ class Handshake {
 
 // "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,
 // observed Y (this is rank M)", as an Error(kTimeout).
-[[noreturn]] void raise_timeout(const detail::ContextImpl& ctx, const char* op, int peer,
-                                const std::string& what, uint64_t expected, uint64_t observed);
+[[noreturn]] void raise_timeout(const detail::ContextImpl& ctx, const Links& links, const char* op,
+                                int peer, const std::string& what, uint64_t expected,
+                                uint64_t observed);
 
 }  // namespace fluxcpp::ops

@@ -61,9 +61,10 @@ class Outbox {
 class Inbox {
  public:
   Inbox() = default;
-  // `names`/`index`/`owner_host_rank` only name the signal in a timeout.
+  // `names`/`index`/`owner_local` (the local rank whose segment holds the signal) only name the
+  // signal in a timeout.
   Inbox(OpCore* core, int peer, const char* data, std::size_t bytes, const shm::Signal* signal,
-        uint64_t base, const shm::SignalArray* names, int index, int owner_host_rank)
+        uint64_t base, const shm::SignalArray* names, int index, int owner_local)
       : core_(core),
         peer_(peer),
         data_(data),
@@ -72,7 +73,7 @@ class Inbox {
         base_(base),
         names_(names),
         index_(index),
-        owner_(owner_host_rank) {}
+        owner_(owner_local) {}
   // All `bytes` of `data` are there: nothing to wait for.
   static Inbox landed(int peer, const char* data, std::size_t bytes) {
     return Inbox(nullptr, peer, data, bytes, nullptr, 0, nullptr, 0, 0);

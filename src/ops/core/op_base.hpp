@@ -1,7 +1,7 @@
 // The shape every collective op's implementation shares, written once: the context, the options,
-// the segment layout and the op core, and the collective create. An op derives from OpBase with
-// its options type, names itself (`static constexpr const char* kOp`) and writes one member,
-// `void create(detail::ContextImpl& c, const std::string& local_error)`: its options list
+// the link table, the segment layout and the op core, and the collective create. An op derives from
+// OpBase with its options type, names itself (`static constexpr const char* kOp`) and writes one
+// member, `void create(detail::ContextImpl& c, const std::string& local_error)`: its options list
 // (ops::agree_options), its exchanges and its OpCore::Spec. make_op runs that create inside
 // create_op (create.hpp: the check-in, the deadline, the failure rules).
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "comm/context_impl.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/links.hpp"
 #include "ops/core/op_core.hpp"
 #include "shm/layout.hpp"
 
@@ -22,7 +23,7 @@ template <class Options>
 class OpBase {
  public:
   OpBase(std::shared_ptr<detail::ContextImpl> ctx, const Options& options)
-      : ctx_(std::move(ctx)), opts_(options) {}
+      : ctx_(std::move(ctx)), opts_(options), links_(Links::of(*ctx_)) {}
   OpBase(const OpBase&) = delete;
   OpBase& operator=(const OpBase&) = delete;
 
@@ -30,10 +31,12 @@ class OpBase {
 
  protected:
   // The op core over the layout the create declared (collective).
-  void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, spec, layout_); }
+  void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, links_, spec, layout_); }
 
   std::shared_ptr<detail::ContextImpl> ctx_;
   Options opts_;
+  // How this rank reaches every rank (built once, here): the op's exchanges and core read it.
+  Links links_;
   // The op's named regions (its exchanges and its core declare theirs) and the core, destroyed
   // after everything the op derives (the exchanges are views into the core's segment).
   shm::Layout layout_;

@@ -32,20 +32,18 @@ std::string describe(const std::exception_ptr& e) {
 }
 }  // namespace
 
-std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes,
-                                  bool across_hosts) {
+std::size_t latency_payload_bytes(const Links& links, std::size_t max_bytes, bool across_hosts) {
   // Across hosts every rank sends its payload to each other host: 256 KiB in all.
-  const std::size_t N = static_cast<std::size_t>(c.num_nodes());
+  const std::size_t N = static_cast<std::size_t>(links.hosts());
+  const int L = links.host_size();
   if (N > 1)
-    return across_hosts && c.node_size() == 1
-               ? std::min<std::size_t>(max_bytes, (256 << 10) / (N - 1))
-               : 0;
-  if (c.node_size() == 1) return 0;
-  return std::min<std::size_t>(max_bytes, c.node_size() <= 2 ? 256 << 10 : 64 << 10);
+    return across_hosts && L == 1 ? std::min<std::size_t>(max_bytes, (256 << 10) / (N - 1)) : 0;
+  if (L == 1) return 0;
+  return std::min<std::size_t>(max_bytes, L <= 2 ? 256 << 10 : 64 << 10);
 }
 
-bool needs_data(const detail::ContextImpl& c, bool always) {
-  return always || c.node_size() > 1 || c.num_nodes() > 1;
+bool needs_data(const Links& links, bool always) {
+  return always || links.world() > 1;
 }
 
 ContextEntry::ContextEntry(detail::ContextImpl& c, const char* op) : c_(c) {
@@ -61,8 +59,8 @@ ContextEntry::~ContextEntry() {
   c_.leave();
 }
 
-OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
-    : ctx_(&c), spec_(spec), layout_(&layout), peers_(c) {
+OpCore::OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm::Layout& layout)
+    : ctx_(&c), links_(&links), spec_(spec), layout_(&layout) {
   const char* op = spec.op;
   comm::Group& comm = c.comm();
   // Settings the protocols depend on: every rank must use the same.
@@ -72,21 +70,21 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
                      kCopyEngineNames, static_cast<int>(std::size(kCopyEngineNames)));
   comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
   comm::agree(comm, [&] {
-    if (c.num_nodes() > 1 && !c.uniform_nodes())
+    if (links.networked() && !links.uniform())
       raise(Errc::kInvalidUsage,
             "{}: hosts with different numbers of ranks are not supported yet ({} ranks on {} "
             "hosts)",
-            op, c.world_size(), c.num_nodes());
+            op, links.world(), links.hosts());
   });
-  hs_ = Handshake(c, op, c.creating_serial(), layout, spec.fields, spec.vector_len,
+  hs_ = Handshake(c, links, op, c.creating_serial(), layout, spec.fields, spec.vector_len,
                   spec.payload_bytes);
-  released_ = layout.signals("released", c.node_size());
+  released_ = layout.signals("released", links.host_size());
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
   // The segment's bootstrap agrees on its host (its ranks raise the same AgreedError); across
   // hosts the host's verdict is agreed once more over the context's group, so every host fails
   // the create alike. (Anything else, a timeout midway, stays this host's: it breaks the
   // context, as in any create.)
-  if (c.num_nodes() > 1) {
+  if (links.networked()) {
     std::string host_error;
     Errc host_code = Errc::kSystem;
     try {
@@ -102,7 +100,7 @@ OpCore::OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout)
     buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
   }
   layout.bind(buf_);
-  if (c.num_nodes() > 1)
+  if (links.networked())
     transport_ = comm::make_transport(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
 }
 
@@ -156,7 +154,7 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
 void OpCore::end_call() {
   if (transport_ && !transport_->idle()) transport_->complete(ctx_->deadline());
   if (transport_) transport_->raise_if_failed();
-  if (spec_.releases && ctx_->node_size() > 1 && !skip_release_) release_peers();
+  if (spec_.releases && links_->host_size() > 1 && !skip_release_) release_peers();
   skip_release_ = false;
 }
 
@@ -169,18 +167,16 @@ void OpCore::fail(Path path, std::exception_ptr e) noexcept {
 }
 
 void OpCore::release_peers() {
-  const int L = ctx_->node_size(), me = ctx_->node_rank();
+  const int L = links_->host_size(), me = links_->local();
   for (int q = 0; q < L; ++q)
     if (q != me) shm::signal_set(released_.at(q, me), epoch_);
   released_epoch_ = epoch_;
 }
 
 void OpCore::wait_released() {
-  const int L = ctx_->node_size(), me = ctx_->node_rank();
+  const int L = links_->host_size(), me = links_->local();
   for (int q = 0; q < L; ++q)
-    if (q != me)
-      wait(released_.at(me, q), released_epoch_, ctx_->world_rank_of(ctx_->node_id(), q),
-           released_.label(q));
+    if (q != me) wait(released_.at(me, q), released_epoch_, links_->member(q), released_.label(q));
 }
 
 void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::string& what,
@@ -196,7 +192,7 @@ void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::st
     return;
   if (stop != nullptr && stop->load(std::memory_order_relaxed))
     raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);
-  raise_timeout(c, spec_.op, peer, what, target, observed);
+  raise_timeout(c, *links_, spec_.op, peer, what, target, observed);
 }
 
 }  // namespace fluxcpp::ops

@@ -20,7 +20,7 @@
 #include "fault.hpp"
 #include "kernels/blas_threads.hpp"
 #include "ops/core/handshake.hpp"
-#include "ops/core/peer_order.hpp"
+#include "ops/core/links.hpp"
 #include "shm/layout.hpp"
 #include "shm/symmetric_buffer.hpp"
 
@@ -77,8 +77,9 @@ class OpCore {
 
   // Collective. `layout` holds the op's regions (declared before); the core adds its own,
   // allocates the segment on every host (agreed world-wide: a full /dev/shm on one host fails
-  // every rank), binds the layout and, across hosts, builds the transport.
-  OpCore(detail::ContextImpl& c, const Spec& spec, shm::Layout& layout);
+  // every rank), binds the layout and, across hosts, builds the transport. `links`: the op's
+  // link table, which must outlive the core.
+  OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm::Layout& layout);
   OpCore(const OpCore&) = delete;
   OpCore& operator=(const OpCore&) = delete;
   ~OpCore();
@@ -93,10 +94,10 @@ class OpCore {
   const char* op() const { return spec_.op; }
   uint64_t epoch() const { return epoch_; }
   const Handshake& handshake() const { return hs_; }
-  // The order in which this rank visits its peers (peer_order.hpp).
-  const PeerOrder& peers() const { return peers_; }
+  // How this rank reaches its peers, and the orders in which it visits them (links.hpp).
+  const Links& links() const { return *links_; }
   comm::Transport* transport() { return transport_.get(); }
-  bool multi_host() const { return ctx_->num_nodes() > 1; }
+  bool multi_host() const { return links_->networked(); }
   const shm::Layout& layout() const { return *layout_; }
 
   // Compute-side progress: lets the transport move data (call between GEMM tiles). Cheap when
@@ -132,10 +133,10 @@ class OpCore {
   void release_peers();
 
   detail::ContextImpl* ctx_;
+  const Links* links_;
   Spec spec_;
   shm::Layout* layout_;
   Handshake hs_;
-  PeerOrder peers_;
   shm::SignalArray released_;  // [L]: released[q] in our segment = last call q released
   shm::SymmetricBuffer buf_;
   std::unique_ptr<comm::Transport> transport_;
@@ -182,11 +183,11 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
 // reads every rank's payload (Handshake::payload_of), so it also runs across hosts when each has
 // one rank: there the payloads ride in the rail records, up to 256 KiB / (hosts - 1) (the
 // descriptors' round trip carries the data, instead of a round trip before the data moves).
-std::size_t latency_payload_bytes(const detail::ContextImpl& c, std::size_t max_bytes,
+std::size_t latency_payload_bytes(const Links& links, std::size_t max_bytes,
                                   bool across_hosts = false);
 
 // Whether an op's data regions are needed: host peers read them or MPI moves them, or the op
 // computes into them even when alone (`always`).
-bool needs_data(const detail::ContextImpl& c, bool always = false);
+bool needs_data(const Links& links, bool always = false);
 
 }  // namespace fluxcpp::ops

@@ -2,21 +2,20 @@
 
 #include <algorithm>
 
-#include "comm/context_impl.hpp"
-
 namespace fluxcpp::ops {
 
-PairPlan::PairPlan(const detail::ContextImpl& c, const std::vector<int>& all, int width) {
-  const int W = c.world_size(), r = c.world_rank(), nid = c.node_id();
-  networked_ = c.num_nodes() > 1;
-  self_ = c.node_rank();
+PairPlan::PairPlan(const Links& links, const std::vector<int>& all, int width) {
+  const int W = links.world(), r = links.rank(), nid = links.host();
+  networked_ = links.networked();
+  self_ = links.local();
+  auto host_of = [&](int g) { return links.link(g).host; };
   auto listed = [&](int a, int k) { return all[static_cast<std::size_t>(a) * width + k]; };
   // Position of rank b among rank a's peers on a's host.
   auto host_position = [&](int a, int b) {
     int pos = 0;
     for (int k = 0; k < width; ++k) {
       const int x = listed(a, k);
-      if (x < 0 || c.node_of(x) != c.node_of(a)) continue;
+      if (x < 0 || host_of(x) != host_of(a)) continue;
       if (x == b) return pos;
       ++pos;
     }
@@ -27,19 +26,19 @@ PairPlan::PairPlan(const detail::ContextImpl& c, const std::vector<int>& all, in
     for (int k = 0; k < width; ++k) {
       const int x = listed(a, k);
       if (x < 0) continue;
-      const bool same = c.node_of(x) == c.node_of(a);
+      const bool same = host_of(x) == host_of(a);
       crosses_ = crosses_ || !same;
       count += same ? 1 : 0;
     }
-    if (c.node_of(a) == nid) host_slots_ = std::max(host_slots_, count);
+    if (host_of(a) == nid) host_slots_ = std::max(host_slots_, count);
   }
   for (int k = 0; k < width; ++k) {
     const int p = listed(r, k);
     if (p < 0) continue;
     PairRoute route;
     route.rank = p;
-    if (c.node_of(p) == nid) {
-      route.local = c.local_of(p);
+    if (links.link(p).shm()) {
+      route.local = links.link(p).local;
       route.mine = host_position(r, p);
       route.theirs = host_position(p, r);
     } else {

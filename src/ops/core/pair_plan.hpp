@@ -6,9 +6,7 @@
 
 #include <vector>
 
-namespace fluxcpp::detail {
-class ContextImpl;
-}
+#include "ops/core/links.hpp"
 
 namespace fluxcpp::ops {
 
@@ -23,7 +21,7 @@ struct PairRoute {
 class PairPlan {
  public:
   // all: every rank's list of `width` world ranks, padded with -1 (rank a's at a·width).
-  PairPlan(const detail::ContextImpl& c, const std::vector<int>& all, int width);
+  PairPlan(const Links& links, const std::vector<int>& all, int width);
 
   // Whether some rank lists a peer on another host (messages then travel over MPI).
   bool crosses_hosts() const { return crosses_; }

@@ -8,19 +8,11 @@
 
 namespace fluxcpp::ops {
 
-namespace {
-constexpr int kReduceTag = 3;
-}  // namespace
-
-int host_sum_order(int me, int L, int i) {
-  return i < L - 1 ? (me + L - 1 - i) % L : me;
-}
-
-ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
+ReduceExchange::ReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
                                std::size_t max_share_block, std::size_t max_acc_block, bool needed,
                                const char* op)
-    : c_(&c) {
-  const int W = c.world_size(), N = c.num_nodes();
+    : c_(&c), links_(&links) {
+  const int W = links.world(), N = links.hosts();
   shares_ = layout.slots("shares", needed ? 1 : 0, max_share_block * W);
   share_ready_ = layout.signals("share-ready", W);
   host_out_ = layout.slots("host-out", N > 1 ? N : 0, max_acc_block);
@@ -28,61 +20,67 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, shm::Layout& layout,
   out_ready_ = layout.signals("host-out-ready", N > 1 ? N : 0);
   in_landed_ = layout.signals("host-in-landed", N > 1 ? N : 0);
   for (int t = 0; t < W; ++t)
-    if (c.local_of(t) != c.node_rank()) peer_blocks_.push_back(t);
+    if (links.link(t).local != links.local()) peer_blocks_.push_back(t);
   if (N > 1)
     comm::agree(c.comm(), [&] { resize_or_raise(host_sum_, max_acc_block, op, "the host sum"); });
 }
 
 void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block,
                            bool direct) {
+  const Links& l = *links_;
   core_ = &core;
   share_block_ = share_block;
   acc_block_ = acc_block;
-  direct_ = direct && c_->node_size() == 1 && c_->num_nodes() > 1;
+  direct_ = direct && l.host_size() == 1 && l.networked();
   share_base_ = share_tally_.begin(share_block);
   out_base_ = out_tally_.begin(acc_block);
   in_base_ = in_tally_.begin(acc_block);
-  const int N = c_->num_nodes();
-  if (N == 1) return;
-  const int me = c_->node_rank(), nid = c_->node_id();
+  if (!l.networked()) return;
+  const int me = l.local();
+  constexpr int kTag = static_cast<int>(WireTag::kReduce);
   std::vector<comm::Transport::Transfer> t;
-  for (int i = 1; i < N; ++i) {
-    const int n = (nid + i) % N, peer = c_->world_rank_of(n, me);
+  for (int n : l.next_hosts()) {
+    const int peer = l.rail(n);
     t.push_back(
-        {false, peer, kReduceTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
+        {false, peer, kTag, host_in_.at(me, n), acc_block, &in_landed_.at(me, n), in_base_});
     if (direct_)
-      t.push_back({true, peer, kReduceTag, shares() + share_block * peer, acc_block,
+      t.push_back({true, peer, kTag, shares() + share_block * peer, acc_block,
                    &share_ready_.at(me, peer), share_base_});
     else
       t.push_back(
-          {true, peer, kReduceTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
+          {true, peer, kTag, host_out_.at(me, n), acc_block, &out_ready_.at(me, n), out_base_});
   }
   core.transport()->post(std::move(t));
 }
 
 Outbox ReduceExchange::share(int t) const {
-  return Outbox(core_, shares() + share_block_ * t, share_block_, &share_ready_.at(c_->node_rank(), t),
-                share_base_);
+  return Outbox(core_, shares() + share_block_ * t, share_block_,
+                &share_ready_.at(links_->local(), t), share_base_);
 }
 
 Inbox ReduceExchange::share_of(int q, int t) const {
-  return Inbox(core_, c_->world_rank_of(c_->node_id(), q), shares_.at(q) + share_block_ * t,
-               share_block_, &share_ready_.at(q, t), share_base_, &share_ready_, t, q);
+  return Inbox(core_, links_->member(q), shares_.at(q) + share_block_ * t, share_block_,
+               &share_ready_.at(q, t), share_base_, &share_ready_, t, q);
+}
+
+Inbox ReduceExchange::host_sum_of(int h) const {
+  const int me = links_->local();
+  return Inbox(core_, links_->rail(h), host_in_.at(me, h), acc_block_, &in_landed_.at(me, h),
+               in_base_, &in_landed_, h, me);
 }
 
 void ReduceExchange::reduce_range(DType acc, DType out_dtype, int64_t e0, int64_t e1,
                                   const void* own, void* output) {
   if (e1 <= e0) return;
-  const int N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
+  const int N = links_->hosts();
   const std::size_t esz = dtype_size(acc);
   std::vector<const void*> hosts(N);
   for (int n = 0; n < N; ++n) {
-    if (n == nid) {
+    if (n == links_->host()) {
       hosts[n] = static_cast<const char*>(own) + e0 * esz;
       continue;
     }
-    const Inbox in(core_, c_->world_rank_of(n, me), host_in_.at(me, n), acc_block_,
-                   &in_landed_.at(me, n), in_base_, &in_landed_, n, me);
+    const Inbox in = host_sum_of(n);
     in.wait(static_cast<std::size_t>(e1) * esz);
     hosts[n] = in.data() + e0 * esz;
   }
@@ -92,11 +90,11 @@ void ReduceExchange::reduce_range(DType acc, DType out_dtype, int64_t e0, int64_
 
 std::vector<const void*> ReduceExchange::host_shares(
     int t, const std::function<const void*(int t)>& own) const {
-  const int L = c_->node_size(), me = c_->node_rank();
-  std::vector<const void*> srcs(L);
-  for (int i = 0; i < L; ++i) {
-    const int q = host_sum_order(me, L, i);
-    if (q == me) {
+  const std::vector<int>& order = links_->sum_order();
+  std::vector<const void*> srcs(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int q = order[i];
+    if (q == links_->local()) {
       srcs[i] = own(t);
     } else {
       const Inbox in = share_of(q, t);
@@ -109,8 +107,8 @@ std::vector<const void*> ReduceExchange::host_shares(
 
 void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64_t count,
                             const std::function<const void*(int t)>& own, void* output) {
-  const int N = c_->num_nodes(), me = c_->node_rank(), nid = c_->node_id();
-  const int L = c_->node_size(), r = c_->world_rank();
+  const Links& l = *links_;
+  const int N = l.hosts(), L = l.host_size(), r = l.rank(), me = l.local();
   if (N == 1) {
     std::vector<const void*> srcs = host_shares(r, own);
     kernels::reduce_sum(share_dtype, srcs.data(), L, out_dtype, output, count);
@@ -118,9 +116,9 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
   }
   // This host's sums for the ranks with our local rank on the other hosts first: they cross the
   // link while we sum our own block.
-  for (int i = 1; i < N && !direct_; ++i) {
-    const int n = (nid + i) % N;
-    std::vector<const void*> srcs = host_shares(c_->world_rank_of(n, me), own);
+  for (int n : l.next_hosts()) {
+    if (direct_) break;
+    std::vector<const void*> srcs = host_shares(l.rail(n), own);
     kernels::reduce_sum(share_dtype, srcs.data(), L, acc, host_out_.at(me, n), count);
     shm::signal_max(out_ready_.at(me, n), out_base_ + acc_block_);
     core_->poll();
@@ -135,34 +133,35 @@ void ReduceExchange::reduce(DType share_dtype, DType acc, DType out_dtype, int64
   }
   std::vector<const void*> hosts(N);
   for (int n = 0; n < N; ++n) {
-    if (n == nid) {
+    if (n == l.host()) {
       hosts[n] = mine;
       continue;
     }
-    const Inbox in(core_, c_->world_rank_of(n, me), host_in_.at(me, n), acc_block_,
-                   &in_landed_.at(me, n), in_base_, &in_landed_, n, me);
+    const Inbox in = host_sum_of(n);
     in.wait_all();
     hosts[n] = in.data();
   }
   kernels::reduce_sum(acc, hosts.data(), N, out_dtype, output, count);
 }
 
-bool ReduceExchange::networked() const { return c_->num_nodes() > 1; }
+bool ReduceExchange::networked() const {
+  return links_->networked();
+}
 
 void ReduceExchange::allow_presum(std::size_t max_acc_block, const char* op) {
   const bool qualifies =
-      c_->num_nodes() == 1 && c_->node_size() > 2 && c_->config().copy_offload;
+      !links_->networked() && links_->host_size() > 2 && c_->config().copy_offload;
   comm::agree(c_->comm(), [&] {
     if (qualifies) resize_or_raise(presum_, max_acc_block, op, "the offloaded partial sum");
   });
 }
 
 void ReduceExchange::start_presum(Offload& copies, DType acc, int64_t count) {
-  const int L = c_->node_size(), me = c_->node_rank(), r = c_->world_rank();
-  copies.start([this, &copies, acc, count, L, me, r] {
+  const int L = links_->host_size(), r = links_->rank();
+  copies.start([this, &copies, acc, count, L, r] {
     char* sum = presum_.data();
     for (int i = 0; i < L - 1; ++i) {
-      const Inbox in = share_of(host_sum_order(me, L, i), r);
+      const Inbox in = share_of(links_->sum_order()[i], r);
       in.wait_all(copies.stop());
       if (i == 0) {
         std::memcpy(sum, in.data(), static_cast<std::size_t>(count) * dtype_size(acc));
@@ -183,14 +182,14 @@ void ReduceExchange::finish_presum(Offload& copies, DType acc, const void* own, 
 
 void ReduceExchange::sum_payloads(const OpCore& core, DType acc, DType out_dtype,
                                   std::size_t block, int64_t count, void* output) const {
-  const int N = c_->num_nodes(), L = c_->node_size(), me = c_->node_rank(), r = c_->world_rank();
+  const Links& l = *links_;
+  const int r = l.rank();
   std::vector<const void*> srcs;
-  if (N == 1) {
-    for (int i = 0; i < L; ++i)
-      srcs.push_back(core.handshake().payload(host_sum_order(me, L, i)) + block * r);
+  if (!l.networked()) {
+    for (int q : l.sum_order()) srcs.push_back(core.handshake().payload(q) + block * r);
   } else {  // one rank per host (the only payload across hosts): by host, as reduce() adds them
-    for (int n = 0; n < N; ++n)
-      srcs.push_back(core.handshake().payload_of(c_->world_rank_of(n, 0)) + block * r);
+    for (int n = 0; n < l.hosts(); ++n)
+      srcs.push_back(core.handshake().payload_of(l.rank_of(n, 0)) + block * r);
   }
   kernels::reduce_sum(acc, srcs.data(), static_cast<int>(srcs.size()), out_dtype, output, count);
 }

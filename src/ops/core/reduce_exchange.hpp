@@ -4,23 +4,21 @@
 // "shares" slot. Across hosts that reducer sums its host's shares of t (in the accumulation
 // type) into "host-out[host of t]", MPI carries it to t's "host-in[this host]", and t adds the
 // hosts' sums in host order. The order is part of the ops' contract (docs/ops/reduce_scatter.md):
-// host ranks as host_sum_order gives them, then hosts by index; rounded once.
+// host ranks in Links::sum_order, then hosts by index; rounded once.
 #pragma once
 
 #include <functional>
 #include <vector>
 
 #include "fluxcpp/types.hpp"
+#include "ops/core/links.hpp"
 #include "ops/core/mailbox.hpp"
 #include "ops/core/offload.hpp"
 
 namespace fluxcpp::ops {
 
-// The i-th host rank (local rank) whose share the rank with local rank `me` adds, i in [0, L):
-// the others counting down from me-1, then itself (its own share last) — the order in which
-// ring-ordered producers (GemmRS computes the block for rank r+i at its step i, its own last)
-// finish the shares of a block.
-int host_sum_order(int me, int L, int i);
+// The order in which the host ranks' shares of a block are added: Links::sum_order (GemmRS
+// computes the block for rank r+i at its step i, its own last).
 
 class ReduceExchange {
  public:
@@ -28,8 +26,10 @@ class ReduceExchange {
   // Declares the regions before the core allocates: "shares" (W blocks of max_share_block,
   // when `needed`) and, across hosts, host-out/host-in slots of max_acc_block per host; across
   // hosts also allocates the host-sum scratch (collective: a failure is agreed, named for `op`).
-  ReduceExchange(detail::ContextImpl& c, shm::Layout& layout, std::size_t max_share_block,
-                 std::size_t max_acc_block, bool needed, const char* op);
+  // `links` must outlive the exchange (the op's table).
+  ReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+                 std::size_t max_share_block, std::size_t max_acc_block, bool needed,
+                 const char* op);
 
   // Starts a call with blocks of `share_block` bytes (shares) and `acc_block` bytes (host sums):
   // posts the host-sum transfers (each send goes once its sum is published). `direct`: across
@@ -38,7 +38,7 @@ class ReduceExchange {
   // the op computes the next block.
   void begin(OpCore& core, std::size_t share_block, std::size_t acc_block, bool direct = false);
   // This rank's shares: block t at shares() + t * share_block.
-  char* shares() const { return shares_.count() > 0 ? shares_.at(c_->node_rank()) : nullptr; }
+  char* shares() const { return shares_.count() > 0 ? shares_.at(links_->local()) : nullptr; }
   Outbox share(int t) const;
   // The blocks t a host peer sums (t's local rank is another's): this rank's share of each must
   // be in shares(); the others (its own block, and those it sums for other hosts) are read from
@@ -61,7 +61,7 @@ class ReduceExchange {
 
   // The latency path: every rank's whole set of shares (in acc, W blocks of `block` bytes) came
   // as its handshake payload; this rank's block summed in the order reduce() sums it (host ranks
-  // as host_sum_order gives them on one host; hosts by index across hosts, one rank per host),
+  // in Links::sum_order on one host; hosts by index across hosts, one rank per host),
   // rounded once into out_dtype at `output`: the same bits.
   void sum_payloads(const OpCore& core, DType acc, DType out_dtype, std::size_t block,
                     int64_t count, void* output) const;
@@ -74,7 +74,7 @@ class ReduceExchange {
   bool networked() const;
 
   // The sum with copy offload (one host of more than two ranks, Config::copy_offload): a comm
-  // stream sums the host peers' shares of this rank's block as they land (in host_sum_order:
+  // stream sums the host peers' shares of this rank's block as they land (in Links::sum_order:
   // the order ring-ordered producers finish them) while the op computes; finish_presum adds this
   // rank's own share (`own`, ready by then) and rounds once. The same order and bits as reduce().
   // allow_presum (at create; collective) allocates the scratch when the context qualifies;
@@ -88,7 +88,11 @@ class ReduceExchange {
  private:
   std::vector<const void*> host_shares(int t, const std::function<const void*(int t)>& own) const;
 
+  // Host h's sum of this rank's block, landed in this rank's host-in slot (h != this host).
+  Inbox host_sum_of(int h) const;
+
   detail::ContextImpl* c_ = nullptr;
+  const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   shm::SlotArray shares_, host_out_, host_in_;
   shm::SignalArray share_ready_;  // [W] by block

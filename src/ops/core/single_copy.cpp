@@ -5,15 +5,16 @@
 
 namespace fluxcpp::ops {
 
-SingleCopy::SingleCopy(detail::ContextImpl& c, shm::Layout& layout)
+SingleCopy::SingleCopy(detail::ContextImpl& c, const Links& links, shm::Layout& layout)
     : forced_(c.config().copy_engine == CopyEngine::kCma), min_bytes_(c.config().cma_min_bytes) {
-  done_ = layout.signals("read-done", c.node_size());
+  done_ = layout.signals("read-done", links.host_size());
   withdrawn_ = layout.signals("withdrawn", 1);
 }
 
 void SingleCopy::probe(OpCore& core) {
   detail::ContextImpl& c = core.ctx();
-  if (c.node_size() == 1 || c.config().copy_engine == CopyEngine::kShm) return;
+  const Links& links = core.links();
+  if (links.host_size() == 1 || c.config().copy_engine == CopyEngine::kShm) return;
   // Each rank reads a word a peer wrote, through the peer's own address space; the ptracer
   // permission is asked for only if the Yama policy requires it, and held while the op lives.
   const shm::CmaPeers peers = shm::cma_probe_team(c, grant_);
@@ -24,26 +25,27 @@ void SingleCopy::probe(OpCore& core) {
       raise(Errc::kSystem,
             "{}: FLUXCPP_COPY_ENGINE=cma but process_vm_readv between the ranks of host {} is "
             "not permitted (ptrace policy); use auto or shm",
-            core.op(), c.node_id());
+            core.op(), links.host());
   });
 }
 
 void SingleCopy::pull(OpCore& core, const std::function<void(int q, int g)>& read) {
-  detail::ContextImpl& c = core.ctx();
-  const int L = c.node_size(), me = c.node_rank(), nid = c.node_id();
+  const Links& links = core.links();
+  const int me = links.local(), r = links.rank();
+  const std::vector<int>& ring = links.host_ring();  // local ranks me+1, ..., me-1
   const uint64_t e = core.epoch();
   std::exception_ptr failed;
-  for (int i = 1; i < L; ++i) {
-    const int q = (me + i) % L;
+  for (int g : ring) {
+    const int q = links.link(g).local;
     try {
       if (!failed) {
-        read(q, c.world_rank_of(nid, q));
+        read(q, g);
         // An owner that gave up waiting for us (timeout) may have let its caller reuse its
         // memory before our read: it withdraws the call first, so a read checked after it is
         // valid.
         if (shm::signal_load(withdrawn_.at(q)) >= e)
           raise(Errc::kTimeout, "{}: rank {} withdrew its input before this rank read it (rank {})",
-                core.op(), c.world_rank_of(nid, q), c.world_rank());
+                core.op(), g, r);
       }
     } catch (...) {
       failed = std::current_exception();
@@ -53,20 +55,20 @@ void SingleCopy::pull(OpCore& core, const std::function<void(int q, int g)>& rea
     shm::signal_set(done_.at(q, me), 2 * e + (failed ? 1 : 0));
   }
   int failed_reader = -1;
-  for (int i = 1; i < L; ++i) {
-    const int q = (me + L - i) % L;
+  for (auto it = ring.rbegin(); it != ring.rend(); ++it) {  // me-1, ..., me+1
+    const int g = *it, q = links.link(g).local;
     try {
-      core.wait(done_.at(me, q), 2 * e, c.world_rank_of(nid, q), done_.label(q));
+      core.wait(done_.at(me, q), 2 * e, g, done_.label(q));
     } catch (...) {
       shm::signal_set(withdrawn_.at(me), e);  // withdraw: see the reader's check
       throw;
     }
-    if (shm::signal_load(done_.at(me, q)) & 1) failed_reader = c.world_rank_of(nid, q);
+    if (shm::signal_load(done_.at(me, q)) & 1) failed_reader = g;
   }
   if (failed) std::rethrow_exception(failed);
   if (failed_reader >= 0)
     raise(Errc::kSystem, "{}: rank {} could not read this rank's memory (rank {})", core.op(),
-          failed_reader, c.world_rank());
+          failed_reader, r);
 }
 
 }  // namespace fluxcpp::ops

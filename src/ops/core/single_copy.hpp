@@ -19,7 +19,7 @@ class SingleCopy {
  public:
   SingleCopy() = default;
   // Declares the regions ("read-done[L]", "withdrawn") before the core allocates.
-  SingleCopy(detail::ContextImpl& c, shm::Layout& layout);
+  SingleCopy(detail::ContextImpl& c, const Links& links, shm::Layout& layout);
   // Collective over the host, after the core allocated the segment: checks that every rank can
   // read every host peer's memory; raises on every rank if FLUXCPP_COPY_ENGINE=cma but it cannot.
   void probe(OpCore& core);
@@ -30,7 +30,7 @@ class SingleCopy {
   bool worth(std::size_t largest_bytes) const {
     return ok_ && (forced_ || static_cast<long>(largest_bytes) >= min_bytes_);
   }
-  pid_t pid(int host_rank) const { return pids_[host_rank]; }
+  pid_t pid(int local) const { return pids_[local]; }
 
   // read(q, g) for every host peer, local rank q and world rank g, in ring order (it reads the
   // peer's memory); each peer then learns that this rank is done with its memory, and this rank

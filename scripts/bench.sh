@@ -10,7 +10,7 @@
 # Usage: scripts/bench.sh [--layer H,FFN,M] the suite: first a quick pass at your layer (hidden
 #                                          H, MLP width FFN, M rows; default 2048,5632,512) and
 #                                          its table, then the full sweep (~5 minutes here from a
-#                                          fresh clone, ~2 of them the build)
+#                                          fresh clone, ~3 of them the build; ~2 once built)
 #        scripts/bench.sh --results [DIR]  the same, its JSON kept in DIR (docs/data/results),
 #                                          then docs/benchmarks.md's results and plots remade
 # Stopped (Ctrl-C) after the build, it prints the table of the rows it finished.
@@ -145,14 +145,14 @@ table "quick pass"
 layers=("1024,2816,512" "2048,5632,512" "4096,11008,512"
         "2048,5632,1" "2048,5632,8" "2048,5632,32" "4096,11008,1" "4096,11008,8" "4096,11008,32")
 largs=(); for l in "${layers[@]}"; do largs+=(--layer "$l"); done
-step "3b/5" "Llama layers: fluxcpp vs torch.mm + gloo, ${#layers[@]} layer shapes x f32, bf16 (~3 minutes)"
+step "3b/5" "Llama layers: fluxcpp vs torch's GEMM + gloo, ${#layers[@]} layer shapes x f32, bf16 (~1 minute)"
 rm -f "$out/layers.jsonl"  # the quick pass's rows, measured again below
 sweep layer $((${#layers[@]} * 2 * 4)) "${py[@]}" "${largs[@]}" --json "$out/layers.jsonl"
-step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI (~1 minute)"
+step "4/5" "collectives: fluxcpp vs torch's gloo, then vs MPI (~15 s)"
 sweep gloo 16 "${py[@]}" --collectives --json "$out/collectives_torch.jsonl"
 mpirun -np 2 "${flags[@]}" build/bench/fluxcpp_bench --op all_gather,reduce_scatter,all_reduce,all_to_all_single \
   --dtype f32 --json "$out/collectives_mpi.jsonl" | grep -v '^# \(threads\|times\)'
-step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode (~1 minute)"
+step "5/5" "2 hosts joined by a shaped 10 Gbit/s link: Llama layer of hidden 2048, prefill and decode (~30 s)"
 h=2048 f=2816
 for op in link_probe "ag_gemm --shape 512,$f,$h --shape 8,$f,$h" \
           "gemm_rs --shape 512,$h,$f --shape 8,$h,$f" "gemm_ar --shape 512,$h,$f --shape 8,$h,$f"; do

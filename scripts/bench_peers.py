@@ -16,7 +16,7 @@ least ~2 passes of the data per rank).
     scripts/bench_peers.sh [-np 2,4] [--dtypes f32,bf16] [--max-bytes N] [--rounds 3]
         [--peers fluxcpp,fluxcpp_module,deepspeed_shm,oneccl,gloo] [--json FILE]
         [--results DIR [--page docs/benchmarks.md]]
-    scripts/python scripts/bench_peers.py --report DIR   # the tables of a stored run
+    scripts/python scripts/bench_peers.py --report DIR [--page PAGE]   # a stored run's tables
 --results DIR keeps peers.jsonl and meta.json there and, with --page, rewrites that page's text
 between its PEERS_BEGIN and PEERS_END markers."""
 import argparse
@@ -169,11 +169,6 @@ def versions():
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--report":
-        d = sys.argv[2]
-        rows = [json.loads(ln) for ln in open(os.path.join(d, "peers.jsonl"))]
-        sys.stdout.write(render(json.load(open(os.path.join(d, "meta.json"))), rows))
-        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-np", default="2,4", help="world sizes, comma separated")
     ap.add_argument("--dtypes", default="f32,bf16")
@@ -184,7 +179,19 @@ def main():
     ap.add_argument("--json", help="every row as JSON lines")
     ap.add_argument("--results", help="keep peers.jsonl and meta.json in this folder")
     ap.add_argument("--page", help="with --results: rewrite this page's PEERS_BEGIN..END text")
+    ap.add_argument("--report", metavar="DIR", help="measure nothing: the tables of a stored run "
+                    "(DIR's peers.jsonl and meta.json); with --page, that page's text remade")
     a = ap.parse_args()
+    if a.report:
+        with open(os.path.join(a.report, "meta.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(a.report, "peers.jsonl")) as f:
+            text = render(meta, [json.loads(line) for line in f if line.strip()])
+        if a.page:
+            write_page(a.page, text)
+        else:
+            sys.stdout.write(text)
+        return 0
     peers = [p for p in a.peers.split(",") if p]
     unknown = set(peers) - set(PEERS)
     if unknown:
@@ -232,18 +239,23 @@ def main():
         with open(os.path.join(a.results, "meta.json"), "w") as f:
             json.dump(meta, f, indent=1)
         if a.page:
-            page = open(a.page).read()
-            if BEGIN not in page or END not in page:
-                sys.exit(f"{a.page} has no {BEGIN} ... {END} markers")
-            page = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END),
-                          lambda _: f"{BEGIN}\n\n{text}\n{END}", page, flags=re.S)
-            open(a.page, "w").write(page)
-            print(f"wrote {a.page}")
+            write_page(a.page, text)
     wrong = [r for r in rows if r.get("ok") is False and "error" not in r]
     for r in wrong:
         print(f"!!! WRONG: {r['peer']} {r['op']} {r['dtype']} {r['bytes']} B W={r['world']}: "
               f"{r['wrong']} wrong elements")
     return 1 if wrong else 0
+
+
+def write_page(path, text):
+    """Replaces the text between the page's PEERS_BEGIN and PEERS_END markers."""
+    page = open(path).read()
+    if BEGIN not in page or END not in page:
+        sys.exit(f"{path} has no {BEGIN} ... {END} markers")
+    page = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END),
+                  lambda _: f"{BEGIN}\n\n{text}\n{END}", page, flags=re.S)
+    open(path, "w").write(page)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The markdown of scripts/bench_peers.py's results: a header (revision, machine, versions, load),
 the peers that could not run with their exact errors, one table per W, dtype and op (each peer's
-µs, fluxcpp's ratio to the fastest peer), and the large all-reduces against the copy bound."""
+µs, fluxcpp's speedup over the fastest peer: its time ÷ fluxcpp's), and the large all-reduces against the copy bound."""
 
 LABELS = {"fluxcpp": '"fluxcpp" backend', "fluxcpp_module": "fluxcpp module",
           "deepspeed_shm": "DeepSpeed SHM", "oneccl": "oneCCL", "gloo": "gloo"}
@@ -18,6 +18,12 @@ def size(b):
 
 def us(t):
     return f"{t:.1f}" if t < 1000 else f"{t:.0f}"
+
+
+def speedup(theirs, ours):
+    """The fastest peer's time over fluxcpp's, bold where fluxcpp is ahead."""
+    x = theirs / ours
+    return f"**{x:.2f}x**" if x >= 1 else f"{x:.2f}x"
 
 
 def table(head, rows):
@@ -76,7 +82,8 @@ def render(meta, rows):
                     theirs = {p: t for p, t in best.items() if p not in OURS}
                     if theirs and any(p in best for p in OURS):
                         fast = min(theirs, key=theirs.get)
-                        ratio = " / ".join(f"{best[p] / theirs[fast]:.2f}" if p in best else "–"
+                        # fluxcpp's speedup over the fastest peer (> 1: fluxcpp ahead)
+                        ratio = " / ".join(speedup(theirs[fast], best[p]) if p in best else "–"
                                            for p in OURS)
                         lines.append([size(b)] + cells + [LABELS[fast], ratio])
                     else:
@@ -85,7 +92,7 @@ def render(meta, rows):
                         big.append((w, dt, b, bounds[b], best))
                 parts.append(f"**W = {w}, {dt}, {op}** (µs per call)")
                 parts.append(table(["bytes"] + [LABELS[p] for p in peers]
-                                   + ["fastest peer", "fluxcpp ÷ fastest (backend / module)"],
+                                   + ["fastest peer", "fluxcpp's speedup over it (backend / module)"],
                                    lines))
     if big:
         peers = [p for p in LABELS if any(p in x[4] for x in big)]

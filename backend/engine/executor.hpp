@@ -30,9 +30,10 @@ struct Task {
   const char* name = "";                    // the torch call, for errors
   std::function<void()> run;                // a blocking call (collective)
   std::optional<Mailbox::Transfer> transfer;  // or a point-to-point transfer
-  // Called once when the task is over (error null: success), on a thread that holds no lock of
-  // the executor. `waiter` is true on the thread that waited for it (help()); false on the
-  // worker, which must not be kept: whatever may block (a Future's callbacks) goes elsewhere.
+  // Called once when the task is over (error null: success). `waiter` true: on the thread that
+  // waited for it (help()), after exec_ is released. false: on the worker (or in stop()) with
+  // exec_ held (never mu_), so it must not block: whatever may (a Future's callbacks) goes
+  // elsewhere.
   std::function<void(std::exception_ptr, bool waiter)> done;
   std::atomic<bool> finished{false};
   std::chrono::steady_clock::time_point submitted;

@@ -1,8 +1,10 @@
-// ShmGroup: the control plane of a context whose ranks share one host and were started without
-// MPI. One segment holds a slot per rank; a collective is a round: each rank writes its bytes
-// into its slot's half for the round's parity, publishes the round number, and waits until every
-// slot shows it. A rank can be at most one round ahead of the slowest (it cannot finish a round
-// before everyone published it), so the other half is never overwritten while read.
+// ShmGroup: a Group over one segment for the ranks of one host. The whole control plane of a
+// context made from an id (context_shm.cpp) or from a store with one host; with several hosts
+// (context_store.cpp) each host's node group, beside the GlooGroup across hosts. One segment
+// holds a slot per rank; a collective is a round: each rank writes its bytes into its slot's
+// half for the round's parity, publishes the round number, and waits until every slot shows it.
+// A rank can be at most one round ahead of the slowest (it cannot finish a round before
+// everyone published it), so the other half is never overwritten while read.
 #pragma once
 
 #include <cstdint>

@@ -92,7 +92,7 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   consume(r, a.input + blk * r, 0, rows);
   // 3. The peers' blocks, read in place row chunk by row chunk as they land: host peers first in
   // the matching ring order (peer r-i staged ours at its step i; a block lands whole), then other
-  // hosts' as MPI delivers them. gemm-only reads what the buffers hold.
+  // hosts' as the network delivers them. gemm-only reads what the buffers hold.
   for (int s : a2a_.sources()) {
     const ops::Inbox in = comm ? a2a_.from(s) : a2a_.held(s, p);
     in.for_rows(in_row_, rows, [&](int64_t i0, int64_t i1) { consume(s, in.data(), i0, i1); });

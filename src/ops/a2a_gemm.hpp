@@ -35,7 +35,7 @@ class A2aGemmImpl : public ops::GemmOpBase<A2aGemmImpl, A2aGemmOptions> {
   static ops::A2aExchange::Plan plan(std::size_t blk);
 
   // a2a-out: this rank's input staged block by block (block t at t * m/W rows), read in place by
-  // host peers' GEMMs and sent by MPI (also the zero-copy input buffer); a2a-in: the blocks
+  // host peers' GEMMs and sent by the network (also the zero-copy input buffer); a2a-in: the blocks
   // received from other hosts.
   ops::A2aExchange a2a_;
 };

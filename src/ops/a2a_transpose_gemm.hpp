@@ -45,7 +45,7 @@ class A2aTransposeGemmImpl : public ops::OpBase<A2aTransposeGemmOptions> {
   kernels::GemmWeight weight_;
   std::vector<char> a2a_buf_;  // the exchanged rows when the caller does not ask for them
   // a2a-out: the rows this rank packed for each rank t (at t * block), read in place by host
-  // peers, sent by MPI to other hosts' ranks.
+  // peers, sent by the network to other hosts' ranks.
   ops::A2aExchange a2a_;
 };
 

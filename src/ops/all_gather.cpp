@@ -61,7 +61,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
 
 // Within the host, staged: publish our block chunk by chunk into our segment and pull each
 // peer's chunk right after it lands, so reads hit blocks that are still in the shared cache.
-// `staged`: our block is in the segment already (zero-copy input, or staged for MPI).
+// `staged`: our block is in the segment already (zero-copy input, or staged for the network).
 void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard, char* output) {
   ContextImpl& c = *ctx_;
   char* own_out = output + shard * c.world_rank();

@@ -39,9 +39,9 @@ void AsyncSendRecvImpl::timeout(std::string& broken, const std::string& msg) {
 
 bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime deadline,
                              uint64_t* observed) {
-  // Messages of ours in flight across hosts move only while someone calls MPI, and a comm stream
-  // may post one while we wait: poll MPI while anything is in flight, and otherwise sleep on the
-  // signal in slices of 1 ms, looking again between them.
+  // Messages of ours in flight across hosts may move only while someone drives the network (MPI
+  // does), and a comm stream may post one while we wait: poll it while anything is in flight,
+  // and otherwise sleep on the signal in slices of 1 ms, looking again between them.
   const shm::WaitPolicy policy = ctx_->wait_policy();
   comm::P2pNet* net = net_ && net_->size() > 0 ? net_.get() : nullptr;
   return comm::wait_driving(net, s, target, deadline,

@@ -63,8 +63,8 @@ class AsyncSendRecvImpl {
   void check_open(const char* fn) const;
   // The copy of message q into its slot and its publication; on the caller or a comm stream.
   void deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes, int64_t m) noexcept;
-  // Waits until `s` reaches target, driving MPI when this rank has messages in flight across
-  // hosts. false at the deadline, with the value last seen in *observed.
+  // Waits until `s` reaches target, driving the network when this rank has messages in flight
+  // across hosts. false at the deadline, with the value last seen in *observed.
   bool wait(const shm::Signal& s, uint64_t target, SteadyTime deadline, uint64_t* observed);
   [[noreturn]] void timeout(std::string& broken, const std::string& msg);
   int64_t recv_local(Pair& p, void* out, int64_t out_rows, SteadyTime deadline);

@@ -35,7 +35,7 @@ class GemmA2aTransposeImpl : public ops::OpBase<GemmA2aTransposeOptions> {
 
   kernels::GemmWeight weight_;
   // a2a-out: the column block this rank computed for each rank t (at t * block); host peers read
-  // it in place, MPI sends it to other hosts' ranks.
+  // it in place, the network sends it to other hosts' ranks.
   ops::A2aExchange a2a_;
 };
 

@@ -1,7 +1,7 @@
 // The all-to-all pattern, shared by All2AllSingle, a2a_gemm, the Ulysses ops and the MoE ops: a
 // block from every rank to every rank, with sizes and offsets agreed per call. A rank writes its
 // block for rank t into its "a2a-out" slot at an offset; within a host, t reads it there; across
-// hosts, MPI carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which, and
+// hosts, the network carries it into t's "a2a-in" slot. to(t) and from(s) hide which is which, and
 // targets() and sources() hand an op its peers in schedule order (Links::send and receive):
 // blocks go out to other hosts' ranks first, then to this host's; they come in from this host's
 // ranks first, then from other hosts'.

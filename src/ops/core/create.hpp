@@ -2,11 +2,11 @@
 // create_op (called for every op by OpBase, op_base.hpp; async_send_recv calls it itself), which:
 //  * refuses a closed or broken context, and a context in use by another thread (kInvalidUsage);
 //  * bounds every collective of the body by the timeout (comm::DeadlineScope);
-//  * starts with a check-in on the context's control group (ContextImpl::comm(): its MPI
-//    communicator, or the shared-memory group of a context made without MPI), so a rank that
+//  * starts with a check-in on the context's control group (ContextImpl::comm(): an MpiGroup,
+//    GlooGroup or ShmGroup, comm/group.hpp), so a rank that
 //    does not take part (a NULL context, an early return, a dead process) is named in the
 //    others' kTimeout;
-//  * on a failure the ranks did not agree on (a timeout, an MPI or system error midway), breaks
+//  * on a failure the ranks did not agree on (a timeout, a network or system error midway), breaks
 //    the context — its communicator may hold an unmatched collective — and sweeps /dev/shm
 //    (shm::remove_stale_segments: the segment of a host peer that died before removing its
 //    name, its liveness lock gone with it); a timeout names the host peers

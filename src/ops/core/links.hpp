@@ -13,10 +13,10 @@
 //         host with g's local rank: this rank itself when `direct`, else a host peer's, read
 //         there. (The all-to-all sends each block straight to its target instead.)
 //
-// A value: built from a Placement (hosts and their ranks) without MPI, so that it is unit-tested
-// for any layout (tests/ops/links_test.cpp); Links::of(context) is the one place where src/ops
-// reads the context's topology. Hosts may have different numbers of ranks (the table describes
-// them; the ops across hosts refuse them at create).
+// A value: built from a Placement (hosts and their ranks) without a network, so that it is
+// unit-tested for any layout (tests/ops/links_test.cpp); Links::of(context) is the one place where
+// src/ops reads the context's topology. Hosts may have different numbers of ranks (the table
+// describes them; the ops across hosts refuse them at create).
 #pragma once
 
 #include <cstdint>

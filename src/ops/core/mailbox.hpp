@@ -1,14 +1,14 @@
 // The two ends of a per-peer channel in one call. An Outbox is where this rank writes what a peer
-// will read, and publish(n) tells the peer (or the transport, which then ships it) that the
-// first n bytes are written. An Inbox is where a peer's data for this rank is — a host peer's
-// segment, or this rank's own segment when MPI brought it from another host — and wait(n) blocks
-// until its first n bytes have arrived. Both count bytes on a signal whose value grows over the
-// calls (base + bytes), so the expected values are tracked inside and never repeat: an op using
-// them handles no epochs and no signal indices, and waits on and reads an Inbox the same way
-// whichever host its peer is on. Two more kinds of Inbox have nothing to wait for: one whose data
-// is already there (landed(): a local path reading what the buffers hold, or a block written
-// before the call), and one read by drain() straight from the peer's address space (a single
-// copy, process_vm_readv; data() is null).
+// will read, and publish(n) tells the peer (or the transport, which then ships it) that the first n
+// bytes are written. An Inbox is where a peer's data for this rank is — a host peer's segment, or
+// this rank's own segment when the network brought it from another host — and wait(n) blocks until
+// its first n bytes have arrived. Both count bytes on a signal whose value grows over the calls
+// (base + bytes), so the expected values are tracked inside and never repeat: an op using them
+// handles no epochs and no signal indices, and waits on and reads an Inbox the same way whichever
+// host its peer is on. Two more kinds of Inbox have nothing to wait for: one whose data is already
+// there (landed(): a local path reading what the buffers hold, or a block written before the call),
+// and one read by drain() straight from the peer's address space (a single copy, process_vm_readv;
+// data() is null).
 #pragma once
 
 #include <algorithm>

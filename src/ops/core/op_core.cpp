@@ -136,7 +136,7 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
     hs_.exchange(epoch_, d);
   } catch (const Error& e) {
     // Rejected arguments and misuse leave the op usable; a call-identity mismatch, a timeout or
-    // an MPI failure leave the peers at an unknown point of the protocol.
+    // a network failure leave the peers at an unknown point of the protocol.
     if (hs_.mismatched() || (e.code() != Errc::kInvalidArgument && e.code() != Errc::kInvalidUsage))
       broken_ = e.what();
     throw;

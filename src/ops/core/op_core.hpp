@@ -186,8 +186,8 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
 std::size_t latency_payload_bytes(const Links& links, std::size_t max_bytes,
                                   bool across_hosts = false);
 
-// Whether an op's data regions are needed: host peers read them or MPI moves them, or the op
-// computes into them even when alone (`always`).
+// Whether an op's data regions are needed: host peers read them or the network moves them, or
+// the op computes into them even when alone (`always`).
 bool needs_data(const Links& links, bool always = false);
 
 }  // namespace fluxcpp::ops

@@ -23,7 +23,7 @@ class PairPlan {
   // all: every rank's list of `width` world ranks, padded with -1 (rank a's at a·width).
   PairPlan(const Links& links, const std::vector<int>& all, int width);
 
-  // Whether some rank lists a peer on another host (messages then travel over MPI).
+  // Whether some rank lists a peer on another host (messages then travel over the network).
   bool crosses_hosts() const { return crosses_; }
   // This rank's peers in the order of its list, each with its route.
   const std::vector<PairRoute>& routes() const { return routes_; }

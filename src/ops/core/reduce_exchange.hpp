@@ -1,10 +1,10 @@
-// The reduce-scatter pattern, shared by ReduceScatter and GemmRS: every rank contributes a share
-// of every row block t, and t's owner gets their sum in a fixed order. Within a host the reducer
-// of block t (the host rank with t's local rank) reads the host peers' shares of t in their
-// "shares" slot. Across hosts that reducer sums its host's shares of t (in the accumulation
-// type) into "host-out[host of t]", MPI carries it to t's "host-in[this host]", and t adds the
-// hosts' sums in host order. The order is part of the ops' contract (docs/ops/reduce_scatter.md):
-// host ranks in Links::sum_order, then hosts by index; rounded once.
+// The reduce-scatter pattern, shared by ReduceScatter and GemmRS: every rank contributes a share of
+// every row block t, and t's owner gets their sum in a fixed order. Within a host the reducer of
+// block t (the host rank with t's local rank) reads the host peers' shares of t in their "shares"
+// slot. Across hosts that reducer sums its host's shares of t (in the accumulation type) into
+// "host-out[host of t]", the network carries it to t's "host-in[this host]", and t adds the hosts'
+// sums in host order. The order is part of the ops' contract (docs/ops/reduce_scatter.md): host
+// ranks in Links::sum_order, then hosts by index; rounded once.
 #pragma once
 
 #include <functional>

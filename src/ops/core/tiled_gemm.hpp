@@ -1,7 +1,8 @@
-// A GEMM over row tiles with transfer progress in between: while MPI moves a block between
-// hosts, the kernel and the NIC do the work, but MPI only advances inside MPI calls. Calling the
-// transport between tiles keeps the link busy without a thread that wakes into the GEMM's core
-// (measured: this hides more of the link than a progress thread; docs/design.md).
+// A GEMM over row tiles with transfer progress in between: while the network moves a block between
+// hosts, the kernel and the NIC do the work, but MPI only advances inside MPI calls (gloo's TCP
+// transport needs no driving). Calling the transport between tiles keeps the link busy without a
+// thread that wakes into the GEMM's core (measured: this hides more of the link than a progress
+// thread; docs/design.md).
 #pragma once
 
 #include <cstdint>

@@ -4,11 +4,35 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include "process_group.hpp"
 
 namespace py = pybind11;
 using fluxcpp::backend::ProcessGroupFluxcpp;
+
+namespace {
+
+std::mutex g_mu;
+std::vector<c10::weak_intrusive_ptr<ProcessGroupFluxcpp>> g_groups;  // every group made here
+
+// At interpreter exit (atexit runs before Python finalizes): every live group's worker stopped
+// and its calls finished here. A worker that finished a call during finalization released the
+// call's tensors there; a tensor with a Python object takes the GIL, which then ends the thread
+// with pthread_exit through a noexcept destructor: std::terminate, the process aborted.
+void stop_groups() {
+  std::vector<c10::intrusive_ptr<ProcessGroupFluxcpp>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (auto& w : g_groups)
+      if (auto p = w.lock()) live.push_back(std::move(p));
+    g_groups.clear();
+  }
+  for (auto& p : live) p->shutdown();
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_c10d, m) {
   m.doc() = "fluxcpp's torch.distributed backend (registered as \"fluxcpp\" by import fluxcpp)";
@@ -17,7 +41,11 @@ PYBIND11_MODULE(_c10d, m) {
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
          std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::Backend> {
         py::gil_scoped_release nogil;
-        return c10::make_intrusive<ProcessGroupFluxcpp>(store, rank, size, timeout);
+        auto pg = c10::make_intrusive<ProcessGroupFluxcpp>(store, rank, size, timeout);
+        std::lock_guard<std::mutex> lock(g_mu);
+        std::erase_if(g_groups, [](const auto& w) { return w.expired(); });
+        g_groups.emplace_back(pg);
+        return pg;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
   m.def(
@@ -33,4 +61,8 @@ PYBIND11_MODULE(_c10d, m) {
         return reinterpret_cast<std::uintptr_t>(shared);
       },
       py::arg("group"));
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    py::gil_scoped_release nogil;  // a stopping worker may release tensors (the GIL)
+    stop_groups();
+  }));
 }

@@ -11,7 +11,11 @@ W ranks, for
   one      one process, no tp_plan, no group (the reference);
   autotp   with --autotp: the model split by DeepSpeed AutoTP (deepspeed.init_inference with
            tensor_parallel={"tp_size": W}), its all-reduces on DeepSpeed's CPU shared-memory op
-           (scripts/peers/hf_autotp.py; scripts/install_deps.sh --peers installs DeepSpeed).
+           (scripts/peers/hf_autotp.py; scripts/install_deps.sh --peers installs DeepSpeed);
+           with it, AutoTP's split on the "fluxcpp" backend (DeepSpeed's op left out: every
+           all-reduce a dist.all_reduce on the backend), then in the same processes AutoTP's
+           LinearLayer / LinearAllreduce swapped for fluxcpp's layers: fluxcpp against AutoTP on
+           the same model code, without transformers' DTensor path.
 Random weights from a LlamaConfig (torch.manual_seed(--seed)) saved once with save_pretrained
 into a temporary folder (no download), loaded in f32 or bf16. One prompt of --prompt-len random
 ids (batch 1) prefilled with the KV cache, then --gen greedy tokens decoded one at a time (the
@@ -33,7 +37,6 @@ import json
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,11 +44,9 @@ import time
 
 import torch
 
+from hf_tp_report import report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ("gloo", "autotp", "fluxcpp", "fused", "one")
-LABELS = {"gloo": "HF tp_plan, gloo", "fluxcpp": 'HF tp_plan, "fluxcpp" backend',
-          "fused": "fluxcpp fused layers", "one": "one process (reference)",
-          "autotp": "DeepSpeed AutoTP (SHM all-reduce)"}
 
 
 def parse_args(argv=None):
@@ -119,23 +120,29 @@ def measure(model, prompt, args, dist):
             "tokens": tokens, "ranks_agree": agree}
 
 
-def swap_fused(model, ctx, local_ctx, max_m, dtype):
-    """Replaces each nn.Linear of model.tp_plan's "colwise" / "rowwise" entries by fluxcpp's
-    column / row-parallel layer holding this rank's shard (the DTensor's local part: colwise
-    Shard(0), the output features; rowwise Shard(1), the input features; a rowwise bias is
-    replicated and added once). Returns the layers (close them, collectively, when done)."""
-    import fluxcpp
-    from fluxcpp.swap import TPLinear  # an nn.Linear's place: [..., k] -> [..., n]
+def tp_plan_targets(model):
+    """(name, style, local weight, local bias) of each nn.Linear model.tp_plan names "colwise" /
+    "rowwise": the DTensor's local part (colwise Shard(0), the output features; rowwise Shard(1),
+    the input features; a rowwise bias is replicated and added once)."""
     from torch.distributed.tensor import DTensor
     local = (lambda t: t.to_local() if isinstance(t, DTensor) else t)
     plan = [(re.compile(re.escape(k).replace(r"\*", r"\d+") + "$"), v)
             for k, v in model.tp_plan.items()]
-    layers = []
     for name, mod in list(model.named_modules()):
         style = next((s for pat, s in plan if pat.match(name)), None)
-        if style not in ("colwise", "rowwise") or not isinstance(mod, torch.nn.Linear):
-            continue
-        w, b = local(mod.weight), None if mod.bias is None else local(mod.bias)
+        if style in ("colwise", "rowwise") and isinstance(mod, torch.nn.Linear):
+            yield name, style, local(mod.weight), None if mod.bias is None else local(mod.bias)
+
+
+def swap_fused(model, ctx, local_ctx, max_m, dtype, targets):
+    """Replaces each target (name, "colwise" | "rowwise", this rank's weight [n, k], bias) by
+    fluxcpp's column-parallel layer (a local GEMM on packed weights) or row-parallel layer (GemmAr:
+    the GEMM fused with the all-reduce) holding that shard. Returns the layers (close them,
+    collectively, when done)."""
+    import fluxcpp
+    from fluxcpp.swap import TPLinear  # an nn.Linear's place: [..., k] -> [..., n]
+    layers = []
+    for name, style, w, b in list(targets):
         n, k = w.shape
         if style == "colwise":
             lay = fluxcpp.ColumnParallelLinear(ctx, k, n, max_m, bias=b is not None, dtype=dtype,
@@ -154,6 +161,22 @@ def swap_fused(model, ctx, local_ctx, max_m, dtype):
     return layers
 
 
+def measure_fused(model, targets, prompt, args, dtype, dist):
+    """measure() with the targets swapped for fluxcpp's layers on the default group's context."""
+    import fluxcpp
+    ctx = fluxcpp.Context.from_group()
+    local_ctx = fluxcpp.Context.local(compute_threads=args.threads)
+    layers = swap_fused(model, ctx, local_ctx, args.prompt_len, dtype, targets)
+    with torch.inference_mode():
+        result = measure(model, prompt, args, dist)
+    result["layers_swapped"] = len(layers)
+    for lay in layers:
+        lay.close()
+    local_ctx.close()
+    ctx.close()
+    return result
+
+
 def worker(args):
     from transformers import AutoModelForCausalLM
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
@@ -164,7 +187,15 @@ def worker(args):
     if args.worker == "autotp":
         sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
         import hf_autotp
-        rank, load_s, results["autotp"] = hf_autotp.run(args, dtype, prompt, measure)
+        rank, load_s, results = hf_autotp.run(args, dtype, prompt, measure)
+    elif args.worker == "autotp_fluxcpp":
+        sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
+        import hf_autotp
+        import fluxcpp  # noqa: F401  (registers "fluxcpp")
+        import torch.distributed as dist
+        fused = None if args.no_fused else (lambda model, targets: measure_fused(
+            model, targets, prompt, args, dtype, dist))
+        rank, load_s, results = hf_autotp.run(args, dtype, prompt, measure, "fluxcpp", fused)
     elif args.worker == "one":
         torch.set_num_threads(args.ref_threads)
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
@@ -182,23 +213,15 @@ def worker(args):
         with torch.inference_mode():
             results[args.worker] = measure(model, prompt, args, dist)
         if args.worker == "fluxcpp" and not args.no_fused:
-            ctx = fluxcpp.Context.from_group()
-            local_ctx = fluxcpp.Context.local(compute_threads=args.threads)
-            layers = swap_fused(model, ctx, local_ctx, args.prompt_len, dtype)
-            with torch.inference_mode():
-                results["fused"] = measure(model, prompt, args, dist)
-                results["fused"]["layers_swapped"] = len(layers)
-            for lay in layers:
-                lay.close()
-            local_ctx.close()
-            ctx.close()
+            results["fused"] = measure_fused(model, tp_plan_targets(model), prompt, args, dtype,
+                                             dist)
         dist.destroy_process_group()
     if rank == 0:
         for r in results.values():
             r["load_s"] = load_s
         with open(args.out, "w") as f:
             json.dump(results, f)
-    if args.worker == "autotp":  # torch 2.15 may abort at exit after a clean destroy (batch.py)
+    if args.worker.startswith("autotp"):  # torch 2.15 may abort at exit after a clean destroy (batch.py)
         sys.stdout.flush()
         os._exit(0)
 
@@ -248,7 +271,7 @@ def launch(args, mode, dtype, folder, work, tag):
             cmd[1:1] = ["-m", "torch.distributed.run", f"--nproc_per_node={args.world}",
                         f"--master_port={sock.getsockname()[1]}"]
     env = dict(os.environ)
-    if mode == "autotp":  # DeepSpeed's CPU accelerator; its shared-memory op needs LOCAL_SIZE = W
+    if mode.startswith("autotp"):  # DeepSpeed's CPU accelerator; its shared-memory op needs LOCAL_SIZE = W
         env.update(DS_ACCELERATOR="cpu", LOCAL_SIZE=str(args.world), TORCH_EXTENSIONS_DIR=env.get(
             "TORCH_EXTENSIONS_DIR", os.path.join(ROOT, "build", "peers", "torch_extensions")))
     t0 = time.monotonic()
@@ -274,22 +297,6 @@ def launch(args, mode, dtype, folder, work, tag):
         return {mode: {"error": f"exit {rc}: {why}"}}
     with open(out) as f:
         return {k: dict(r, wall_s=took) for k, r in json.load(f).items()}
-
-
-def summarize(rounds, cfg):
-    """(TTFT ms, per-token ms) of a configuration: medians over the rounds of each run's medians."""
-    med = statistics.median
-    vals = [(med(r[cfg]["ttft_s"]) * 1e3, med(r[cfg]["steps_s"]) * 1e3) for r in rounds
-            if "ttft_s" in r.get(cfg, {})]
-    return (med(v[0] for v in vals), med(v[1] for v in vals)) if vals else None
-
-
-def ratio(rounds, cfg, key):
-    """median over the rounds of gloo's time / cfg's time (> 1: faster than gloo)."""
-    med = statistics.median
-    xs = [med(r["gloo"][key]) / med(r[cfg][key]) for r in rounds
-          if key in r.get(cfg, {}) and key in r.get("gloo", {})]
-    return med(xs) if xs else None
 
 
 def driver(args):
@@ -329,7 +336,8 @@ def driver(args):
           f"{args.prompt_len}, batch 1, {args.gen} tokens, {args.warmup} warm-up + "
           f"{args.repeat} timed generations per process, {args.rounds} round(s)", flush=True)
     dtypes = [d for d in args.dtypes.split(",") if d]
-    modes = ("gloo",) + (("autotp",) if args.autotp else ()) + ("fluxcpp", "one")
+    modes = (("gloo",) + (("autotp", "autotp_fluxcpp") if args.autotp else ()) +
+             ("fluxcpp", "one"))
     results = {d: [] for d in dtypes}
     for rnd in range(args.rounds):
         for dtype in dtypes:
@@ -342,92 +350,6 @@ def driver(args):
         tmp.cleanup()
     return report(args, info, results, ratios_ok)
 
-
-def report(args, info, results, ratios_ok):
-    failures, peer_diffs = [], []
-    print(f"\nTTFT: prefill of {args.prompt_len} tokens to the first token; per token: a decode "
-          f"step at batch 1 (median); ms, the slowest rank's. Ratios: gloo's time / this one's "
-          f"(> 1: faster than gloo).\n")
-    print("| dtype | configuration | W | TTFT ms | per token ms | TTFT vs gloo "
-          "| per token vs gloo |")
-    print("|---|---|---|---|---|---|---|")
-    rows = []
-    for dtype, rounds in results.items():
-        for cfg in CONFIGS:
-            s = summarize(rounds, cfg)
-            if s is None:
-                errs = sorted({r[cfg]["error"] for r in rounds if "error" in r.get(cfg, {})})
-                if errs:
-                    print(f"| {dtype} | {LABELS[cfg]} | {args.world} | error: "
-                          f"{'; '.join(errs)[:300]} | | | |")
-                    rows.append({"dtype": dtype, "config": cfg, "error": errs})
-                if not (cfg == "fused" and args.no_fused) and not (cfg == "autotp" and
-                                                                   not args.autotp):
-                    failures.append(f"{dtype} {cfg}: no result")
-                continue
-            w = 1 if cfg == "one" else args.world
-            rt = [ratio(rounds, cfg, k) if ratios_ok else None for k in ("ttft_s", "steps_s")]
-            cells = [f"{x:.2f}x" if x is not None else ("–" if ratios_ok else "(busy)")
-                     for x in rt]
-            print(f"| {dtype} | {LABELS[cfg]} | {w} | {s[0]:.1f} | {s[1]:.2f} | {cells[0]} "
-                  f"| {cells[1]} |")
-            rows.append({"dtype": dtype, "config": cfg, "world": w, "ttft_ms": s[0],
-                         "tpot_ms": s[1], "ttft_vs_gloo": rt[0], "tpot_vs_gloo": rt[1],
-                         "runs": [r[cfg] for r in rounds if "ttft_s" in r.get(cfg, {})]})
-    swapped = {r["fused"].get("layers_swapped") for rs in results.values() for r in rs
-               if "fused" in r}
-    print(f"\nfused: {'/'.join(map(str, swapped)) or 'no'} linear layers swapped per rank. "
-          "Greedy tokens (rank 0's; every rank's checked):")
-    ds = {", ".join(r["autotp"].get("deepspeed_layers", [])) for rs in results.values()
-          for r in rs if "ttft_s" in r.get("autotp", {})}
-    if ds:
-        print(f"autotp: DeepSpeed's layers in the model: {' / '.join(ds) or 'none'}")
-    for dtype, rounds in results.items():
-        for i, r in enumerate(rounds):
-            ref = r.get("one", {}).get("tokens")
-            for cfg in CONFIGS:
-                if "tokens" not in r.get(cfg, {}):
-                    continue
-                toks, mark = r[cfg]["tokens"], ""
-                if cfg != "one":
-                    if ref is None:
-                        mark = "  (no reference)"
-                    elif toks != ref:
-                        first = next(j for j, (a, b) in enumerate(zip(toks, ref)) if a != b)
-                        mark = f"  <<< MISMATCH with one process's from token {first}"
-                        what = (f"{dtype} round {i + 1} {cfg}: tokens differ from one "
-                                f"process's from token {first}")
-                        # A peer's numerics are reported, not this script's failure: AutoTP's
-                        # lm_head splits the hidden dimension and all-reduces the partial logits
-                        # in the model's dtype (bf16: rounded per rank before the sum).
-                        (peer_diffs if cfg == "autotp" else failures).append(what)
-                    if cfg == "fused" and not r[cfg].get("layers_swapped"):
-                        mark += "  <<< NO LAYER SWAPPED"
-                        failures.append(f"{dtype} round {i + 1} fused: no layer was swapped")
-                    if not r[cfg]["ranks_agree"]:
-                        mark += "  <<< RANKS DISAGREE"
-                        failures.append(f"{dtype} round {i + 1} {cfg}: the ranks' tokens differ")
-                print(f"  {dtype} round {i + 1} {cfg:8s} {toks}{mark}")
-    if not ratios_ok:
-        print(f"\nWARNING: load average at start {info['load_avg_start'][0]:.2f} > "
-              f"{args.max_load}: ratios not reported; rerun on a quiet machine.")
-    print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": info, "args": {k: v for k, v in vars(args).items()
-                                                 if v is not None and k not in ("worker", "out")},
-                       "load_avg_end": os.getloadavg(), "ratios_reported": ratios_ok,
-                       "rows": rows, "failures": failures, "peer_diffs": peer_diffs}, f,
-                      indent=1)
-        print(f"results in {args.json}")
-    for d in peer_diffs:
-        print(f"(peer) {d}: the peer's own rounding, not a failure of this run")
-    for fl in failures:
-        print(f"!!! FAIL: {fl}")
-    print(("tokens: all equal to one process's" + (" but the peer's above" if peer_diffs else ""))
-          if not failures else
-          f"!!! {len(failures)} FAILURE(S): see above")
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

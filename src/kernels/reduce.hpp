@@ -15,12 +15,13 @@ namespace fluxcpp::kernels {
 void reduce_sum(DType src_dtype, const void* const* srcs, int nsrcs, DType dst_dtype, void* dst,
                 int64_t count, const void* addend = nullptr);
 
-// The code a sum of f32/bf16 runs on. kAuto picks AVX2 when the CPU has it, else kPortable (plain
-// C++ loops, which the compiler vectorises for the x86-64 baseline); f64 always runs kPortable.
+// The code a sum of f32/bf16 runs on. kAuto picks AVX-512 (AVX512F) when the CPU has it, else
+// AVX2, else kPortable (plain C++ loops, which the compiler vectorises for the x86-64 baseline);
+// f64 always runs kPortable.
 // Every choice gives the same bits: the same additions in the same order per element, the same
 // round-to-nearest-even narrowing to bf16 (a NaN keeps its sign and gets the quiet bit). The
 // others exist so that tests can check every path on one machine.
-enum class ReduceIsa { kAuto, kPortable, kAvx2 };
+enum class ReduceIsa { kAuto, kPortable, kAvx2, kAvx512 };
 bool reduce_isa_available(ReduceIsa isa);
 // dst[i][j] += bias[j] for rows x n elements of `acc` (f32 or f64) at dst; bias in acc, or bf16
 // with acc f32 (widened exactly). The partial sums' one bias term, added before a fixed-order sum.

@@ -153,11 +153,10 @@ const uint32_t kSpecial[] = {
     0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
     0xbf808000u, 0xbf818000u, 0x3f800000u, 0x3b800000u, 0x37800000u, 0x4b000000u, 0xcb7fffffu};
 
-// The AVX2 code against the portable loops, bit for bit: every f32/bf16 pair, 1..5 sources, with
-// and without the addend, odd counts (every vector tail), random data with special values mixed
-// in, and in place into the first source.
-TEST(Reduce, Avx2MatchesPortableBitForBit) {
-  if (!reduce_isa_available(ReduceIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+// The vector code (AVX2 or AVX-512) against the portable loops, bit for bit: every f32/bf16 pair,
+// 1..5 sources, with and without the addend, odd counts (every vector tail of both unrolled
+// widths), random data with special values mixed in, and in place into the first source.
+void matches_portable_bit_for_bit(ReduceIsa isa) {
   EXPECT_TRUE(reduce_isa_available(ReduceIsa::kPortable));
   const ReducePair pairs[] = {{DType::kFloat32, DType::kFloat32},
                               {DType::kFloat32, DType::kBFloat16},
@@ -167,7 +166,7 @@ TEST(Reduce, Avx2MatchesPortableBitForBit) {
   uint64_t seed = 5000;
   for (const ReducePair& pr : pairs)
     for (int nsrcs : {1, 2, 3, 5})
-      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 33, 1023, 1025, 4099})
+      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 65, 1023, 1025, 4099})
         for (bool with_addend : {false, true})
           for (int special_every : {0, 1, 3}) {
             SCOPED_TRACE(std::string(dtype_name(pr.src)) + "->" + dtype_name(pr.dst) +
@@ -197,26 +196,33 @@ TEST(Reduce, Avx2MatchesPortableBitForBit) {
             std::vector<const void*> ptrs;
             for (const Buffer& b : srcs) ptrs.push_back(b.data());
             const void* add = with_addend ? addend.data() : nullptr;
-            Buffer portable(pr.dst, count), avx2(pr.dst, count);
+            Buffer portable(pr.dst, count), vec(pr.dst, count);
             reduce_sum(ReduceIsa::kPortable, pr.src, ptrs.data(), nsrcs, pr.dst, portable.data(),
                        count, add);
-            reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, avx2.data(), count,
-                       add);
-            EXPECT_TRUE(same_bits(portable, avx2, count));
+            reduce_sum(isa, pr.src, ptrs.data(), nsrcs, pr.dst, vec.data(), count, add);
+            EXPECT_TRUE(same_bits(portable, vec, count));
             if (pr.src == pr.dst) {  // in place into the first source
               Buffer first = srcs[0];
               ptrs[0] = first.data();
-              reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, first.data(), count,
-                         add);
+              reduce_sum(isa, pr.src, ptrs.data(), nsrcs, pr.dst, first.data(), count, add);
               EXPECT_TRUE(same_bits(portable, first, count)) << "in place";
             }
-            if (HasFailure()) return;
+            if (::testing::Test::HasFailure()) return;
           }
 }
 
-// Finite data: the AVX2 code against the documented order written as a loop.
-TEST(Reduce, Avx2MatchesFixedOrderLoop) {
+TEST(Reduce, Avx2MatchesPortableBitForBit) {
   if (!reduce_isa_available(ReduceIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  matches_portable_bit_for_bit(ReduceIsa::kAvx2);
+}
+
+TEST(Reduce, Avx512MatchesPortableBitForBit) {
+  if (!reduce_isa_available(ReduceIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  matches_portable_bit_for_bit(ReduceIsa::kAvx512);
+}
+
+// Finite data: the vector code against the documented order written as a loop.
+void matches_fixed_order_loop(ReduceIsa isa) {
   const ReducePair pairs[] = {{DType::kFloat32, DType::kBFloat16},
                               {DType::kBFloat16, DType::kFloat32},
                               {DType::kBFloat16, DType::kBFloat16}};
@@ -235,11 +241,20 @@ TEST(Reduce, Avx2MatchesFixedOrderLoop) {
         Buffer addend(pr.dst, count), expected(pr.dst, count), got(pr.dst, count);
         addend.fill_random(rng);
         reference_reduce(pr.src, srcs, expected, count, &addend);
-        reduce_sum(ReduceIsa::kAvx2, pr.src, ptrs.data(), nsrcs, pr.dst, got.data(), count,
-                   addend.data());
+        reduce_sum(isa, pr.src, ptrs.data(), nsrcs, pr.dst, got.data(), count, addend.data());
         EXPECT_TRUE(same_bits(expected, got, count))
             << dtype_name(pr.src) << "->" << dtype_name(pr.dst) << " nsrcs=" << nsrcs;
       }
+}
+
+TEST(Reduce, Avx2MatchesFixedOrderLoop) {
+  if (!reduce_isa_available(ReduceIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  matches_fixed_order_loop(ReduceIsa::kAvx2);
+}
+
+TEST(Reduce, Avx512MatchesFixedOrderLoop) {
+  if (!reduce_isa_available(ReduceIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  matches_fixed_order_loop(ReduceIsa::kAvx512);
 }
 
 TEST(Reduce, RejectsBadArguments) {

@@ -76,4 +76,12 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 
 
 if __name__ == "__main__":
+    # torch's MultiProcessTestCase makes each test's store file with NamedTemporaryFile(delete=
+    # False) and removes it on one path of its tearDown only: the files go into a folder of this
+    # run, removed at exit, instead of staying in /tmp.
+    import atexit
+    import shutil
+    import tempfile
+    tempfile.tempdir = tempfile.mkdtemp(prefix="fluxcpp_dist_suite_")
+    atexit.register(shutil.rmtree, tempfile.tempdir, True)
     run_tests()

@@ -92,11 +92,12 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   if (produce && !stream) produce(count);
   if (L > 1) stage(input, staged);
   const int64_t b = chunk_begin(me);
-  sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_, stream ? produce : Producer());
+  // With host peers our chunk's result goes to the result slot they read, and each summed piece
+  // on into the output while it is still in the cache.
+  sum_chunk(input, L > 1 ? results_.at(me) : output + b * out_size_,
+            L > 1 ? output + b * out_size_ : nullptr, stream ? produce : Producer());
   if (L == 1) return;
-  // Our chunk into the output, then the host peers' chunks as they are published.
-  std::memcpy(output + b * out_size_, results_.at(me),
-              static_cast<std::size_t>(chunk_len(me)) * out_size_);
+  // The host peers' chunks as they are published.
   for (int i = 1; i < L; ++i) {
     const int p = (me + i) % L;
     result_of(p).drain(output + chunk_begin(p) * out_size_, 0, chunk_len(p) * out_size_);
@@ -132,7 +133,13 @@ void AllReduceExchange::sum_payloads(char* output) {
   kernels::reduce_sum(in_, srcs.data(), static_cast<int>(srcs.size()), out_, output, count_);
 }
 
-void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& produce) {
+void AllReduceExchange::copy_piece(const char* from, char* to, int64_t e0, int64_t e1) const {
+  std::memcpy(to + e0 * out_size_, from + e0 * out_size_,
+              static_cast<std::size_t>(e1 - e0) * out_size_);
+}
+
+void AllReduceExchange::sum_chunk(const char* input, char* dst, char* copy,
+                                  const Producer& produce) {
   const int L = links_->host_size(), N = links_->hosts(), me = links_->local();
   const int nid = links_->host();
   const int64_t b = chunk_begin(me), len = chunk_len(me);
@@ -158,6 +165,7 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& 
     if (N == 1) {
       kernels::reduce_sum(in_, srcs.data(), L, out_, dst + e0 * out_size_, e1 - e0);
       res.publish(static_cast<std::size_t>(e1) * out_size_);
+      if (copy != nullptr) copy_piece(dst, copy, e0, e1);
     } else {
       kernels::reduce_sum(in_, srcs.data(), L, acc_, partial.data() + e0 * acc_size_, e1 - e0);
       partial.publish(static_cast<std::size_t>(e1) * acc_size_);  // (drives the transport)
@@ -184,6 +192,7 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, const Producer& 
     }
     kernels::reduce_sum(acc_, hosts.data(), N, out_, dst + e0 * out_size_, e1 - e0);
     if (L > 1) res.publish(static_cast<std::size_t>(e1) * out_size_);
+    if (copy != nullptr) copy_piece(dst, copy, e0, e1);
   }
   if (L > 1) res.publish_all();
 }

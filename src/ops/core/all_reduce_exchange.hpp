@@ -71,8 +71,10 @@ class AllReduceExchange {
   Inbox result_of(int p) const;
   void stage(const char* input, bool staged);
   void sum_payloads(char* output);
-  // This rank's chunk, summed over the host (and over the hosts) into dst.
-  void sum_chunk(const char* input, char* dst, const Producer& produce);
+  // This rank's chunk, summed over the host (and over the hosts) into dst, each summed piece
+  // then copied to `copy` too (null: none).
+  void sum_chunk(const char* input, char* dst, char* copy, const Producer& produce);
+  void copy_piece(const char* from, char* to, int64_t e0, int64_t e1) const;
 
   detail::ContextImpl* c_ = nullptr;
   const Links* links_ = nullptr;

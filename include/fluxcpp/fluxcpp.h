@@ -32,7 +32,21 @@ typedef enum {
   FLUXCPP_ERROR_INTERNAL = 6
 } fluxcpp_status_t;
 
-typedef enum { FLUXCPP_FLOAT32 = 0, FLUXCPP_FLOAT64 = 1, FLUXCPP_BFLOAT16 = 2 } fluxcpp_dtype_t;
+/* The ops take FLUXCPP_FLOAT32, FLUXCPP_FLOAT64 and FLUXCPP_BFLOAT16 (each op lists its dtypes);
+ * the others are element types of the local helpers fluxcpp_reduce_blocks and fluxcpp_convert
+ * only (f16: IEEE binary16; bool: one byte). */
+typedef enum {
+  FLUXCPP_FLOAT32 = 0,
+  FLUXCPP_FLOAT64 = 1,
+  FLUXCPP_BFLOAT16 = 2,
+  FLUXCPP_FLOAT16 = 3,
+  FLUXCPP_INT8 = 4,
+  FLUXCPP_UINT8 = 5,
+  FLUXCPP_INT16 = 6,
+  FLUXCPP_INT32 = 7,
+  FLUXCPP_INT64 = 8,
+  FLUXCPP_BOOL = 9
+} fluxcpp_dtype_t;
 
 FLUXCPP_API const char* fluxcpp_status_string(fluxcpp_status_t status);
 /* The message of the last failure on this thread ("" if none). Valid until the next failing
@@ -420,6 +434,41 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_async_send_recv_destroy(fluxcpp_async_send_
  * FLUXCPP_ERROR_INVALID_USAGE: a closed context. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
                                                   fluxcpp_dtype_t from, fluxcpp_dtype_t to);
+
+/* ---- reduce_blocks, convert: element-wise helpers of a framework's collectives -------------- */
+typedef enum {
+  FLUXCPP_REDUCE_SUM = 0,
+  FLUXCPP_REDUCE_AVG = 1,
+  FLUXCPP_REDUCE_PRODUCT = 2,
+  FLUXCPP_REDUCE_MIN = 3,
+  FLUXCPP_REDUCE_MAX = 4,
+  FLUXCPP_REDUCE_BAND = 5,
+  FLUXCPP_REDUCE_BOR = 6,
+  FLUXCPP_REDUCE_BXOR = 7
+} fluxcpp_reduce_op_t;
+/* A plain function: no context, no communication, thread-safe. out[i] = blocks[0][i] (op)
+ * blocks[1][i] (op) ... (op) blocks[nblocks-1][i] for i < count, always in block order: equal
+ * blocks give bitwise-equal results on every rank and machine (the rank-order reduction the
+ * library's own sums use: pass the ranks' blocks in rank order). Floating types accumulate in
+ * f32 (f64 for f64) and are rounded once to the dtype (bf16 and f16: round to nearest even; a
+ * bf16 NaN keeps its sign and gets the quiet bit); AVG divides the sum by `divisor` before
+ * rounding (divisor is read by AVG only); MIN and MAX let a NaN win. Integer SUM and PRODUCT
+ * wrap; on FLUXCPP_BOOL (any nonzero byte is true, the result is 0 or 1) SUM and MAX are "or",
+ * PRODUCT and MIN "and", BXOR "not equal". BAND, BOR, BXOR: integers and bool; AVG: floating
+ * types; the rest: every dtype. out may be blocks[0] (not a partial overlap). count == 0 is a
+ * no-op. FLUXCPP_ERROR_INVALID_ARGUMENT (out untouched, the message naming the values): an op
+ * not defined on the dtype, nblocks < 1, count < 0, AVG with divisor < 1, a NULL pointer with
+ * count > 0. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_reduce_blocks(fluxcpp_dtype_t dtype, fluxcpp_reduce_op_t op,
+                                                   const void* const* blocks, int nblocks,
+                                                   int64_t count, int divisor, void* out);
+/* A plain function: no context, thread-safe. dst[i] = src[i] converted, for the pairs
+ * bf16 -> f32 and f16 -> f32 (exact) and f32 -> bf16, f32 -> f16 (round to nearest even,
+ * overflow to +-Inf, a NaN stays a NaN), the conversions fluxcpp_reduce_blocks uses. src and
+ * dst do not overlap. count == 0 is a no-op. FLUXCPP_ERROR_INVALID_ARGUMENT: another pair,
+ * count < 0, a NULL pointer with count > 0. */
+FLUXCPP_API fluxcpp_status_t fluxcpp_convert(const void* src, fluxcpp_dtype_t from, void* dst,
+                                             fluxcpp_dtype_t to, int64_t count);
 
 /* ---- moe_layout (FLUX calc_scatter_index_stable, DeepEP get_dispatch_layout) --------------- */
 /* A plain function: no context, no communication, thread-safe; equal inputs give bitwise-equal

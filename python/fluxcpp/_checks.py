@@ -10,8 +10,11 @@ import operator
 
 import torch
 
-# torch dtype -> fluxcpp_dtype_t
-DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2}
+# torch dtype -> fluxcpp_dtype_t, every value of the C enum. The ops take OP_DTYPES; the others
+# are element types of the C ABI's local helpers (fluxcpp_reduce_blocks, fluxcpp_convert).
+DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2, torch.float16: 3, torch.int8: 4,
+          torch.uint8: 5, torch.int16: 6, torch.int32: 7, torch.int64: 8, torch.bool: 9}
+OP_DTYPES = {t: DTYPES[t] for t in (torch.float32, torch.float64, torch.bfloat16)}
 
 
 class _Required:
@@ -58,7 +61,7 @@ def size(where, name, value, minimum=0, maximum=INT64_MAX):
 def c_dtype(where, name, dtype):
     """The fluxcpp_dtype_t of a torch dtype (create arguments)."""
     try:
-        return DTYPES[dtype]
+        return OP_DTYPES[dtype]
     except (KeyError, TypeError):
         raise TypeError(f"{where}: {name}={dtype!r} is not one of torch.float32, torch.float64, "
                         "torch.bfloat16") from None

@@ -147,6 +147,8 @@ _FUNCTIONS = {
     "fluxcpp_get_unique_id": ([P], c_int),
     "fluxcpp_context_share": ([P, P], c_int),
     "fluxcpp_inplace_cast": ([P, P, c_i64, c_int, c_int], c_int),
+    "fluxcpp_reduce_blocks": ([c_int, c_int, P, c_int, c_i64, c_int, P], c_int),
+    "fluxcpp_convert": ([P, c_int, P, c_int, c_i64], c_int),
     "fluxcpp_moe_layout": ([P, c_i64, c_i64, c_i64, c_i64, P, P, P, P, P, P], c_int),
 }
 

@@ -3,7 +3,7 @@ import torch
 
 from . import _lib
 from ._base import Context
-from ._checks import DTYPES, c_dtype
+from ._checks import OP_DTYPES, c_dtype
 
 _PAIRS = {(torch.float32, torch.bfloat16), (torch.float64, torch.float32),
           (torch.bfloat16, torch.float32), (torch.float32, torch.float64)}
@@ -21,7 +21,7 @@ def inplace_cast(t, dtype, ctx=None):
     if not t.is_cpu:
         raise TypeError(f"{where}: t is on device {t.device}; fluxcpp takes CPU tensors")
     src = t.dtype
-    if src not in DTYPES:
+    if src not in OP_DTYPES:
         raise TypeError(f"{where}: t has dtype {src}; pairs are f32->bf16, f64->f32, bf16->f32, "
                         "f32->f64")
     c_dtype(where, "dtype", dtype)
@@ -47,7 +47,8 @@ def inplace_cast(t, dtype, ctx=None):
                          f"{dtype}")
     h = None if ctx is None else ctx._require(where)
     if count:
-        s = _lib.fn("fluxcpp_inplace_cast")(h, t.data_ptr(), count, DTYPES[src], DTYPES[dtype])
+        s = _lib.fn("fluxcpp_inplace_cast")(h, t.data_ptr(), count, OP_DTYPES[src],
+                                            OP_DTYPES[dtype])
         if s:
             _lib.raise_status(s)
     raw = torch.empty(0, dtype=torch.uint8).set_(storage)

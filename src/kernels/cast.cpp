@@ -38,4 +38,14 @@ void f32_to_bf16(const float* src, uint16_t* dst, int64_t count) {
   for (; i < count; ++i) dst[i] = f32_to_bf16_select(src[i]);
 }
 
+void f16_to_f32(const uint16_t* src, float* dst, int64_t count) {
+  const auto* h = reinterpret_cast<const _Float16*>(src);
+  for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(h[i]);
+}
+
+void f32_to_f16(const float* src, uint16_t* dst, int64_t count) {
+  auto* h = reinterpret_cast<_Float16*>(dst);
+  for (int64_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(src[i]);
+}
+
 }  // namespace fluxcpp::kernels

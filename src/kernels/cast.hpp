@@ -1,4 +1,5 @@
-// bf16 <-> f32 conversion. bf16 is the upper 16 bits of an IEEE-754 binary32.
+// bf16 <-> f32 and f16 <-> f32 conversion. bf16 is the upper 16 bits of an IEEE-754 binary32;
+// f16 is IEEE-754 binary16 (the compiler's _Float16).
 #pragma once
 
 #include <cstdint>
@@ -24,5 +25,10 @@ inline uint16_t f32_to_bf16(float f) {
 
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t count);
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t count);
+
+// f16 (as its 16 bits) -> f32 is exact; f32 -> f16 rounds to nearest even (overflow to Inf, a NaN
+// stays a NaN), as the compiler's _Float16 conversion does.
+void f16_to_f32(const uint16_t* src, float* dst, int64_t count);
+void f32_to_f16(const float* src, uint16_t* dst, int64_t count);
 
 }  // namespace fluxcpp::kernels

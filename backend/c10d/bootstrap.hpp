@@ -1,6 +1,7 @@
-// The group's fluxcpp context, from the store torch hands the backend: on one host through
-// fluxcpp's unique id (rank 0 puts it in the store), and when the job was started by mpirun
-// through an MPI communicator of the group's ranks (MPI then carries the legs between hosts).
+// The group's fluxcpp context, from the store torch hands the backend, through the C ABI's
+// fluxcpp_context_create_from_store whatever launched the job (mpirun included): the library
+// chooses the network (shared memory on a host, its TCP channel between hosts). The backend
+// makes no MPI call and includes no <mpi.h> (FLUXCPP_NO_MPI).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>

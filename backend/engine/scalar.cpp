@@ -1,101 +1,31 @@
-// Element-wise reductions over every scalar type of the backend, in a fixed block order.
+// The backend's element types and reductions: names, sizes, which reductions torch allows on
+// which type; the reductions themselves are the library's (fluxcpp_reduce_blocks).
 #include "scalar.hpp"
 
-#include <algorithm>
-#include <cstring>
-#include <type_traits>
+#include "capi_call.hpp"
 
 namespace fluxcpp::backend {
-namespace {
 
-float bf16_to_f32(uint16_t v) {
-  const uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint16_t f32_to_bf16(float f) {  // round to nearest even; a NaN stays a (quiet) NaN
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-// How one storage type is widened, combined and narrowed.
-template <typename T>
-struct Plain {
-  using Acc = T;
-  static Acc load(const void* p, int64_t i) { return static_cast<const T*>(p)[i]; }
-  static void store(void* p, int64_t i, Acc v) { static_cast<T*>(p)[i] = v; }
-};
-struct BF16 {
-  using Acc = float;
-  static Acc load(const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }
-  static void store(void* p, int64_t i, Acc v) { static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); }
-};
-struct F16 {
-  using Acc = float;
-  static Acc load(const void* p, int64_t i) {
-    return static_cast<float>(static_cast<const _Float16*>(p)[i]);
-  }
-  static void store(void* p, int64_t i, Acc v) {
-    static_cast<_Float16*>(p)[i] = static_cast<_Float16>(v);
-  }
-};
-struct Bool {
-  using Acc = bool;
-  static Acc load(const void* p, int64_t i) { return static_cast<const uint8_t*>(p)[i] != 0; }
-  static void store(void* p, int64_t i, Acc v) { static_cast<uint8_t*>(p)[i] = v ? 1 : 0; }
-};
-
-template <typename A>
-A combine(Reduce r, A a, A b) {
-  if constexpr (std::is_same_v<A, bool>) {
-    switch (r) {
-      case Reduce::kSum: case Reduce::kMax: case Reduce::kBor: return a || b;
-      case Reduce::kBxor: return a != b;
-      default: return a && b;  // product, min, band
-    }
-  } else if constexpr (std::is_integral_v<A>) {
-    using U = std::make_unsigned_t<A>;  // sums and products wrap, as torch's do
-    switch (r) {
-      case Reduce::kSum: return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-      case Reduce::kProduct: return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
-      case Reduce::kMin: return std::min(a, b);
-      case Reduce::kMax: return std::max(a, b);
-      case Reduce::kBand: return static_cast<A>(a & b);
-      case Reduce::kBor: return static_cast<A>(a | b);
-      case Reduce::kBxor: return static_cast<A>(a ^ b);
-      default: return a;
-    }
-  } else {
-    switch (r) {
-      case Reduce::kSum: case Reduce::kAvg: return a + b;
-      case Reduce::kProduct: return a * b;
-      // NaN wins, as torch's min/max: a comparison with NaN is false either way.
-      case Reduce::kMin: return (a != a || a < b) ? a : b;
-      case Reduce::kMax: return (a != a || a > b) ? a : b;
-      default: return a;
-    }
-  }
-}
-
-template <typename S>
-void reduce_typed(Reduce r, const void* const* blocks, int nblocks, int64_t count, void* out,
-                  int divisor) {
-  using A = typename S::Acc;
-  for (int64_t i = 0; i < count; ++i) {
-    A acc = S::load(blocks[0], i);
-    for (int b = 1; b < nblocks; ++b) acc = combine<A>(r, acc, S::load(blocks[b], i));
-    if constexpr (std::is_floating_point_v<A>)
-      if (r == Reduce::kAvg) acc = acc / static_cast<A>(divisor);
-    S::store(out, i, acc);
-  }
-}
-
-}  // namespace
+static_assert(static_cast<int>(Scalar::kF32) == FLUXCPP_FLOAT32 &&
+                  static_cast<int>(Scalar::kF64) == FLUXCPP_FLOAT64 &&
+                  static_cast<int>(Scalar::kBF16) == FLUXCPP_BFLOAT16 &&
+                  static_cast<int>(Scalar::kF16) == FLUXCPP_FLOAT16 &&
+                  static_cast<int>(Scalar::kI8) == FLUXCPP_INT8 &&
+                  static_cast<int>(Scalar::kU8) == FLUXCPP_UINT8 &&
+                  static_cast<int>(Scalar::kI16) == FLUXCPP_INT16 &&
+                  static_cast<int>(Scalar::kI32) == FLUXCPP_INT32 &&
+                  static_cast<int>(Scalar::kI64) == FLUXCPP_INT64 &&
+                  static_cast<int>(Scalar::kBool) == FLUXCPP_BOOL,
+              "Scalar follows fluxcpp_dtype_t");
+static_assert(static_cast<int>(Reduce::kSum) == FLUXCPP_REDUCE_SUM &&
+                  static_cast<int>(Reduce::kAvg) == FLUXCPP_REDUCE_AVG &&
+                  static_cast<int>(Reduce::kProduct) == FLUXCPP_REDUCE_PRODUCT &&
+                  static_cast<int>(Reduce::kMin) == FLUXCPP_REDUCE_MIN &&
+                  static_cast<int>(Reduce::kMax) == FLUXCPP_REDUCE_MAX &&
+                  static_cast<int>(Reduce::kBand) == FLUXCPP_REDUCE_BAND &&
+                  static_cast<int>(Reduce::kBor) == FLUXCPP_REDUCE_BOR &&
+                  static_cast<int>(Reduce::kBxor) == FLUXCPP_REDUCE_BXOR,
+              "Reduce follows fluxcpp_reduce_op_t");
 
 std::size_t scalar_size(Scalar s) {
   switch (s) {
@@ -149,18 +79,10 @@ bool reduce_supported(Scalar s, Reduce r) {
 
 void reduce_blocks(Scalar s, Reduce r, const void* const* blocks, int nblocks, int64_t count,
                    void* out, int divisor) {
-  switch (s) {
-    case Scalar::kF32: return reduce_typed<Plain<float>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kF64: return reduce_typed<Plain<double>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kBF16: return reduce_typed<BF16>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kF16: return reduce_typed<F16>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kI8: return reduce_typed<Plain<int8_t>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kU8: return reduce_typed<Plain<uint8_t>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kI16: return reduce_typed<Plain<int16_t>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kI32: return reduce_typed<Plain<int32_t>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kI64: return reduce_typed<Plain<int64_t>>(r, blocks, nblocks, count, out, divisor);
-    case Scalar::kBool: return reduce_typed<Bool>(r, blocks, nblocks, count, out, divisor);
-  }
+  // The enums follow the C ABI's order (scalar.hpp); the casts name them.
+  check(fluxcpp_reduce_blocks(static_cast<fluxcpp_dtype_t>(s), static_cast<fluxcpp_reduce_op_t>(r),
+                              blocks, nblocks, count, divisor, out),
+        "reduce");
 }
 
 }  // namespace fluxcpp::backend

@@ -38,14 +38,16 @@ foreach(per_host 1 2)
   set_tests_properties(torch_backend.torchrun.hosts2.np${np} PROPERTIES TIMEOUT 300
                        PROCESSORS ${np} ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
 endforeach()
-# The Llama example's torch backend with dist.all_reduce over "fluxcpp" (under mpirun: the
-# MPI bootstrap) against its one-rank model.
+# The Llama example's torch backend with dist.all_reduce over "fluxcpp" under mpirun (the
+# backend's context still comes from torch's store: no MPI in the backend) against its one-rank
+# model.
 add_test(NAME torch_backend.llama.np2
          COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${FLUXCPP_MPIEXEC_FLAGS}
                  ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)
 set_tests_properties(torch_backend.llama.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
-# The same on 2 simulated hosts of one rank: the group's legs between hosts go over MPI.
+# The same on 2 simulated hosts of one rank (FLUXCPP_BACKEND_RANKS_PER_NODE: the backend sets
+# FLUXCPP_HOST_ID for the create): the group's legs between hosts go over the TCP channel.
 add_test(NAME torch_backend.llama.np2.hosts2
          COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${FLUXCPP_MPIEXEC_FLAGS}
                  ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)

@@ -93,16 +93,18 @@ fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int
                                std::chrono::milliseconds timeout) {
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   cfg.timeout_s = static_cast<double>(timeout.count()) / 1000.0;
-  // Creations under one store are numbered by arrival: the n-th creation's ranks arrive as
-  // n*size + 1 .. (n+1)*size, so a group made again on the same store gets keys of its own.
-  const int64_t arrival = store->add("fluxcpp/arrivals", 1);
-  const std::string gen = std::to_string((arrival - 1) / size);
+  // The keys follow docs/design.md "Store keys": the job is "c10d" (the store is the group's
+  // own PrefixStore), the generation the creation's number. Creations under one store are
+  // numbered by arrival: the n-th creation's ranks arrive as n*size + 1 .. (n+1)*size, so a
+  // group made again on the same store gets keys of its own.
+  const int64_t arrival = store->add("fluxcpp/c10d/generation", 1);
+  const std::string root = "fluxcpp/c10d/" + std::to_string((arrival - 1) / size);
   // The library makes the context from the store whatever launched the job (torchrun,
   // multiprocessing, mpirun): the ranks of a host meet in shared memory, hosts over its TCP
   // channel (its network choice, docs/design.md "The network channels").
   const SimulatedHost simulated(rank);
   fluxcpp_context_t ctx = nullptr;
-  StoreUser user{store.get(), "fluxcpp/" + gen + "/ctx/"};
+  StoreUser user{store.get(), root + "/ctx/0/"};  // one attempt per generation
   fluxcpp_store_t cs{&user, store_set, store_wait, store_get};
   check(fluxcpp_context_create_from_store(&cs, size, rank, &cfg, &ctx), "context create");
   return ctx;

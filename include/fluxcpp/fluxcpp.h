@@ -101,9 +101,10 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
                                                             fluxcpp_context_t* ctx);
 /* Without MPI, on one host or several (the UCC convention: the caller's out-of-band store, e.g.
  * torch's c10d store, etcd, a file). Every rank calls create_from_store with the same world_size
- * and its own rank, on a store (or key prefix) of the context's own: the keys
- * "fluxcpp/rank/<r>", "fluxcpp/host/<job>/<n>" and "fluxcpp/net/<job>/..." are written under it. The ranks of
- * one machine meet in shared memory (as create_from_id); machines, told apart by their boot id
+ * and its own rank, on a store (or key prefix) of the context's own: the keys "fluxcpp/rank/<r>",
+ * "fluxcpp/<job>/host/<n>" and "fluxcpp/<job>/net/..." (<job>: rank 0's random nonce) are written
+ * under it. The ranks of one machine meet in shared memory (as create_from_id); machines, told
+ * apart by their boot id
  * and host name (FLUXCPP_HOST_ID=<name> makes ranks of one machine distinct hosts, for tests),
  * meet over gloo's TCP transport, which then carries every op's traffic between hosts: listening
  * on FLUXCPP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) when set, else on the address the host name

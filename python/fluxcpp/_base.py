@@ -9,7 +9,8 @@ from . import _lib
 from ._checks import INT32_MAX, c_dtype, is_bool, size
 from ._lib import Error, Status, c_void_p
 from ._launch import launcher_store
-from ._store import Claim, StoreBridge, effective_timeout, get_within, job_tag, store_wait
+from ._store import (Claim, StoreBridge, effective_timeout, get_within, job_tag, library_prefix,
+                     meeting_key, store_wait)
 
 
 def _comm_handle(comm):
@@ -113,7 +114,7 @@ class Context(_Handle):
         hint = ""
         if key is None:
             Context._from_store_count += 1  # first: a call that fails below still takes its key
-            key = f"fluxcpp/unique_id/{job_tag()}/{Context._from_store_count}"
+            key = meeting_key(job_tag(), Context._from_store_count)
             hint = (f" (the default key names the job by its parent process, {job_tag()}: "
                     "ranks of one job started by different parents pass a key of their own)")
         cfg = cls._config(where, 0, timeout_s, compute_threads, comm_threads)  # checks first
@@ -157,7 +158,8 @@ class Context(_Handle):
                 ctypes.memmove(ctypes.addressof(uid), raw, min(len(raw), ctypes.sizeof(uid)))
             # The ranks meet under a prefix the id makes this attempt's own: on one host in
             # shared memory, across hosts over the library's TCP channel.
-            bridge = StoreBridge(store, f"{key}/{hashlib.sha1(bytes(uid)).hexdigest()[:16]}/")
+            attempt = hashlib.sha1(bytes(uid)).hexdigest()[:16]
+            bridge = StoreBridge(store, library_prefix(key, attempt))
             out = c_void_p()
             create = _lib.fn("fluxcpp_context_create_from_store")
             try:

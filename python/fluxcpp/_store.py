@@ -13,7 +13,12 @@ rank 0 claimed it and that the key is unmarked: the ranks that come after the co
 rather than join. (Ranks of two jobs that claim an explicit key before they collide cannot be
 told apart: an explicit key must be the job's own.) A rank whose create fails gives its claim back
 (rank 0 first removes its id), so a retry under the same key works; rank 0 removes the id and
-every claim once the context exists (every rank has read and claimed by then)."""
+every claim once the context exists (every rank has read and claimed by then).
+
+The keys follow the one layout of docs/design.md "Store keys" (the torch backend's and the C
+create's too): a meeting's root `fluxcpp/<job>/<generation>` (meeting_key; an explicit key takes
+its place), its purposes under it (the id at the root itself, `claim/<rank>`, `conflict`), and
+`ctx/<attempt>/` (library_prefix), the prefix under which the C create writes its own keys."""
 import atexit
 import datetime
 import ctypes
@@ -122,6 +127,16 @@ def get_within(store, key, timeout_s, what):
     # one that normally answers (its error names the key).
     return call_within(get, timeout_s + 1.0, what,
                        wait_at_exit=callable(getattr(store, "set_timeout", None)))
+
+
+def meeting_key(job, generation):
+    """The root of one meeting's keys: `fluxcpp/<job>/<generation>`."""
+    return f"fluxcpp/{job}/{generation}"
+
+
+def library_prefix(root, attempt):
+    """The prefix the C create (fluxcpp_context_create_from_store) writes its keys under."""
+    return f"{root}/ctx/{attempt}/"
 
 
 def _claim_key(key, rank):

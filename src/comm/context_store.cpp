@@ -75,8 +75,13 @@ Arrival decode(const std::string& text, int key_rank) {
   return a;
 }
 
+// The keys of one create, under the caller's prefix (docs/design.md "Store keys"): the arrivals
+// first, then everything else under the job (rank 0's nonce, fresh per create) by purpose.
 std::string rank_key(int r) {
   return fmt::format("fluxcpp/rank/{}", r);
+}
+std::string job_key(const std::string& job, const std::string& purpose) {
+  return fmt::format("fluxcpp/{}/{}", job, purpose);
 }
 
 }  // namespace
@@ -204,7 +209,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
     // Keys of this meeting only: rank 0's nonce names them, so ranks that read another call's
     // arrival of rank 0 never meet this one's hosts or addresses.
     const std::string job = all[0].nonce;
-    const std::string id_key = fmt::format("fluxcpp/host/{}/{}", job, node_id_);
+    const std::string id_key = job_key(job, fmt::format("host/{}", node_id_));
     char id[comm::kUniqueIdBytes] = {};
     if (node_rank_ == 0) {
       comm::make_unique_id(id);
@@ -233,7 +238,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
     //    none: comm::no_network()) and its control plane.
     if (num_nodes_ > 1) {
       const bool several_machines = shared_size_ < world_size;
-      auto net = std::make_shared<comm::GlooNet>(store, fmt::format("fluxcpp/net/{}/", job), rank,
+      auto net = std::make_shared<comm::GlooNet>(store, job_key(job, "net/"), rank,
                                                  world_size, deadline, several_machines);
       group_ = std::make_unique<comm::GlooGroup>(net);
       net_ = std::make_unique<comm::GlooNetwork>(std::move(net));

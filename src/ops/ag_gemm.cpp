@@ -29,8 +29,7 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
     // The op's own setting (declared with the others, so --help-env lists it).
     mode_ = o.mode != AgGemmMode::kAuto
                 ? o.mode
-                : static_cast<AgGemmMode>(
-                      env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
+                : static_cast<AgGemmMode>(env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
   });
   comm::agree_choice(comm, kOp, "mode (FLUXCPP_AG_GEMM_MODE or the option)",
                      static_cast<int>(mode_), kModeNames, kModes);
@@ -87,9 +86,9 @@ bool AgGemmImpl::latency(int64_t m) const {
          blk <= core_->handshake().payload_bytes();
 }
 
-AgGemmSchedule AgGemmImpl::plan(ops::Path path, const ops::GemmCall& a) const {
-  using Kind = AgGemmSchedule::Kind;
-  AgGemmSchedule s;
+AgGemmImpl::Schedule AgGemmImpl::plan(ops::Path path, const ops::GemmCall& a) const {
+  using Kind = Schedule::Kind;
+  Schedule s;
   s.path = path;
   // comm-only moves the rows as the gather schedule does (never whole: no GEMM to wait for).
   if (path == ops::Path::kCommOnly) return s.kind = Kind::kGather, s;
@@ -112,7 +111,7 @@ AgGemmSchedule AgGemmImpl::plan(ops::Path path, const ops::GemmCall& a) const {
 }
 
 void AgGemmImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d) {
-  if (schedule_.kind != AgGemmSchedule::Kind::kLatency) return;
+  if (schedule_.kind != Schedule::Kind::kLatency) return;
   const std::size_t blk = block(a);
   const char* input = a.input;
   d.payload = [input, blk](char* slot) { std::memcpy(slot, input, blk); };
@@ -120,14 +119,14 @@ void AgGemmImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d)
 }
 
 void AgGemmImpl::run(const ops::Call&, const ops::GemmCall& a) {
-  const AgGemmSchedule s = schedule_;
+  const Schedule s = schedule_;
   if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
   if (s.path == ops::Path::kGemmOnly) return run_gemm_only(s, a);
   switch (s.kind) {
-    case AgGemmSchedule::Kind::kLatency: return run_latency(a);
-    case AgGemmSchedule::Kind::kInPlace: return run_in_place(s, a);
-    case AgGemmSchedule::Kind::kGather: return run_gather(s, a);
-    case AgGemmSchedule::Kind::kGatherWhole: return run_whole(s, a);
+    case Schedule::Kind::kLatency: return run_latency(a);
+    case Schedule::Kind::kInPlace: return run_in_place(s, a);
+    case Schedule::Kind::kGather:
+    case Schedule::Kind::kGatherWhole: return run_gathered(s, a);
   }
 }
 
@@ -143,11 +142,10 @@ void AgGemmImpl::run_latency(const ops::GemmCall& a) {
     std::memcpy(a.moved, local_.data(), static_cast<std::size_t>(a.m) * in_row_);
 }
 
-void AgGemmImpl::run_in_place(const AgGemmSchedule& s, const ops::GemmCall& a) {
+void AgGemmImpl::run_in_place(const Schedule& s, const ops::GemmCall& a) {
   // Own rows first (they need nothing from anyone), then every peer as its rows land: host peers
   // in ring order, read straight from their segments, then the rows on the link.
   ops::Offload copies(*ctx_);
-  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
   stage(s, a, copies);
   gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
   for (int g : gather_.others()) gemm_as_landed(g, a);
@@ -155,30 +153,24 @@ void AgGemmImpl::run_in_place(const AgGemmSchedule& s, const ops::GemmCall& a) {
   copies.finish();
 }
 
-void AgGemmImpl::run_gather(const AgGemmSchedule& s, const ops::GemmCall& a) {
+void AgGemmImpl::run_gathered(const Schedule& s, const ops::GemmCall& a) {
   // The host's rows copied, in global order, into one private buffer (own first, then peers in
-  // ring order, chunk by chunk as they land), one GEMM per run of consecutive ranks — one call on
-  // a typical host; then the rows on the link, computed chunk by chunk as they land.
+  // ring order, chunk by chunk as they land).
   ops::Offload copies(*ctx_);
-  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
   stage(s, a, copies);
   gather_.gather_host(local_.data(), a.input, block(a));
-  gemm_host_runs(a, local_.data());
-  for (int g : gather_.networked()) gemm_as_landed(g, a);
-  copy_out(a, local_.data());
-  copies.finish();
-}
-
-void AgGemmImpl::run_whole(const AgGemmSchedule& s, const ops::GemmCall& a) {
-  ops::Offload copies(*ctx_);
-  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
-  stage(s, a, copies);
-  gather_.gather_host(local_.data(), a.input, block(a));
-  gather_.drain_other_hosts(local_.data(), block(a));
-  // Nothing polls the transport during this one GEMM: finish this rank's sends first, so no peer
-  // waits for our rows while we compute.
-  core_->finish_transfers();
-  gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
+  if (s.kind == Schedule::Kind::kGatherWhole) {
+    gather_.drain_other_hosts(local_.data(), block(a));
+    // Nothing polls the transport during this one GEMM: finish this rank's sends first, so no
+    // peer waits for our rows while we compute.
+    core_->finish_transfers();
+    gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
+  } else {
+    // One GEMM per run of consecutive ranks — one call on a typical host; then the rows on the
+    // link, computed chunk by chunk as they land.
+    gemm_host_runs(a, local_.data());
+    for (int g : gather_.networked()) gemm_as_landed(g, a);
+  }
   copy_out(a, local_.data());
   copies.finish();
 }
@@ -194,23 +186,24 @@ void AgGemmImpl::run_comm_only(const ops::GemmCall& a) {
   gather_.drain_other_hosts(local, blk);
 }
 
-void AgGemmImpl::run_gemm_only(const AgGemmSchedule& s, const ops::GemmCall& a) {
+void AgGemmImpl::run_gemm_only(const Schedule& s, const ops::GemmCall& a) {
   // The schedule's GEMMs on whatever the buffers hold (no waits): peers' rows in their slots,
   // the gathered rows in ours.
   ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
-  if (s.kind == AgGemmSchedule::Kind::kGatherWhole)
+  if (s.kind == Schedule::Kind::kGatherWhole)
     return gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
-  if (s.kind == AgGemmSchedule::Kind::kInPlace)
+  if (s.kind == Schedule::Kind::kInPlace)
     gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
   else
     gemm_host_runs(a, local_.data());
   const std::vector<int>& peers =
-      s.kind == AgGemmSchedule::Kind::kInPlace ? gather_.others() : gather_.networked();
+      s.kind == Schedule::Kind::kInPlace ? gather_.others() : gather_.networked();
   for (int g : peers) gemm(gather_.data_of(g), rows(a), a.bias, out_block(a, g));
 }
 
-void AgGemmImpl::stage(const AgGemmSchedule& s, const ops::GemmCall& a, ops::Offload& copies) {
+void AgGemmImpl::stage(const Schedule& s, const ops::GemmCall& a, ops::Offload& copies) {
   // The transport's sends wait for each chunk's signal either way.
+  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
   const std::size_t blk = block(a);
   gather_.begin(*core_, blk);
   if (s.offload)

@@ -22,28 +22,28 @@
 
 namespace fluxcpp::detail {
 
-// How an AGKernel call runs, chosen by AgGemmImpl::plan from the call's m and path, the op's
-// settings and the host layout: agreed values, so every rank takes the same schedule (and the
-// split into GEMM calls, and so the bits, follow from it). gemm-only runs a schedule's GEMM
-// steps on whatever the buffers hold; comm-only runs kGather's movement steps alone.
-struct AgGemmSchedule {
-  enum class Kind {
-    kLatency,      // every host rank's rows rode on the handshake; one GEMM over all of them
-    kInPlace,      // own rows first, then each peer's rows read in place as they land
-    kGather,       // the host's rows gathered, one GEMM per run; other hosts' rows as they land
-    kGatherWhole,  // every rank's rows gathered first, then one GEMM
-  };
-  Kind kind = Kind::kGather;
-  ops::Path path = ops::Path::kFused;  // which steps run: all, the GEMM's, the movement's
-  bool offload = false;  // a comm stream stages this rank's rows (copy offload; rank-local)
-};
-
 class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
  public:
   static constexpr const char* kOp = "ag_gemm";
   using GemmOpBase::GemmOpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);
+
+  // How an AGKernel call runs, chosen by AgGemmImpl::plan from the call's m and path, the op's
+  // settings and the host layout: agreed values, so every rank takes the same schedule (and the
+  // split into GEMM calls, and so the bits, follow from it). gemm-only runs a schedule's GEMM
+  // steps on whatever the buffers hold; comm-only runs kGather's movement steps alone.
+  struct Schedule {
+    enum class Kind {
+      kLatency,      // every host rank's rows rode on the handshake; one GEMM over all of them
+      kInPlace,      // own rows first, then each peer's rows read in place as they land
+      kGather,       // the host's rows gathered, one GEMM per run; other hosts' rows as they land
+      kGatherWhole,  // every rank's rows gathered first, then one GEMM
+    };
+    Kind kind = Kind::kGather;
+    ops::Path path = ops::Path::kFused;  // which steps run: all, the GEMM's, the movement's
+    bool offload = false;  // a comm stream stages this rank's rows (copy offload; rank-local)
+  };
 
   using GemmOpBase::forward;
   // weight given packed (fluxcpp/packed_weight.hpp) instead of as it lies.
@@ -65,8 +65,8 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   AgGemmMode mode() const { return mode_; }
 
   // The schedule of a call on `path` (rank-local parts: a.zero_copy), and the last call's.
-  AgGemmSchedule plan(ops::Path path, const ops::GemmCall& a) const;
-  const AgGemmSchedule& last_schedule() const { return schedule_; }
+  Schedule plan(ops::Path path, const ops::GemmCall& a) const;
+  const Schedule& last_schedule() const { return schedule_; }
   // For tests that compare the two paths bit for bit: false sends every later call down the normal
   // path. Process-wide; set it alike on every rank, between calls.
   static void enable_latency_path(bool on) { latency_enabled_.store(on); }
@@ -84,13 +84,13 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
 
   // One function per schedule (ag_gemm.cpp), and the steps they share.
   void run_latency(const ops::GemmCall& a);
-  void run_in_place(const AgGemmSchedule& s, const ops::GemmCall& a);
-  void run_gather(const AgGemmSchedule& s, const ops::GemmCall& a);
-  void run_whole(const AgGemmSchedule& s, const ops::GemmCall& a);
+  void run_in_place(const Schedule& s, const ops::GemmCall& a);
+  void run_gathered(const Schedule& s, const ops::GemmCall& a);  // kGather and kGatherWhole
   void run_comm_only(const ops::GemmCall& a);
-  void run_gemm_only(const AgGemmSchedule& s, const ops::GemmCall& a);
-  // Posts the transfers and publishes this rank's rows (on `copies`' comm stream with offload).
-  void stage(const AgGemmSchedule& s, const ops::GemmCall& a, ops::Offload& copies);
+  void run_gemm_only(const Schedule& s, const ops::GemmCall& a);
+  // Prepares the weight, posts the transfers and publishes this rank's rows (on `copies`' comm
+  // stream with offload).
+  void stage(const Schedule& s, const ops::GemmCall& a, ops::Offload& copies);
   // Peer g's rows through the GEMM as they land, at least a row tile at a time.
   void gemm_as_landed(int g, const ops::GemmCall& a);
   // One GEMM per run of consecutive host ranks over the host's rows gathered in `local`.
@@ -107,7 +107,7 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
 
   static inline std::atomic<bool> latency_enabled_{true};
   AgGemmMode mode_ = AgGemmMode::kAuto;
-  AgGemmSchedule schedule_;  // the current (or last) call's
+  Schedule schedule_;  // the current (or last) call's
   ops::GatherExchange gather_;
 };
 

@@ -46,9 +46,9 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   });
 }
 
-AllGatherSchedule AllGatherImpl::plan(int64_t m) const {
+AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
   const std::size_t shard = static_cast<std::size_t>(m / ctx_->world_size()) * row_;
-  return single_copy_.worth(shard) ? AllGatherSchedule::kSingleCopy : AllGatherSchedule::kStaged;
+  return single_copy_.worth(shard) ? Schedule::kSingleCopy : Schedule::kStaged;
 }
 
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
@@ -56,7 +56,7 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
   // Other hosts receive our block from our segment: staged there first, unless it is there.
   const bool staged = zero_copy || gather_.stage_for_hosts(input, shard);
   if (zero_copy) gather_.own().publish_all();
-  if (schedule_ == AllGatherSchedule::kSingleCopy)
+  if (schedule_ == Schedule::kSingleCopy)
     gather_cma(input, zero_copy, shard, output);
   else
     gather_shm(input, staged, shard, output);

@@ -35,7 +35,7 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
   const bool zero_copy =
       zero_copy_.check(*core_, reduce_.input_slot(), input, bytes, {{output, bytes}}, d);
   if (d.error.empty()) schedule_ = plan(count);
-  if (d.error.empty() && schedule_ == AllReduceSchedule::kLatency) {  // it rides on the handshake
+  if (d.error.empty() && schedule_ == Schedule::kLatency) {  // it rides on the handshake
     d.payload = [&](char* slot) { std::memcpy(slot, input, bytes); };
     d.payload_len = bytes;
   }

@@ -26,8 +26,8 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   });
 }
 
-GemmArSchedule GemmArImpl::plan(int64_t m) const {
-  if (m > 0 && reduce_.one_shot(m * opts_.n)) return GemmArSchedule::kLatency;
+GemmArImpl::Schedule GemmArImpl::plan(int64_t m) const {
+  if (m > 0 && reduce_.one_shot(m * opts_.n)) return Schedule::kLatency;
   // In two halves when the all-reduce streams the partial to other hosts and a half is at least
   // one of its pieces, so that the first half crosses the link while the second is computed.
   // (Not finer: each GEMM call rereads the weight, and over TCP the socket copies run on this
@@ -35,8 +35,8 @@ GemmArSchedule GemmArImpl::plan(int64_t m) const {
   // 4096, docs/benchmarks.md.)
   const int64_t half = (m + 1) / 2;
   return reduce_.streams() && half >= ops::kMinTileRows && half * opts_.n >= reduce_.piece()
-             ? GemmArSchedule::kHalves
-             : GemmArSchedule::kWhole;
+             ? Schedule::kHalves
+             : Schedule::kWhole;
 }
 
 void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
@@ -62,14 +62,13 @@ void GemmArImpl::call(const ops::GemmCall& a) {
   if (d.error.empty()) schedule_ = plan(a.m);
   if (d.error.empty() && a.m > 0)
     ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
-  if (d.error.empty() && schedule_ == GemmArSchedule::kLatency) latency_payload(a, d);
+  if (d.error.empty() && schedule_ == Schedule::kLatency) latency_payload(a, d);
   core_->run(ops::Path::kFused, d, a.m == 0, [&](const ops::Call&) {
     switch (schedule_) {
-      case GemmArSchedule::kLatency:  // every rank's partial rode on the handshake
-        return reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n,
-                           a.output);
-      case GemmArSchedule::kWhole: return run(a, a.m, /*streamed=*/false);
-      case GemmArSchedule::kHalves: return run(a, (a.m + 1) / 2, /*streamed=*/true);
+      case Schedule::kLatency:  // every rank's partial rode on the handshake
+        return reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n, a.output);
+      case Schedule::kWhole: return run(a, a.m, /*streamed=*/false);
+      case Schedule::kHalves: return run(a, (a.m + 1) / 2, /*streamed=*/true);
     }
   });
 }
@@ -93,9 +92,9 @@ void GemmArImpl::run(const ops::GemmCall& a, int64_t tile, bool streamed) {
   // Unstreamed, the whole partial is there before the all-reduce starts (as its transfers are
   // posted: at decode sizes across hosts, posting them before the GEMM measured slower).
   if (!streamed) produce(a.m * opts_.n);
-  reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n, a.output,
-              streamed ? ops::AllReduceExchange::Producer(produce)
-                       : ops::AllReduceExchange::Producer());
+  reduce_.run(
+      *core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n, a.output,
+      streamed ? ops::AllReduceExchange::Producer(produce) : ops::AllReduceExchange::Producer());
 }
 
 // This rank's partial product in one GEMM (the weight is read once: at decode sizes the GEMM is

@@ -15,14 +15,6 @@
 
 namespace fluxcpp::detail {
 
-// How a GemmAR call runs, chosen by GemmArImpl::plan from the call's m, the op's settings and
-// the host layout (agreed values: the same schedule, and bits, on every rank).
-enum class GemmArSchedule {
-  kLatency,  // the partial computed straight into the handshake payload; every rank sums them
-  kWhole,    // the partial in one GEMM, then the all-reduce
-  kHalves,   // alone on the host across hosts: the first half crosses while the second is computed
-};
-
 class GemmArImpl : public ops::OpBase<GemmArOptions> {
  public:
   static constexpr const char* kOp = "gemm_ar";
@@ -30,13 +22,21 @@ class GemmArImpl : public ops::OpBase<GemmArOptions> {
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);
 
+  // How a GemmAR call runs, chosen by GemmArImpl::plan from the call's m, the op's settings and
+  // the host layout (agreed values: the same schedule, and bits, on every rank).
+  enum class Schedule {
+    kLatency,  // the partial computed straight into the handshake payload; every rank sums them
+    kWhole,    // the partial in one GEMM, then the all-reduce
+    kHalves,  // alone on the host across hosts: the first half crosses while the second is computed
+  };
+
   void forward(const void* input, int64_t m, const void* weight, const void* bias, void* output);
   void forward(const void* input, int64_t m, const kernels::PackedWeight& weight, const void* bias,
                void* output);
 
   // The schedule of a call of m rows, and the last call's.
-  GemmArSchedule plan(int64_t m) const;
-  GemmArSchedule last_schedule() const { return schedule_; }
+  Schedule plan(int64_t m) const;
+  Schedule last_schedule() const { return schedule_; }
 
  private:
   void call(const ops::GemmCall& a);
@@ -50,8 +50,8 @@ class GemmArImpl : public ops::OpBase<GemmArOptions> {
 
   DType acc_ = DType::kFloat32;
   kernels::GemmWeight weight_;
-  GemmArSchedule schedule_ = GemmArSchedule::kWhole;  // the current (or last) call's
-  std::vector<char> bias_acc_;                     // bias widened to the accumulation dtype
+  Schedule schedule_ = Schedule::kWhole;  // the current (or last) call's
+  std::vector<char> bias_acc_;            // bias widened to the accumulation dtype
   // Its input slot holds this rank's partial product [m, n] in the accumulation dtype.
   ops::AllReduceExchange reduce_;
 };

@@ -38,7 +38,7 @@ char* GemmRsImpl::partial(int t, int64_t m) const {
   return reduce_.shares() + blk * t;
 }
 
-void GemmRsImpl::compute(const GemmRsSchedule& s, const ops::GemmCall& a, bool publish,
+void GemmRsImpl::compute(const Schedule& s, const ops::GemmCall& a, bool publish,
                          const std::function<void(int64_t r0, int64_t r1)>& own_rows) {
   const int W = ctx_->world_size(), r = ctx_->world_rank();
   const int64_t m = a.m, rows = m / W;
@@ -97,8 +97,8 @@ void GemmRsImpl::sum_payloads(int64_t m, void* output) {
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
   const int64_t count = m / ctx_->world_size() * opts_.n;
-  reduce_.reduce(acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); },
-                 output);
+  reduce_.reduce(
+      acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); }, output);
 }
 
 void GemmRsImpl::begin(int64_t m) {
@@ -107,17 +107,16 @@ void GemmRsImpl::begin(int64_t m) {
   reduce_.begin(*core_, blk, blk, /*direct=*/true);
 }
 
-GemmRsSchedule GemmRsImpl::plan(ops::Path path, int64_t m) const {
-  using Kind = GemmRsSchedule::Kind;
+GemmRsImpl::Schedule GemmRsImpl::plan(ops::Path path, int64_t m) const {
+  using Kind = Schedule::Kind;
   const int W = ctx_->world_size();
-  GemmRsSchedule s;
+  Schedule s;
   s.path = path;
   // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
   // more than the overlap per block would win when the weight is wider than a block is tall —
   // unless a block has to cross hosts, whose transfer then hides behind the next block's GEMM.
   // At decode sizes (m <= kMinTileRows) always one call: the weight is read once.
-  s.one_call =
-      W == 1 || (opts_.n >= m / W && !reduce_.networked()) || m <= ops::kMinTileRows;
+  s.one_call = W == 1 || (opts_.n >= m / W && !reduce_.networked()) || m <= ops::kMinTileRows;
   if (path != ops::Path::kFused) return s;  // the steps of kReduce
   // The latency path (decode sizes on one host, or across hosts of one rank each): the partials,
   // computed as the one-call path computes them, ride on the handshake; every rank then sums its
@@ -146,7 +145,7 @@ void GemmRsImpl::call(ops::Path path, const ops::GemmCall& a) {
   d.fields = {a.m, a.bias != nullptr, 0, 0};  // whether a bias was passed is agreed
   d.error = check(path, a);
   if (d.error.empty()) schedule_ = plan(path, a.m);
-  if (d.error.empty() && schedule_.kind == GemmRsSchedule::Kind::kLatency) latency_payload(a, d);
+  if (d.error.empty() && schedule_.kind == Schedule::Kind::kLatency) latency_payload(a, d);
   // gemm-only writes the partials in our segment: the core first waits until host peers are
   // done reducing the last call's.
   core_->run(path, d, a.m == 0, [&](const ops::Call&) { run(schedule_, a); });
@@ -166,18 +165,18 @@ void GemmRsImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d)
   d.payload_len = static_cast<std::size_t>(a.m) * opts_.n * dtype_size(acc_);
 }
 
-void GemmRsImpl::run(const GemmRsSchedule& s, const ops::GemmCall& a) {
+void GemmRsImpl::run(const Schedule& s, const ops::GemmCall& a) {
   if (s.path == ops::Path::kGemmOnly) return compute(s, a, /*publish=*/false);
   if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
   switch (s.kind) {
-    case GemmRsSchedule::Kind::kLatency: return sum_payloads(a.m, a.output);
-    case GemmRsSchedule::Kind::kDirect: return run_direct(s, a);
-    case GemmRsSchedule::Kind::kPresum: return compute_offloaded(s, a);
-    case GemmRsSchedule::Kind::kReduce: return run_reduce(s, a);
+    case Schedule::Kind::kLatency: return sum_payloads(a.m, a.output);
+    case Schedule::Kind::kDirect: return run_direct(s, a);
+    case Schedule::Kind::kPresum: return compute_offloaded(s, a);
+    case Schedule::Kind::kReduce: return run_reduce(s, a);
   }
 }
 
-void GemmRsImpl::run_direct(const GemmRsSchedule& s, const ops::GemmCall& a) {
+void GemmRsImpl::run_direct(const Schedule& s, const ops::GemmCall& a) {
   // Alone on the host: each tile of our own block is summed with the other hosts' partials of
   // its rows as soon as it is computed (while it is in cache), in the same order.
   begin(a.m);
@@ -189,14 +188,14 @@ void GemmRsImpl::run_direct(const GemmRsSchedule& s, const ops::GemmCall& a) {
   });
 }
 
-void GemmRsImpl::run_reduce(const GemmRsSchedule& s, const ops::GemmCall& a) {
+void GemmRsImpl::run_reduce(const Schedule& s, const ops::GemmCall& a) {
   begin(a.m);
   compute(s, a, /*publish=*/true);
   add_bias(a.m, a.bias);
   reduce(a.m, a.output);
 }
 
-void GemmRsImpl::compute_offloaded(const GemmRsSchedule& s, const ops::GemmCall& a) {
+void GemmRsImpl::compute_offloaded(const Schedule& s, const ops::GemmCall& a) {
   // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
   // while this thread computes; our own partial, computed last, is added at the end.
   begin(a.m);

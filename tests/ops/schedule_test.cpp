@@ -20,8 +20,8 @@
 namespace fluxcpp::test {
 namespace {
 
-using AgKind = detail::AgGemmSchedule::Kind;
-using RsKind = detail::GemmRsSchedule::Kind;
+using AgKind = detail::AgGemmImpl::Schedule::Kind;
+using RsKind = detail::GemmRsImpl::Schedule::Kind;
 
 class ScheduleTest : public MpiTest {
  protected:
@@ -60,7 +60,7 @@ TEST_F(ScheduleTest, AgGemmDecodeIsLatencyAndPrefillIsInPlace) {
   EXPECT_EQ(op->plan(ops::Path::kFused, call_of(512 * W)).kind, AgKind::kInPlace);
   // The benchmark paths: comm-only moves the rows as kGather does; gemm-only never takes the
   // latency path (its GEMMs read what the buffers hold).
-  const detail::AgGemmSchedule comm = op->plan(ops::Path::kCommOnly, call_of(512 * W));
+  const detail::AgGemmImpl::Schedule comm = op->plan(ops::Path::kCommOnly, call_of(512 * W));
   EXPECT_EQ(comm.kind, AgKind::kGather);
   EXPECT_EQ(comm.path, ops::Path::kCommOnly);
   EXPECT_NE(op->plan(ops::Path::kGemmOnly, call_of(8 * W)).kind, AgKind::kLatency);
@@ -91,11 +91,11 @@ TEST_F(ScheduleTest, AgGemmModeAndShapeForceGathering) {
 
 TEST_F(ScheduleTest, GemmRsDecodeIsLatencyAndPrefillRunsInBlocks) {
   auto op = ops::make_op<detail::GemmRsImpl>(ctx.impl(), rs_options(1024 * W, 256));
-  const detail::GemmRsSchedule decode = op->plan(ops::Path::kFused, 8 * W);
+  const detail::GemmRsImpl::Schedule decode = op->plan(ops::Path::kFused, 8 * W);
   EXPECT_EQ(decode.kind, latency_layout ? RsKind::kLatency : RsKind::kReduce);
   EXPECT_TRUE(decode.one_call);  // decode sizes: one GEMM reads the weight once
   // Prefill, a rank's block taller than the weight is wide: a block per peer, ring order.
-  const detail::GemmRsSchedule prefill = op->plan(ops::Path::kFused, 512 * W);
+  const detail::GemmRsImpl::Schedule prefill = op->plan(ops::Path::kFused, 512 * W);
   EXPECT_EQ(prefill.one_call, W == 1);
   EXPECT_EQ(prefill.kind, hosts == W && W > 1 ? RsKind::kDirect : RsKind::kReduce);
   // On one host a weight wider than a block is tall: one call.
@@ -134,18 +134,18 @@ TEST_F(ScheduleTest, AllReduceAndGemmArDecodeIsLatency) {
   AllReduceOptions ar;
   ar.max_count = 1 << 20;
   auto all_reduce = ops::make_op<detail::AllReduceImpl>(ctx.impl(), ar);
-  EXPECT_EQ(all_reduce->plan(256), latency_layout ? detail::AllReduceSchedule::kLatency
-                                                  : detail::AllReduceSchedule::kChunks);
-  EXPECT_EQ(all_reduce->plan(1 << 20), detail::AllReduceSchedule::kChunks);
+  EXPECT_EQ(all_reduce->plan(256), latency_layout ? detail::AllReduceImpl::Schedule::kLatency
+                                                  : detail::AllReduceImpl::Schedule::kChunks);
+  EXPECT_EQ(all_reduce->plan(1 << 20), detail::AllReduceImpl::Schedule::kChunks);
 
   GemmArOptions g;
   g.max_m = 4096, g.n = 256, g.k = 64;
   auto gemm_ar = ops::make_op<detail::GemmArImpl>(ctx.impl(), g);
-  EXPECT_EQ(gemm_ar->plan(8), latency_layout ? detail::GemmArSchedule::kLatency
-                                             : detail::GemmArSchedule::kWhole);
+  EXPECT_EQ(gemm_ar->plan(8), latency_layout ? detail::GemmArImpl::Schedule::kLatency
+                                             : detail::GemmArImpl::Schedule::kWhole);
   // Prefill: the partial streams to the other hosts in halves when the rank is alone on its host.
-  EXPECT_EQ(gemm_ar->plan(4096), hosts == W && W > 1 ? detail::GemmArSchedule::kHalves
-                                                     : detail::GemmArSchedule::kWhole);
+  EXPECT_EQ(gemm_ar->plan(4096), hosts == W && W > 1 ? detail::GemmArImpl::Schedule::kHalves
+                                                     : detail::GemmArImpl::Schedule::kWhole);
 }
 
 TEST_F(ScheduleTest, AllGatherSmallBlocksAreStaged) {
@@ -153,7 +153,7 @@ TEST_F(ScheduleTest, AllGatherSmallBlocksAreStaged) {
   o.max_m = 64 * W, o.k = 4;
   auto op = ops::make_op<detail::AllGatherImpl>(ctx.impl(), o);
   // 64 rows of 16 bytes: below FLUXCPP_CMA_MIN_KB (16 KiB), staged in the segments.
-  EXPECT_EQ(op->plan(64 * W), detail::AllGatherSchedule::kStaged);
+  EXPECT_EQ(op->plan(64 * W), detail::AllGatherImpl::Schedule::kStaged);
 }
 
 }  // namespace

@@ -29,8 +29,7 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
     // The op's own setting (declared with the others, so --help-env lists it).
     mode_ = o.mode != AgGemmMode::kAuto
                 ? o.mode
-                : static_cast<AgGemmMode>(
-                      env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
+                : static_cast<AgGemmMode>(env_choice("FLUXCPP_AG_GEMM_MODE", kModeNames, kModes));
   });
   comm::agree_choice(comm, kOp, "mode (FLUXCPP_AG_GEMM_MODE or the option)",
                      static_cast<int>(mode_), kModeNames, kModes);
@@ -87,20 +86,55 @@ bool AgGemmImpl::latency(int64_t m) const {
          blk <= core_->handshake().payload_bytes();
 }
 
+AgGemmImpl::Schedule AgGemmImpl::plan(ops::Path path, const ops::GemmCall& a) const {
+  using Kind = Schedule::Kind;
+  Schedule s;
+  s.path = path;
+  // comm-only moves the rows as the gather schedule does (never whole: no GEMM to wait for).
+  if (path == ops::Path::kCommOnly) return s.kind = Kind::kGather, s;
+  if (path == ops::Path::kFused && latency(a.m)) return s.kind = Kind::kLatency, s;
+  s.offload = path == ops::Path::kFused && ctx_->config().copy_offload && !a.zero_copy &&
+              gather_.read_by_others();
+  if (!gathers(rows(a))) return s.kind = Kind::kInPlace, s;
+  // One GEMM over every host's rows, gathered first (the unfused order, in one op), when
+  // splitting cannot pay: at decode sizes (at most kMinTileRows rows: a GEMM per block would read
+  // the weight once per block), and when the rows other hosts send are fewer bytes than the
+  // weight. Every split re-reads (and re-blocks) the weight, and over TCP only part of the
+  // transfer hides behind compute (the socket copies run on the same core), so splitting to
+  // overlap a transfer smaller than the weight costs more than it hides (docs/benchmarks.md).
+  const std::size_t net_bytes = gather_.networked().size() * block(a),
+                    weight_bytes =
+                        static_cast<std::size_t>(opts_.n * opts_.k) * dtype_size(opts_.input_dtype);
+  const bool whole = net_bytes > 0 && (a.m <= ops::kMinTileRows || net_bytes < weight_bytes);
+  s.kind = whole ? Kind::kGatherWhole : Kind::kGather;
+  return s;
+}
+
 void AgGemmImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d) {
-  if (!latency(a.m)) return;
-  const std::size_t blk = static_cast<std::size_t>(a.m / ctx_->world_size()) * in_row_;
+  if (schedule_.kind != Schedule::Kind::kLatency) return;
+  const std::size_t blk = block(a);
   const char* input = a.input;
   d.payload = [input, blk](char* slot) { std::memcpy(slot, input, blk); };
   d.payload_len = blk;  // across hosts only these bytes travel
+}
+
+void AgGemmImpl::run(const ops::Call&, const ops::GemmCall& a) {
+  const Schedule s = schedule_;
+  if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
+  if (s.path == ops::Path::kGemmOnly) return run_gemm_only(s, a);
+  switch (s.kind) {
+    case Schedule::Kind::kLatency: return run_latency(a);
+    case Schedule::Kind::kInPlace: return run_in_place(s, a);
+    case Schedule::Kind::kGather:
+    case Schedule::Kind::kGatherWhole: return run_gathered(s, a);
+  }
 }
 
 void AgGemmImpl::run_latency(const ops::GemmCall& a) {
   // The gather path's rows in the gather buffer, in global order (where gemm-only finds them),
   // from the handshake payloads instead of the staged slots: no staging, no second signal round;
   // then its one GEMM over all m rows, which reads the weight once.
-  const std::size_t blk = static_cast<std::size_t>(a.m / ctx_->world_size()) * in_row_;
-  gather_.gather_payloads(*core_, local_.data(), a.input, blk);
+  gather_.gather_payloads(*core_, local_.data(), a.input, block(a));
   core_->skip_release();  // no rank read a peer's staged slot
   ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
   gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
@@ -108,99 +142,97 @@ void AgGemmImpl::run_latency(const ops::GemmCall& a) {
     std::memcpy(a.moved, local_.data(), static_cast<std::size_t>(a.m) * in_row_);
 }
 
-void AgGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
-  ContextImpl& c = *ctx_;
-  const int r = c.world_rank();
-  const int64_t rows = a.m / c.world_size();
-  const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
-  const bool comm = call.comm(), compute = call.compute();
-  const bool gemm_only = call.path == ops::Path::kGemmOnly;
-  if (call.path == ops::Path::kFused && latency(a.m)) return run_latency(a);
-  // Gather mode: the host's rows are first copied, in global order, into one private buffer.
-  const bool gather = gathers(rows) || call.path == ops::Path::kCommOnly;
-  // One GEMM over every host's rows, gathered first (the unfused order, in one op), when
-  // splitting cannot pay: at decode sizes (at most kMinTileRows rows: a GEMM per block would read
-  // the weight once per block), and when the rows other hosts send are fewer bytes than the
-  // weight. Every split re-reads (and re-blocks) the weight, and over TCP only part of the
-  // transfer hides behind compute (the socket copies run on the same core), so splitting to
-  // overlap a transfer smaller than the weight costs more than it hides (docs/benchmarks.md).
-  const std::size_t net_bytes = gather_.networked().size() * blk,
-                    weight_bytes =
-                        static_cast<std::size_t>(opts_.n * opts_.k) * dtype_size(opts_.input_dtype);
-  const bool whole = gather && net_bytes > 0 && call.path != ops::Path::kCommOnly &&
-                     (a.m <= ops::kMinTileRows || net_bytes < weight_bytes);
-  // comm-only gathers straight into the caller's buffer; a forward gathers into ours, so that
-  // gemm-only can redo exactly its GEMM later, and copies out only when asked to.
-  const bool direct = call.path == ops::Path::kCommOnly && a.moved != nullptr;
-  char* local = direct ? a.moved : local_.data();
-  if (compute && a.packed != nullptr)
-    weight_.prepare(*a.packed);
-  else if (compute)
-    weight_.prepare(opts_.input_dtype, a.weight, opts_.n, opts_.k, opts_.transpose_weight);
-  auto out_block = [&](int g) { return a.output + static_cast<std::size_t>(g) * rows * out_row_; };
-  // Rows of a peer are computed in batches of at least a row tile as they land: every GEMM call
-  // re-reads the weight, so one per transport chunk (a few rows) would cost more than it hides.
-  const int64_t batch = compute ? ops::fixed_tile_rows(opts_.n, opts_.k) : 1;
+void AgGemmImpl::run_in_place(const Schedule& s, const ops::GemmCall& a) {
+  // Own rows first (they need nothing from anyone), then every peer as its rows land: host peers
+  // in ring order, read straight from their segments, then the rows on the link.
+  ops::Offload copies(*ctx_);
+  stage(s, a, copies);
+  gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
+  for (int g : gather_.others()) gemm_as_landed(g, a);
+  copy_out(a, nullptr);
+  copies.finish();
+}
 
-  // Peer g's rows as they land, at least `batch` rows a step: through the GEMM when computing,
-  // into `local` on the comm-only path. Gemm-only reads what the buffers hold.
-  auto consume = [&](int g) {
-    if (gemm_only) return gemm(gather_.data_of(g), rows, a.bias, out_block(g));
-    const ops::Inbox in = gather_.from(g);
-    for (int64_t done = 0; done < rows;) {
-      const std::size_t have =
-          in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
-      const int64_t avail = static_cast<int64_t>(have / in_row_);
-      if (compute)
-        gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(g) + done * out_row_);
-      if (call.path == ops::Path::kCommOnly)
-        std::memcpy(local + blk * g + done * in_row_, in.data() + done * in_row_,
-                    static_cast<std::size_t>(avail - done) * in_row_);
-      done = avail;
-    }
-  };
-
-  // 1. Publish our rows. With copy offload a comm stream stages them while this thread computes
-  // (the transport's sends wait for each chunk's signal either way).
-  ops::Offload copies(c);
-  if (comm) {
-    gather_.begin(*core_, blk);
-    if (compute && c.config().copy_offload && !a.zero_copy && gather_.read_by_others())
-      copies.start([&] { gather_.stage(a.input, blk, /*zero_copy=*/false); });
-    else
-      gather_.stage(a.input, blk, a.zero_copy);
-  }
-
-  if (gather) {
-    // 2g. Copy the host's rows into `local` (own first, then peers in ring order, chunk by chunk
-    // as they land), then one GEMM per run of consecutive ranks — one call on a typical host.
-    // The rows on the link follow: gathered for the one GEMM below (whole), or computed (and
-    // gathered) chunk by chunk as they land while later ones are still in flight.
-    if (comm) gather_.gather_host(local, a.input, blk);
-    if (compute && !whole)
-      for (const auto& [first, count] : gather_.host_runs())
-        gemm(local + blk * first, rows * count, a.bias, out_block(first));
-    if (whole && comm) gather_.drain_other_hosts(local, blk);
-    if (!whole)
-      for (int g : gather_.networked()) consume(g);
-  } else {
-    // 2z. Own rows first (they need nothing from anyone), then every peer as its rows land: host
-    // peers in ring order, read straight from their segments, then the rows on the link.
-    gemm(a.input, rows, a.bias, out_block(r));
-    for (int g : gather_.others()) consume(g);
-  }
-
-  if (whole && compute) {
+void AgGemmImpl::run_gathered(const Schedule& s, const ops::GemmCall& a) {
+  // The host's rows copied, in global order, into one private buffer (own first, then peers in
+  // ring order, chunk by chunk as they land).
+  ops::Offload copies(*ctx_);
+  stage(s, a, copies);
+  gather_.gather_host(local_.data(), a.input, block(a));
+  if (s.kind == Schedule::Kind::kGatherWhole) {
+    gather_.drain_other_hosts(local_.data(), block(a));
     // Nothing polls the transport during this one GEMM: finish this rank's sends first, so no
     // peer waits for our rows while we compute.
-    if (comm) core_->finish_transfers();
-    gemm(local, a.m, a.bias, out_block(0), /*tiles=*/false);
+    core_->finish_transfers();
+    gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
+  } else {
+    // One GEMM per run of consecutive ranks — one call on a typical host; then the rows on the
+    // link, computed chunk by chunk as they land.
+    gemm_host_runs(a, local_.data());
+    for (int g : gather_.networked()) gemm_as_landed(g, a);
   }
-
-  // 3. The gathered input, when asked for.
-  if (!direct && comm && a.moved != nullptr)
-    gather_.copy_out(a.moved, a.input, blk, gather ? local : nullptr);
+  copy_out(a, local_.data());
   copies.finish();
+}
+
+void AgGemmImpl::run_comm_only(const ops::GemmCall& a) {
+  // kGather's movement: straight into the caller's buffer when given (a forward gathers into
+  // ours, so that gemm-only can redo exactly its GEMM later).
+  const std::size_t blk = block(a);
+  char* local = a.moved != nullptr ? a.moved : local_.data();
+  gather_.begin(*core_, blk);
+  gather_.stage(a.input, blk, a.zero_copy);
+  gather_.gather_host(local, a.input, blk);
+  gather_.drain_other_hosts(local, blk);
+}
+
+void AgGemmImpl::run_gemm_only(const Schedule& s, const ops::GemmCall& a) {
+  // The schedule's GEMMs on whatever the buffers hold (no waits): peers' rows in their slots,
+  // the gathered rows in ours.
+  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
+  if (s.kind == Schedule::Kind::kGatherWhole)
+    return gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
+  if (s.kind == Schedule::Kind::kInPlace)
+    gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
+  else
+    gemm_host_runs(a, local_.data());
+  const std::vector<int>& peers =
+      s.kind == Schedule::Kind::kInPlace ? gather_.others() : gather_.networked();
+  for (int g : peers) gemm(gather_.data_of(g), rows(a), a.bias, out_block(a, g));
+}
+
+void AgGemmImpl::stage(const Schedule& s, const ops::GemmCall& a, ops::Offload& copies) {
+  // The transport's sends wait for each chunk's signal either way.
+  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
+  const std::size_t blk = block(a);
+  gather_.begin(*core_, blk);
+  if (s.offload)
+    copies.start([this, input = a.input, blk] { gather_.stage(input, blk, /*zero_copy=*/false); });
+  else
+    gather_.stage(a.input, blk, a.zero_copy);
+}
+
+void AgGemmImpl::gemm_as_landed(int g, const ops::GemmCall& a) {
+  // At least a row tile a step: every GEMM call re-reads the weight, so one per transport chunk
+  // (a few rows) would cost more than it hides.
+  const int64_t rows = this->rows(a), batch = ops::fixed_tile_rows(opts_.n, opts_.k);
+  const ops::Inbox in = gather_.from(g);
+  for (int64_t done = 0; done < rows;) {
+    const std::size_t have =
+        in.wait(static_cast<std::size_t>(std::min(rows, done + batch)) * in_row_);
+    const int64_t avail = static_cast<int64_t>(have / in_row_);
+    gemm(in.data() + done * in_row_, avail - done, a.bias, out_block(a, g) + done * out_row_);
+    done = avail;
+  }
+}
+
+void AgGemmImpl::gemm_host_runs(const ops::GemmCall& a, const char* local) {
+  for (const auto& [first, count] : gather_.host_runs())
+    gemm(local + block(a) * first, rows(a) * count, a.bias, out_block(a, first));
+}
+
+void AgGemmImpl::copy_out(const ops::GemmCall& a, const char* local) {
+  if (a.moved != nullptr) gather_.copy_out(a.moved, a.input, block(a), local);
 }
 
 }  // namespace detail

@@ -40,9 +40,15 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   // Host peers read our input straight from our address space (single copy), or, when it is the
   // zero-copy buffer, from our segment: 0 says so.
   d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
+  if (d.error.empty()) schedule_ = plan(m);
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     run(static_cast<const char*>(input), zero_copy, shard, static_cast<char*>(output));
   });
+}
+
+AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
+  const std::size_t shard = static_cast<std::size_t>(m / ctx_->world_size()) * row_;
+  return single_copy_.worth(shard) ? Schedule::kSingleCopy : Schedule::kStaged;
 }
 
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
@@ -50,11 +56,10 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
   // Other hosts receive our block from our segment: staged there first, unless it is there.
   const bool staged = zero_copy || gather_.stage_for_hosts(input, shard);
   if (zero_copy) gather_.own().publish_all();
-  if (single_copy_.worth(shard)) {
+  if (schedule_ == Schedule::kSingleCopy)
     gather_cma(input, zero_copy, shard, output);
-  } else {
+  else
     gather_shm(input, staged, shard, output);
-  }
   // Blocks from other hosts, as they land in the segments of this host's ranks.
   gather_.drain_other_hosts(output, shard);
 }

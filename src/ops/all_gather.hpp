@@ -23,15 +23,28 @@ class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);
 
+  // How an AllGather call gathers the host's blocks, chosen by AllGatherImpl::plan from the call's
+  // block size and what create probed (agreed values: the same schedule on every rank). The other
+  // hosts' blocks come through the network channel either way.
+  enum class Schedule {
+    kSingleCopy,  // each peer's input read straight from its address space (one copy)
+    kStaged,      // blocks staged in the segments chunk by chunk, peers pulling each as it lands
+  };
+
   void forward(const void* input, int64_t m, void* output);
   void* input_buffer() { return zero_copy_.acquire(*core_, gather_.staged_slot()); }
+
+  // The schedule of a call of m rows, and the last call's.
+  Schedule plan(int64_t m) const;
+  Schedule last_schedule() const { return schedule_; }
 
  private:
   void run(const char* input, bool zero_copy, std::size_t shard, char* output);
   void gather_cma(const char* input, bool zero_copy, std::size_t shard, char* output);
   void gather_shm(const char* input, bool zero_copy, std::size_t shard, char* output);
 
-  std::size_t row_ = 0;  // bytes per row
+  std::size_t row_ = 0;                    // bytes per row
+  Schedule schedule_ = Schedule::kStaged;  // the current (or last) call's
   ops::GatherExchange gather_;
   ops::SingleCopy single_copy_;
   ops::ZeroCopyInput zero_copy_;

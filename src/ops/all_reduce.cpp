@@ -34,10 +34,12 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
                           ctx_->world_rank());
   const bool zero_copy =
       zero_copy_.check(*core_, reduce_.input_slot(), input, bytes, {{output, bytes}}, d);
-  if (d.error.empty() && count > 0 && reduce_.one_shot(count)) {  // it rides on the handshake
+  if (d.error.empty()) schedule_ = plan(count);
+  if (d.error.empty() && schedule_ == Schedule::kLatency) {  // it rides on the handshake
     d.payload = [&](char* slot) { std::memcpy(slot, input, bytes); };
     d.payload_len = bytes;
   }
+  // One exchange runs both schedules (it sums the payloads on the latency path).
   core_->run(ops::Path::kFused, d, count == 0, [&](const ops::Call&) {
     reduce_.run(*core_, static_cast<const char*>(input), zero_copy, count,
                 static_cast<char*>(output));

@@ -19,10 +19,24 @@ class AllReduceImpl : public ops::OpBase<AllReduceOptions> {
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
   void create(ContextImpl& c, const std::string& local_error);
 
+  // How an AllReduce call runs, chosen by AllReduceImpl::plan from the call's count and the host
+  // layout (agreed values: the same schedule, and bits, on every rank).
+  enum class Schedule {
+    kLatency,  // every rank's input rode on the handshake; every rank sums them all
+    kChunks,   // each host rank sums one chunk of the host's inputs (and the hosts' sums), shared
+  };
+
   void forward(const void* input, int64_t count, void* output);
   void* input_buffer() { return zero_copy_.acquire(*core_, reduce_.input_slot()); }
 
+  // The schedule of a call of `count` elements, and the last call's.
+  Schedule plan(int64_t count) const {
+    return count > 0 && reduce_.one_shot(count) ? Schedule::kLatency : Schedule::kChunks;
+  }
+  Schedule last_schedule() const { return schedule_; }
+
  private:
+  Schedule schedule_ = Schedule::kChunks;  // the current (or last) call's
   ops::AllReduceExchange reduce_;
   ops::ZeroCopyInput zero_copy_;
 };

@@ -26,56 +26,75 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   });
 }
 
+GemmArImpl::Schedule GemmArImpl::plan(int64_t m) const {
+  if (m > 0 && reduce_.one_shot(m * opts_.n)) return Schedule::kLatency;
+  // In two halves when the all-reduce streams the partial to other hosts and a half is at least
+  // one of its pieces, so that the first half crosses the link while the second is computed.
+  // (Not finer: each GEMM call rereads the weight, and over TCP the socket copies run on this
+  // core; tiles of ops::fixed_tile_rows tied with two halves at hidden 1024 and lost at hidden
+  // 4096, docs/benchmarks.md.)
+  const int64_t half = (m + 1) / 2;
+  return reduce_.streams() && half >= ops::kMinTileRows && half * opts_.n >= reduce_.piece()
+             ? Schedule::kHalves
+             : Schedule::kWhole;
+}
+
 void GemmArImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {
-  ops::CallDescriptor d;
-  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
-  d.error = ops::check_count(*ctx_, kOp, "m", m, opts_.max_m,
-                             {{"input", input}, {"weight", weight}, {"output", output}});
-  if (d.error.empty() && packed_ != nullptr)
-    d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
-                                opts_.transpose_weight);
-  const bool latency = d.error.empty() && m > 0 && reduce_.one_shot(m * opts_.n);
-  if (d.error.empty() && m > 0) {
-    ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
-  }
-  // The latency path: the partial is computed straight into the handshake's payload.
-  if (latency) {
-    d.payload = [&](char* slot) { gemm(static_cast<const char*>(input), m, bias, slot); };
-    d.payload_len = static_cast<std::size_t>(m * opts_.n) * dtype_size(acc_);
-  }
-  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
-    // The partial into the input slot in one GEMM; in two halves when the all-reduce streams it
-    // to other hosts and a half is at least one of its pieces, so that the first half crosses
-    // the link while the second is computed. (Not finer: each GEMM call rereads the weight, and
-    // over TCP the socket copies run on this core; tiles of ops::fixed_tile_rows tied with two
-    // halves at hidden 1024 and lost at hidden 4096, docs/benchmarks.md.)
-    const int64_t half = (m + 1) / 2;
-    const bool halves =
-        reduce_.streams() && half >= ops::kMinTileRows && half * opts_.n >= reduce_.piece();
-    const int64_t tile = halves ? half : m;
-    int64_t rows = 0;  // (the latency path never produces: its partial is the payload)
-    auto produce = [&](int64_t end) {
-      for (const int64_t need = std::min(m, (end + opts_.n - 1) / opts_.n); rows < need;) {
-        const int64_t r = std::min(tile, m - rows);
-        gemm(static_cast<const char*>(input) + rows * opts_.k * dtype_size(opts_.input_dtype), r,
-             bias, reduce_.input_slot() + rows * opts_.n * dtype_size(acc_));
-        rows += r;
-      }
-    };
-    // Unstreamed, the whole partial is there before the all-reduce starts (as its transfers are
-    // posted: at decode sizes across hosts, posting them before the GEMM measured slower).
-    if (!halves && !latency) produce(m * opts_.n);
-    reduce_.run(
-        *core_, reduce_.input_slot(), /*staged=*/true, m * opts_.n, static_cast<char*>(output),
-        halves ? ops::AllReduceExchange::Producer(produce) : ops::AllReduceExchange::Producer());
-  });
+  call(ops::GemmCall::fused(input, m, weight, bias, output, nullptr));
 }
 
 void GemmArImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
                          const void* bias, void* output) {
-  ops::with_packed(packed_, weight,
-                   [&] { forward(input, m, static_cast<const void*>(&weight), bias, output); });
+  ops::GemmCall a = ops::GemmCall::fused(input, m, &weight, bias, output, nullptr);
+  a.packed = &weight;
+  call(a);
+}
+
+void GemmArImpl::call(const ops::GemmCall& a) {
+  ops::CallDescriptor d;
+  d.fields = {a.m, a.bias != nullptr, 0, 0};  // whether a bias was passed is agreed
+  d.error = ops::check_count(*ctx_, kOp, "m", a.m, opts_.max_m,
+                             {{"input", a.input}, {"weight", a.weight}, {"output", a.output}});
+  if (d.error.empty() && a.packed != nullptr)
+    d.error = ops::check_packed(*ctx_, kOp, *a.packed, opts_.input_dtype, opts_.n, opts_.k,
+                                opts_.transpose_weight);
+  if (d.error.empty()) schedule_ = plan(a.m);
+  if (d.error.empty() && a.m > 0)
+    ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
+  if (d.error.empty() && schedule_ == Schedule::kLatency) latency_payload(a, d);
+  core_->run(ops::Path::kFused, d, a.m == 0, [&](const ops::Call&) {
+    switch (schedule_) {
+      case Schedule::kLatency:  // every rank's partial rode on the handshake
+        return reduce_.run(*core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n, a.output);
+      case Schedule::kWhole: return run(a, a.m, /*streamed=*/false);
+      case Schedule::kHalves: return run(a, (a.m + 1) / 2, /*streamed=*/true);
+    }
+  });
+}
+
+void GemmArImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d) {
+  d.payload = [this, &a](char* slot) { gemm(a.input, a.m, a.bias, slot); };
+  d.payload_len = static_cast<std::size_t>(a.m * opts_.n) * dtype_size(acc_);
+}
+
+void GemmArImpl::run(const ops::GemmCall& a, int64_t tile, bool streamed) {
+  // The partial into the input slot, `tile` rows per GEMM.
+  int64_t rows = 0;
+  auto produce = [&](int64_t end) {
+    for (const int64_t need = std::min(a.m, (end + opts_.n - 1) / opts_.n); rows < need;) {
+      const int64_t r = std::min(tile, a.m - rows);
+      gemm(a.input + rows * opts_.k * dtype_size(opts_.input_dtype), r, a.bias,
+           reduce_.input_slot() + rows * opts_.n * dtype_size(acc_));
+      rows += r;
+    }
+  };
+  // Unstreamed, the whole partial is there before the all-reduce starts (as its transfers are
+  // posted: at decode sizes across hosts, posting them before the GEMM measured slower).
+  if (!streamed) produce(a.m * opts_.n);
+  reduce_.run(
+      *core_, reduce_.input_slot(), /*staged=*/true, a.m * opts_.n, a.output,
+      streamed ? ops::AllReduceExchange::Producer(produce) : ops::AllReduceExchange::Producer());
 }
 
 // This rank's partial product in one GEMM (the weight is read once: at decode sizes the GEMM is

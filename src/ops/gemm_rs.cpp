@@ -38,23 +38,18 @@ char* GemmRsImpl::partial(int t, int64_t m) const {
   return reduce_.shares() + blk * t;
 }
 
-void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool publish,
+void GemmRsImpl::compute(const Schedule& s, const ops::GemmCall& a, bool publish,
                          const std::function<void(int64_t r0, int64_t r1)>& own_rows) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
-  const int64_t rows = m / W;
+  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int64_t m = a.m, rows = m / W;
   const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
-  ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
+  ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
   kernels::GemmOut o;
   o.ldc = opts_.n;
   o.dtype = acc_;
-  if (W == 1 || (opts_.n >= rows && !reduce_.networked()) || m <= ops::kMinTileRows) {
-    // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
-    // more than the overlap per block would win when the weight is wider than a block is tall —
-    // unless a block has to cross hosts, whose transfer then hides behind the next block's GEMM.
-    // At decode sizes (m <= kMinTileRows) always one call: the weight is read once.
+  if (s.one_call) {
     o.c = partial(0, m);
-    kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
+    kernels::gemm_tile(weight_, a.input, opts_.k, m, 0, opts_.n, o);
     if (publish)
       for (int t = 0; t < W; ++t)
         if (t != r) reduce_.share(t).publish_all();
@@ -78,9 +73,8 @@ void GemmRsImpl::compute(const char* input, int64_t m, const void* weight, bool 
       if (t == r && own_rows) own_rows(prev, done);
       prev = done;
     };
-    const char* a = input + in_row * rows * t;
-    ops::tiled_gemm(*core_, weight_, a, opts_.k, rows, 0, opts_.n, o, on_tile,
-                    ops::Tiling::kSerialAcrossHosts);
+    ops::tiled_gemm(*core_, weight_, a.input + in_row * rows * t, opts_.k, rows, 0, opts_.n, o,
+                    on_tile, ops::Tiling::kSerialAcrossHosts);
   }
 }
 
@@ -103,8 +97,8 @@ void GemmRsImpl::sum_payloads(int64_t m, void* output) {
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
   const int64_t count = m / ctx_->world_size() * opts_.n;
-  reduce_.reduce(acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); },
-                 output);
+  reduce_.reduce(
+      acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); }, output);
 }
 
 void GemmRsImpl::begin(int64_t m) {
@@ -113,97 +107,135 @@ void GemmRsImpl::begin(int64_t m) {
   reduce_.begin(*core_, blk, blk, /*direct=*/true);
 }
 
+GemmRsImpl::Schedule GemmRsImpl::plan(ops::Path path, int64_t m) const {
+  using Kind = Schedule::Kind;
+  const int W = ctx_->world_size();
+  Schedule s;
+  s.path = path;
+  // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
+  // more than the overlap per block would win when the weight is wider than a block is tall —
+  // unless a block has to cross hosts, whose transfer then hides behind the next block's GEMM.
+  // At decode sizes (m <= kMinTileRows) always one call: the weight is read once.
+  s.one_call = W == 1 || (opts_.n >= m / W && !reduce_.networked()) || m <= ops::kMinTileRows;
+  if (path != ops::Path::kFused) return s;  // the steps of kReduce
+  // The latency path (decode sizes on one host, or across hosts of one rank each): the partials,
+  // computed as the one-call path computes them, ride on the handshake; every rank then sums its
+  // block in the same order from the payloads — the same bits, one exchange.
+  const std::size_t partial_bytes = static_cast<std::size_t>(m) * opts_.n * dtype_size(acc_);
+  if (m > 0 && m <= ops::kMinTileRows && partial_bytes <= core_->handshake().payload_bytes())
+    s.kind = Kind::kLatency;
+  else if (reduce_.sends_direct())
+    s.kind = Kind::kDirect;
+  else if (reduce_.presums())
+    s.kind = Kind::kPresum;
+  return s;
+}
+
+std::string GemmRsImpl::check(ops::Path path, const ops::GemmCall& a) const {
+  if (path == ops::Path::kGemmOnly)
+    return ops::check_forward(*ctx_, kOp, a.m, opts_.max_m,
+                              {{"input", a.input}, {"weight", a.weight}});
+  if (path == ops::Path::kCommOnly)
+    return ops::check_forward(*ctx_, kOp, a.m, opts_.max_m, {{"output", a.output}});
+  return ops::check_gemm_call(*ctx_, kOp, path, a, opts_.max_m, ops::gemm_shape(opts_));
+}
+
+void GemmRsImpl::call(ops::Path path, const ops::GemmCall& a) {
+  ops::CallDescriptor d;
+  d.fields = {a.m, a.bias != nullptr, 0, 0};  // whether a bias was passed is agreed
+  d.error = check(path, a);
+  if (d.error.empty()) schedule_ = plan(path, a.m);
+  if (d.error.empty() && schedule_.kind == Schedule::Kind::kLatency) latency_payload(a, d);
+  // gemm-only writes the partials in our segment: the core first waits until host peers are
+  // done reducing the last call's.
+  core_->run(path, d, a.m == 0, [&](const ops::Call&) { run(schedule_, a); });
+}
+
+void GemmRsImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d) {
+  d.payload = [this, &a](char* slot) {
+    ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
+    kernels::GemmOut o;
+    o.c = slot;
+    o.ldc = opts_.n;
+    o.dtype = acc_;
+    kernels::gemm_tile(weight_, a.input, opts_.k, a.m, 0, opts_.n, o);
+    add_bias(a.m, a.bias, 0, -1, slot);
+  };
+  // Across hosts only these bytes travel.
+  d.payload_len = static_cast<std::size_t>(a.m) * opts_.n * dtype_size(acc_);
+}
+
+void GemmRsImpl::run(const Schedule& s, const ops::GemmCall& a) {
+  if (s.path == ops::Path::kGemmOnly) return compute(s, a, /*publish=*/false);
+  if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
+  switch (s.kind) {
+    case Schedule::Kind::kLatency: return sum_payloads(a.m, a.output);
+    case Schedule::Kind::kDirect: return run_direct(s, a);
+    case Schedule::Kind::kPresum: return compute_offloaded(s, a);
+    case Schedule::Kind::kReduce: return run_reduce(s, a);
+  }
+}
+
+void GemmRsImpl::run_direct(const Schedule& s, const ops::GemmCall& a) {
+  // Alone on the host: each tile of our own block is summed with the other hosts' partials of
+  // its rows as soon as it is computed (while it is in cache), in the same order.
+  begin(a.m);
+  const int64_t n = opts_.n;
+  char* own = partial(ctx_->world_rank(), a.m);
+  compute(s, a, /*publish=*/true, [&](int64_t r0, int64_t r1) {
+    add_bias(a.m, a.bias, r0, r1);
+    reduce_.reduce_range(acc_, opts_.output_dtype, r0 * n, r1 * n, own, a.output);
+  });
+}
+
+void GemmRsImpl::run_reduce(const Schedule& s, const ops::GemmCall& a) {
+  begin(a.m);
+  compute(s, a, /*publish=*/true);
+  add_bias(a.m, a.bias);
+  reduce(a.m, a.output);
+}
+
+void GemmRsImpl::compute_offloaded(const Schedule& s, const ops::GemmCall& a) {
+  // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
+  // while this thread computes; our own partial, computed last, is added at the end.
+  begin(a.m);
+  const int64_t count = a.m / ctx_->world_size() * opts_.n;
+  ops::Offload copies(*ctx_);
+  reduce_.start_presum(copies, acc_, count);
+  compute(s, a, /*publish=*/true);
+  add_bias(a.m, a.bias);
+  reduce_.finish_presum(copies, acc_, partial(ctx_->world_rank(), a.m), opts_.output_dtype,
+                        a.output, count);
+}
+
+void GemmRsImpl::run_comm_only(const ops::GemmCall& a) {
+  // The partials are whatever the last gemm-only left: publish them for this call.
+  begin(a.m);
+  add_bias(a.m, a.bias);
+  for (int t = 0; t < ctx_->world_size(); ++t)
+    if (t != ctx_->world_rank()) reduce_.share(t).publish_all();
+  reduce(a.m, a.output);
+}
+
 void GemmRsImpl::forward(const void* input, int64_t m, const void* weight, const void* bias,
                          void* output) {
-  ops::CallDescriptor d;
-  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
-  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m,
-                               {{"input", input}, {"weight", weight}, {"output", output}});
-  if (d.error.empty() && packed_ != nullptr)
-    d.error = ops::check_packed(*ctx_, kOp, *packed_, opts_.input_dtype, opts_.n, opts_.k,
-                                opts_.transpose_weight);
-  // The latency path (decode sizes on one host, or across hosts of one rank each): the partials,
-  // computed as the one-call path below computes them, ride on the handshake; every rank then
-  // sums its block in the same order from the payloads — the same bits, one exchange.
-  const std::size_t partial_bytes = static_cast<std::size_t>(m) * opts_.n * dtype_size(acc_);
-  const bool latency = d.error.empty() && m > 0 && m <= ops::kMinTileRows &&
-                       partial_bytes <= core_->handshake().payload_bytes();
-  if (latency)
-    d.payload = [&](char* slot) {
-      ops::prepare_weight(weight_, packed_, ops::gemm_shape(opts_), weight);
-      kernels::GemmOut o;
-      o.c = slot;
-      o.ldc = opts_.n;
-      o.dtype = acc_;
-      kernels::gemm_tile(weight_, input, opts_.k, m, 0, opts_.n, o);
-      add_bias(m, bias, 0, -1, slot);
-    };
-  if (latency) d.payload_len = partial_bytes;  // across hosts only these bytes travel
-  core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
-    ContextImpl& c = *ctx_;
-    if (latency) return sum_payloads(m, output);
-    begin(m);
-    if (reduce_.direct()) {
-      // Alone on the host: each tile of our own block is summed with the other hosts' partials
-      // of its rows as soon as it is computed (while it is in cache), in the same order.
-      const int64_t n = opts_.n;
-      char* own = partial(c.world_rank(), m);
-      compute(static_cast<const char*>(input), m, weight, /*publish=*/true,
-              [&](int64_t r0, int64_t r1) {
-                add_bias(m, bias, r0, r1);
-                reduce_.reduce_range(acc_, opts_.output_dtype, r0 * n, r1 * n, own, output);
-              });
-    } else if (reduce_.presums()) {
-      compute_offloaded(static_cast<const char*>(input), m, weight, bias, output);
-    } else {
-      compute(static_cast<const char*>(input), m, weight, /*publish=*/true);
-      add_bias(m, bias);
-      reduce(m, output);
-    }
-  });
+  call(ops::Path::kFused, ops::GemmCall::fused(input, m, weight, bias, output, nullptr));
 }
 
 void GemmRsImpl::forward(const void* input, int64_t m, const kernels::PackedWeight& weight,
                          const void* bias, void* output) {
-  ops::with_packed(packed_, weight,
-                   [&] { forward(input, m, static_cast<const void*>(&weight), bias, output); });
-}
-
-void GemmRsImpl::compute_offloaded(const char* input, int64_t m, const void* weight,
-                                   const void* bias, void* output) {
-  // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
-  // while this thread computes; our own partial, computed last, is added at the end.
-  const int64_t count = m / ctx_->world_size() * opts_.n;
-  ops::Offload copies(*ctx_);
-  reduce_.start_presum(copies, acc_, count);
-  compute(input, m, weight, /*publish=*/true);
-  add_bias(m, bias);
-  reduce_.finish_presum(copies, acc_, partial(ctx_->world_rank(), m), opts_.output_dtype, output,
-                        count);
+  ops::GemmCall a = ops::GemmCall::fused(input, m, &weight, bias, output, nullptr);
+  a.packed = &weight;
+  call(ops::Path::kFused, a);
 }
 
 void GemmRsImpl::forward_gemm_only(const void* input, int64_t m, const void* weight) {
-  ops::CallDescriptor d;
-  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"weight", weight}});
-  // The partials live in our segment: the core first waits until host peers are done reducing
-  // the last call's.
-  core_->run(ops::Path::kGemmOnly, d, m == 0, [&](const ops::Call&) {
-    compute(static_cast<const char*>(input), m, weight, /*publish=*/false);
-  });
+  call(ops::Path::kGemmOnly, ops::GemmCall::gemm_only(input, m, weight, nullptr, nullptr));
 }
 
 void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
-  ops::CallDescriptor d;
-  d.fields = {m, bias != nullptr, 0, 0};  // whether a bias was passed is agreed
-  d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"output", output}});
-  core_->run(ops::Path::kCommOnly, d, m == 0, [&](const ops::Call&) {
-    // The partials are whatever the last gemm-only left: publish them for this call.
-    begin(m);
-    add_bias(m, bias);
-    for (int t = 0; t < ctx_->world_size(); ++t)
-      if (t != ctx_->world_rank()) reduce_.share(t).publish_all();
-    reduce(m, output);
-  });
+  ops::GemmCall a = ops::GemmCall::fused(nullptr, m, nullptr, bias, output, nullptr);
+  call(ops::Path::kCommOnly, a);
 }
 
 }  // namespace detail

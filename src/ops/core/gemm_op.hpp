@@ -5,6 +5,7 @@
 //   std::size_t input_bytes(std::size_t m);      this rank's input bytes for a call of m rows
 //   void run(const Call&, const GemmCall&);      the call's body on every path
 // and may supply
+//   void schedule(Path, const GemmCall&);    plan a call whose arguments are valid on this rank
 //   void latency_payload(const GemmCall&, CallDescriptor&);  a fused call's handshake payload
 #pragma once
 
@@ -41,6 +42,8 @@ class GemmOpBase : public OpBase<Options> {
 
  protected:
   Derived& self() { return static_cast<Derived&>(*this); }
+  // The call's schedule, planned once the arguments are valid on this rank. None by default.
+  void schedule(Path /*path*/, const GemmCall& /*a*/) {}
   // The latency path (OpCore::Spec::with_payload): Derived may set d.payload for a fused call whose
   // arguments are valid on this rank. None by default.
   void latency_payload(const GemmCall& /*a*/, CallDescriptor& /*d*/) {}
@@ -60,6 +63,7 @@ class GemmOpBase : public OpBase<Options> {
     else
       a.zero_copy = zero_copy_.check(*this->core_, slot, a.input, self().input_bytes(m),
                                      {{a.output, m * out_row_}, {a.moved, m * in_row_}}, d);
+    if (d.error.empty()) self().schedule(path, a);
     if (path == Path::kFused && d.error.empty()) self().latency_payload(a, d);
     this->core_->run(path, d, a.m == 0, [&](const Call& call) { self().run(call, a); });
   }

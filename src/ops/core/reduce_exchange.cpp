@@ -25,13 +25,17 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, const Links& links, shm::
     comm::agree(c.comm(), [&] { resize_or_raise(host_sum_, max_acc_block, op, "the host sum"); });
 }
 
+bool ReduceExchange::sends_direct() const {
+  return links_->host_size() == 1 && links_->networked();
+}
+
 void ReduceExchange::begin(OpCore& core, std::size_t share_block, std::size_t acc_block,
                            bool direct) {
   const Links& l = *links_;
   core_ = &core;
   share_block_ = share_block;
   acc_block_ = acc_block;
-  direct_ = direct && l.host_size() == 1 && l.networked();
+  direct_ = direct && sends_direct();
   share_base_ = share_tally_.begin(share_block);
   out_base_ = out_tally_.begin(acc_block);
   in_base_ = in_tally_.begin(acc_block);

@@ -56,6 +56,8 @@ class ReduceExchange {
   // rows of its own block as soon as its GEMM has produced them. `own` is this rank's share of
   // its block; `output` its whole output block.
   bool direct() const { return direct_; }
+  // Whether a call begun with direct = true is direct here (alone on the host, across hosts).
+  bool sends_direct() const;
   void reduce_range(DType acc, DType out_dtype, int64_t e0, int64_t e1, const void* own,
                     void* output);
 

@@ -184,10 +184,10 @@ fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* wor
                                       int* node_rank, int* node_size) {
   if (ctx == nullptr) return null_arg("fluxcpp_context_info", "ctx");
   const auto& c = *ctx->impl;
-  if (rank != nullptr) *rank = c.world_rank();
-  if (world_size != nullptr) *world_size = c.world_size();
-  if (node_rank != nullptr) *node_rank = c.node_rank();
-  if (node_size != nullptr) *node_size = c.node_size();
+  if (rank != nullptr) *rank = c.topo().world_rank();
+  if (world_size != nullptr) *world_size = c.topo().world_size();
+  if (node_rank != nullptr) *node_rank = c.topo().host_rank();
+  if (node_size != nullptr) *node_size = c.topo().host_size();
   return FLUXCPP_SUCCESS;
 }
 

@@ -9,7 +9,7 @@ extern "C" {
 fluxcpp_status_t fluxcpp_inplace_cast(fluxcpp_context_t ctx, void* data, int64_t count,
                                       fluxcpp_dtype_t from, fluxcpp_dtype_t to) {
   return guarded([&] {
-    fluxcpp::ops::inplace_cast(ctx == nullptr ? nullptr : ctx->impl.get(), data, count,
+    fluxcpp::ops::inplace_cast(ctx == nullptr ? nullptr : &ctx->impl->parts(), data, count,
                                to_dtype(from), to_dtype(to));
   });
 }

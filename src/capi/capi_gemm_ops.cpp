@@ -136,7 +136,7 @@ fluxcpp_status_t fluxcpp_packed_weight_create(fluxcpp_context_t ctx, fluxcpp_dty
     auto h = std::make_unique<fluxcpp_packed_weight_s>();
     h->impl = std::make_unique<fluxcpp::kernels::PackedWeight>(
         to_dtype(dtype), weight, n, k, transpose_weight != 0, 0,
-        fluxcpp::ops::column_slabs(ctx->impl->num_compute_workers(), 0, n));
+        fluxcpp::ops::column_slabs(ctx->impl->runtime().num_compute_workers(), 0, n));
     *packed = h.release();
   });
 }

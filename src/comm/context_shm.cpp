@@ -1,6 +1,4 @@
 // ContextImpl without MPI: ranks of one host meeting through a unique id's rendezvous segment.
-#include <numeric>
-
 #include "comm/context_impl.hpp"
 #include "comm/deadline_scope.hpp"
 #include "comm/shm_group.hpp"
@@ -27,20 +25,14 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
           rank, comm::this_host_name(), parsed.host);
   try {
     auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size, parsed.secret);
-    host_pids_ = group->pids();
+    life_.set_host_pids(group->pids());
     group_ = std::move(group);
     node_group_ = group_.get();
-    rank_ = node_rank_ = rank;
-    size_ = node_size_ = shared_size_ = world_size;
-    node_id_ = 0;
-    num_nodes_ = 1;
-    members_.assign(1, std::vector<int>(static_cast<std::size_t>(world_size)));
-    std::iota(members_[0].begin(), members_[0].end(), 0);
-    node_of_.assign(static_cast<std::size_t>(world_size), 0);
-    local_of_ = members_[0];
+    topo_ = comm::Topology::one_host(rank, world_size);
+    shared_size_ = world_size;
     try {
       comm::agree(*group_, [&] {
-        if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
+        if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank);
         FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
                           "context: ranks_per_node={} with a context made from an id (one "
                           "host): pass 0 or world_size={}",
@@ -49,7 +41,7 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
       start(options);  // one host: no network (comm::no_network())
     } catch (const Error& e) {
       // Say who of the host is gone (a rank that died after the rendezvous).
-      const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();
+      const std::string gone = gone_after(e);
       if (gone.empty()) throw;
       throw Error(e.code(), fmt::format("{} ({})", e.what(), gone));
     }

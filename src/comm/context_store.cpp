@@ -178,29 +178,20 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
   if (uneven)
     for (int r = 0; r < world_size; ++r) all[r].host += fmt::format("/rank{}", r);
   std::vector<std::string> hosts;
-  node_of_.assign(world_size, 0);
-  local_of_.assign(world_size, 0);
+  std::vector<int> host_of(world_size, 0), local_of(world_size, 0), on_host;
   for (int r = 0; r < world_size; ++r) {
     auto it = std::find(hosts.begin(), hosts.end(), all[r].host);
     const int n = static_cast<int>(it - hosts.begin());
     if (it == hosts.end()) {
       hosts.push_back(all[r].host);
-      members_.emplace_back();
+      on_host.push_back(0);
     }
-    node_of_[r] = n;
-    local_of_[r] = static_cast<int>(members_[n].size());
-    members_[n].push_back(r);
+    host_of[r] = n;
+    local_of[r] = on_host[n]++;
   }
-  rank_ = rank;
-  size_ = world_size;
-  num_nodes_ = static_cast<int>(hosts.size());
-  node_id_ = node_of_[rank];
-  node_rank_ = local_of_[rank];
-  node_size_ = static_cast<int>(members_[node_id_].size());
+  topo_ = comm::Topology(rank, std::move(host_of), std::move(local_of));
   shared_size_ = 0;
   for (const Arrival& a : all) shared_size_ += a.boot == mine.boot ? 1 : 0;
-  uniform_ = true;
-  for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
   if (uneven && rank == 0)
     FLUXCPP_LOG_INFO("context: {} ranks on {} hosts, not as many on each: every rank is a host of "
                      "its own (all traffic over TCP)", world_size, per_host.size());
@@ -209,9 +200,9 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
     // Keys of this meeting only: rank 0's nonce names them, so ranks that read another call's
     // arrival of rank 0 never meet this one's hosts or addresses.
     const std::string job = all[0].nonce;
-    const std::string id_key = job_key(job, fmt::format("host/{}", node_id_));
+    const std::string id_key = job_key(job, fmt::format("host/{}", topo_.host_id()));
     char id[comm::kUniqueIdBytes] = {};
-    if (node_rank_ == 0) {
+    if (topo_.host_rank() == 0) {
       comm::make_unique_id(id);
       store.set(id_key, std::string(id, sizeof id));
     } else {
@@ -219,7 +210,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
         raise(Errc::kTimeout,
               "context create: timed out after {} s waiting for rank {} (the first rank of this "
               "host) to set the host's id in the store (this is rank {})",
-              create_timeout_s(options), members_[node_id_][0], rank);
+              create_timeout_s(options), topo_.world_rank_of(topo_.host_id(), 0), rank);
       const std::string v = store.get(id_key);
       if (v.size() != sizeof id)
         raise(Errc::kInvalidUsage, "context create: the store's host id is corrupted");
@@ -230,13 +221,14 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
       raise(Errc::kInvalidUsage,
             "context create: rank {} and rank {} claim the same host ('{}'), but run on "
             "different machines ('{}' and '{}'): FLUXCPP_HOST_ID must name ranks of one machine",
-            rank, members_[node_id_][0], all[rank].host, comm::this_host_name(), parsed.host);
-    auto host_group =
-        std::make_unique<comm::ShmGroup>(parsed.segment, node_rank_, node_size_, parsed.secret);
-    host_pids_ = host_group->pids();
+            rank, topo_.world_rank_of(topo_.host_id(), 0), all[rank].host, comm::this_host_name(),
+            parsed.host);
+    auto host_group = std::make_unique<comm::ShmGroup>(parsed.segment, topo_.host_rank(),
+                                                       topo_.host_size(), parsed.secret);
+    life_.set_host_pids(host_group->pids());
     // 4. Hosts meet over the network: the gloo channel, the context's network (one host has
     //    none: comm::no_network()) and its control plane.
-    if (num_nodes_ > 1) {
+    if (topo_.num_hosts() > 1) {
       const bool several_machines = shared_size_ < world_size;
       auto net = std::make_shared<comm::GlooNet>(store, job_key(job, "net/"), rank,
                                                  world_size, deadline, several_machines);
@@ -258,7 +250,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
                       static_cast<long long>(seen >> 1));
     start(options);
   } catch (const Error& e) {
-    const std::string gone = e.code() == Errc::kTimeout ? gone_host_peers() : std::string();
+    const std::string gone = gone_after(e);
     release();
     if (gone.empty()) throw;
     throw Error(e.code(), fmt::format("{} ({})", e.what(), gone));

@@ -18,11 +18,11 @@ class GlooNetwork final : public Network {
   const std::shared_ptr<GlooNet>& net() const { return net_; }
 
   const char* name() const override { return "gloo"; }
-  std::unique_ptr<Transport> transport(detail::ContextImpl& ctx, const char* op,
+  std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
                                        std::size_t chunk_bytes) override;
-  std::unique_ptr<P2pNet> p2p(detail::ContextImpl& ctx, const char* op, std::size_t slot_bytes,
+  std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
                               int num_slots, const std::vector<int>& peers) override;
-  RecordSwap rail_swap(const detail::ContextImpl& ctx, std::string what) override;
+  RecordSwap rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int) const override {}
   // A channel that failed (a host gone, the link cut) was reported by the call that hit it;
   // nothing collective can cross it any more.

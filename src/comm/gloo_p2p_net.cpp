@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "comm/bounded.hpp"
-#include "comm/context_impl.hpp"
 #include "comm/gloo_net.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -43,15 +43,15 @@ struct GlooP2pNet::Pair {
   std::string recv_error;
 };
 
-GlooP2pNet::GlooP2pNet(detail::ContextImpl& c, std::shared_ptr<GlooNet> net, const char* op,
+GlooP2pNet::GlooP2pNet(const Parts& c, std::shared_ptr<GlooNet> net, const char* op,
                        std::size_t slot_bytes, int num_slots, const std::vector<int>& peers)
     : net_(std::move(net)),
       op_(op),
-      serial_(c.creating_serial()),
-      me_(c.world_rank()),
+      serial_(c.life().creating_serial()),
+      me_(c.topo().world_rank()),
       slot_(slot_bytes),
       slots_(num_slots) {
-  agree(c.comm(), [&] {
+  agree(c.control(), [&] {
     for (int peer : peers) {
       auto p = std::make_shared<Pair>();
       p->rank = peer;

@@ -26,7 +26,7 @@ class GlooP2pNet : public P2pNet {
  public:
   // Collective over the context (the buffers' allocation is agreed); the op's slots on the
   // context's channel `net`.
-  GlooP2pNet(detail::ContextImpl& c, std::shared_ptr<GlooNet> net, const char* op,
+  GlooP2pNet(const Parts& c, std::shared_ptr<GlooNet> net, const char* op,
              std::size_t slot_bytes, int num_slots, const std::vector<int>& peers);
   GlooP2pNet(const GlooP2pNet&) = delete;
   GlooP2pNet& operator=(const GlooP2pNet&) = delete;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <condition_variable>
 
-#include "comm/context_impl.hpp"
 #include "comm/gloo_net.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -42,12 +42,12 @@ struct GlooTransport::Batch {
   }
 };
 
-GlooTransport::GlooTransport(detail::ContextImpl& ctx, std::shared_ptr<GlooNet> net, const char* op,
+GlooTransport::GlooTransport(const Parts& ctx, std::shared_ptr<GlooNet> net, const char* op,
                              std::size_t chunk_bytes)
     : ctx_(&ctx),
       net_(std::move(net)),
       op_(op),
-      serial_(ctx.creating_serial()),
+      serial_(ctx.life().creating_serial()),
       chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {}
 
 GlooTransport::~GlooTransport() {
@@ -90,7 +90,7 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
   // Sends are posted by their jobs as their chunks become ready (nothing for progress() to do),
   // but the chunks already written go at once, from here: a job's wakeup is a round of the
   // scheduler (~50 us), the most of a small transfer.
-  const detail::ContextImpl& c = *ctx_;
+  const Parts& c = *ctx_;
   try {
     for (Batch::Stream& s : b->streams) {  // receives first, all of them
       if (s.t.send) continue;
@@ -119,16 +119,16 @@ void GlooTransport::post(std::vector<Transfer> transfers) {
   }
   // One waiter job per transfer.
   for (std::size_t i = 0; i < b->streams.size(); ++i) {
-    const std::string what =
-        fmt::format("{}: rank {} (host {}, local rank {})", op_, b->streams[i].t.peer,
-                    c.node_of(b->streams[i].t.peer), c.local_of(b->streams[i].t.peer));
+    const std::string what = fmt::format(
+        "{}: rank {} (host {}, local rank {})", op_, b->streams[i].t.peer,
+        c.topo().host_of(b->streams[i].t.peer), c.topo().local_of(b->streams[i].t.peer));
     const uint64_t slot = GlooNet::op_slot(serial_, GlooNet::kTransportSlot,
                                            static_cast<uint32_t>(b->streams[i].t.tag));
     {
       std::lock_guard<std::mutex> lk(b->mu);
       ++b->jobs;  // counted before it can end; a run() that throws takes it back below
     }
-    auto job = [b, i, net = net_.get(), what, slot, me = c.world_rank()] {
+    auto job = [b, i, net = net_.get(), what, slot, me = c.topo().world_rank()] {
       Batch::Stream& s = b->streams[i];
       try {
         // A send posts each chunk once its producer wrote it (asleep on the ready signal's
@@ -243,20 +243,21 @@ void GlooTransport::abandon(const Error& why) noexcept {
 }
 
 std::string GlooTransport::missing() const {
-  const detail::ContextImpl& c = *ctx_;
+  const Parts& c = *ctx_;
   std::lock_guard<std::mutex> lk(batch_->mu);
   for (const Batch::Stream& s : batch_->streams) {
     if (s.done == s.chunks) continue;
     return fmt::format(
         "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over TCP: {} {} of "
         "{} bytes{} (this is rank {})",
-        op_, c.config().timeout_s, s.t.peer, c.node_of(s.t.peer), c.local_of(s.t.peer),
-        s.t.send ? "it received" : "received", std::min(s.t.bytes, s.done * s.chunk), s.t.bytes,
+        op_, c.runtime().config().timeout_s, s.t.peer, c.topo().host_of(s.t.peer),
+        c.topo().local_of(s.t.peer), s.t.send ? "it received" : "received",
+        std::min(s.t.bytes, s.done * s.chunk), s.t.bytes,
         s.t.send && s.posted < s.chunks ? " (this rank had not produced the rest)" : "",
-        c.world_rank());
+        c.topo().world_rank());
   }
   return fmt::format("{}: timed out after {} s in TCP transfers (this is rank {})", op_,
-                     c.config().timeout_s, c.world_rank());
+                     c.runtime().config().timeout_s, c.topo().world_rank());
 }
 
 }  // namespace fluxcpp::comm

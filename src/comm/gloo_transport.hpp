@@ -30,7 +30,7 @@ class GlooNet;
 class GlooTransport : public Transport {
  public:
   // Not collective: the op's slots on the context's channel `net`.
-  GlooTransport(detail::ContextImpl& ctx, std::shared_ptr<GlooNet> net, const char* op,
+  GlooTransport(const Parts& ctx, std::shared_ptr<GlooNet> net, const char* op,
                 std::size_t chunk_bytes);
   GlooTransport(const GlooTransport&) = delete;
   GlooTransport& operator=(const GlooTransport&) = delete;
@@ -53,7 +53,7 @@ class GlooTransport : public Transport {
  private:
   std::string missing() const;
 
-  detail::ContextImpl* ctx_ = nullptr;
+  const Parts* ctx_ = nullptr;
   std::shared_ptr<GlooNet> net_;
   std::string op_;
   uint64_t serial_ = 0;

@@ -89,19 +89,20 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
   try {
     const MPI_Comm comm = mpi->comm();
     comm::HostLayout layout = comm::build_host_layout(comm, rpn, false);
-    check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+    int rank = 0;
+    check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (layout.gave_up >= 0)
       raise(Errc::kTimeout,
             "context create: rank {} of the communicator timed out before every rank had entered "
             "this create, and gave up; so the ranks that entered in time fail too (this is rank "
             "{}). Every rank still ran the same collectives: the communicator stays usable once "
             "every rank has returned from this create",
-            layout.gave_up, rank_);
+            layout.gave_up, rank);
     mpi->own_layout(std::exchange(layout.node, MPI_COMM_NULL),
                     std::exchange(layout.rail, MPI_COMM_NULL));
     group_ = std::make_unique<comm::MpiGroup>(comm);
-    rank_ = group_->rank();
-    size_ = group_->size();
+    rank = group_->rank();
+    const int size = group_->size();
     // The call's identity: a rank that missed a create (on MPI_COMM_NULL) would otherwise pair
     // this call with the others' earlier one.
     try {
@@ -115,8 +116,8 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
     }
     missed = 0;
     comm::agree(comm, [&] {
-      if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank_);
-      comm::check_launch(user_comm, size_);
+      if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank);
+      comm::check_launch(user_comm, size);
       FLUXCPP_CHECK_ARG(options.ranks_per_node >= 0, "context: ranks_per_node={} must be >= 0",
                         options.ranks_per_node);
     });
@@ -124,18 +125,16 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
     comm::agree(comm, [&] {
       FLUXCPP_CHECK_ARG(!layout.mixed,
                         "context: ranks_per_node={} groups ranks of different hosts (rank {})",
-                        options.ranks_per_node, rank_);
+                        options.ranks_per_node, rank);
     });
-    int node_rank = 0, node_size = 1;
-    check_mpi(MPI_Comm_rank(mpi->node_comm(), &node_rank), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(mpi->node_comm(), &node_size), "MPI_Comm_size");
-    place_ranks(layout, node_rank, node_size);
+    place_ranks(layout, rank);
     own_node_group_ = std::make_unique<comm::MpiGroup>(mpi->node_comm());
     node_group_ = own_node_group_.get();
     // Every host rank's pid, for gone_host_peers.
-    host_pids_.assign(node_size_, 0);
+    std::vector<long> pids(topo_.host_size(), 0);
     const long pid = static_cast<long>(getpid());
-    comm::allgather(&pid, host_pids_.data(), 1, MPI_LONG, mpi->node_comm());
+    comm::allgather(&pid, pids.data(), 1, MPI_LONG, mpi->node_comm());
+    life_.set_host_pids(std::move(pids));
     start(options);
   } catch (...) {
     g_null_creates.fetch_add(missed);
@@ -144,30 +143,21 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
   }
 }
 
-void ContextImpl::place_ranks(const comm::HostLayout& layout, int node_rank, int node_size) {
+void ContextImpl::place_ranks(const comm::HostLayout& layout, int rank) {
   shared_size_ = layout.shared_size;
-  node_rank_ = node_rank;
-  node_size_ = node_size;
   const std::vector<int>& pairs = layout.pairs;  // (host leader, rank on host) per rank
+  const int size = static_cast<int>(pairs.size() / 2);
   std::vector<int> leaders;
-  for (int r = 0; r < size_; ++r) leaders.push_back(pairs[2 * r]);
+  for (int r = 0; r < size; ++r) leaders.push_back(pairs[2 * r]);
   std::sort(leaders.begin(), leaders.end());
   leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
-  num_nodes_ = static_cast<int>(leaders.size());
-  members_.assign(num_nodes_, {});
-  node_of_.resize(size_);
-  local_of_.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    int n = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), pairs[2 * r]) -
-                             leaders.begin());
-    node_of_[r] = n;
-    local_of_[r] = pairs[2 * r + 1];
-    if (static_cast<int>(members_[n].size()) <= local_of_[r]) members_[n].resize(local_of_[r] + 1);
-    members_[n][local_of_[r]] = r;
+  std::vector<int> host_of(size), local_of(size);
+  for (int r = 0; r < size; ++r) {
+    host_of[r] = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), pairs[2 * r]) -
+                                  leaders.begin());
+    local_of[r] = pairs[2 * r + 1];
   }
-  node_id_ = node_of_[rank_];
-  uniform_ = true;
-  for (const auto& m : members_) uniform_ = uniform_ && m.size() == members_[0].size();
+  topo_ = comm::Topology(rank, std::move(host_of), std::move(local_of));
 }
 
 }  // namespace detail

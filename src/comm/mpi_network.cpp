@@ -16,18 +16,18 @@ MpiNetwork::~MpiNetwork() {
   for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_}) free_comm(c);
 }
 
-std::unique_ptr<Transport> MpiNetwork::transport(detail::ContextImpl& ctx, const char* op,
+std::unique_ptr<Transport> MpiNetwork::transport(const Parts& ctx, const char* op,
                                                  std::size_t chunk_bytes) {
   return std::make_unique<MpiTransport>(ctx, comm_, op, chunk_bytes);
 }
 
-std::unique_ptr<P2pNet> MpiNetwork::p2p(detail::ContextImpl& ctx, const char* op,
+std::unique_ptr<P2pNet> MpiNetwork::p2p(const Parts& ctx, const char* op,
                                         std::size_t slot_bytes, int num_slots,
                                         const std::vector<int>& peers) {
   return std::make_unique<MpiP2pNet>(ctx, comm_, op, slot_bytes, num_slots, peers);
 }
 
-RecordSwap MpiNetwork::rail_swap(const detail::ContextImpl& /*ctx*/, std::string what) {
+RecordSwap MpiNetwork::rail_swap(const Parts& /*ctx*/, std::string what) {
   return RecordSwap(std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what)));
 }
 

@@ -35,11 +35,11 @@ class MpiNetwork final : public Network {
   MPI_Comm rail_comm() const { return rail_comm_; }
 
   const char* name() const override { return "MPI"; }
-  std::unique_ptr<Transport> transport(detail::ContextImpl& ctx, const char* op,
+  std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
                                        std::size_t chunk_bytes) override;
-  std::unique_ptr<P2pNet> p2p(detail::ContextImpl& ctx, const char* op, std::size_t slot_bytes,
+  std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
                               int num_slots, const std::vector<int>& peers) override;
-  RecordSwap rail_swap(const detail::ContextImpl& ctx, std::string what) override;
+  RecordSwap rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int num_nodes) const override;
   bool usable() const override;
 

@@ -5,9 +5,9 @@
 
 #include "comm/backoff.hpp"
 #include "comm/bounded.hpp"
-#include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -23,12 +23,12 @@ bool finalized() {
 }
 }  // namespace
 
-MpiP2pNet::MpiP2pNet(detail::ContextImpl& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
+MpiP2pNet::MpiP2pNet(const Parts& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
                      int num_slots, const std::vector<int>& peers)
     : slot_(slot_bytes), slots_(num_slots) {
   comm_ = dup(base);
   auto pairs = std::make_unique<std::vector<Pair>>();
-  agree(c.comm(), [&] {
+  agree(c.control(), [&] {
     pairs->resize(peers.size());
     for (std::size_t i = 0; i < peers.size(); ++i) {
       Pair& p = (*pairs)[i];

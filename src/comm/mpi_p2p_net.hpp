@@ -17,8 +17,8 @@
 #include "comm/p2p_net.hpp"
 #include "process_owner.hpp"
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::comm {
@@ -28,7 +28,7 @@ class MpiP2pNet : public P2pNet {
   // Collective over the context (every rank, also those without peers on other hosts): a
   // communicator of the op's own (a duplicate of `base`, the context's), then the buffers
   // (allocation failures agreed world-wide).
-  MpiP2pNet(detail::ContextImpl& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
+  MpiP2pNet(const Parts& c, MPI_Comm base, const char* op, std::size_t slot_bytes,
             int num_slots, const std::vector<int>& peers);
   MpiP2pNet(const MpiP2pNet&) = delete;
   MpiP2pNet& operator=(const MpiP2pNet&) = delete;

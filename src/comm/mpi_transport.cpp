@@ -6,9 +6,9 @@
 
 #include "comm/backoff.hpp"
 #include "comm/bounded.hpp"
-#include "comm/context_impl.hpp"
 #include "comm/mpi_util.hpp"
 #include "comm/orphans.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -17,7 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-MpiTransport::MpiTransport(detail::ContextImpl& ctx, MPI_Comm base, const char* op,
+MpiTransport::MpiTransport(const Parts& ctx, MPI_Comm base, const char* op,
                            std::size_t chunk_bytes)
     : ctx_(&ctx), op_(op), chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {
   // MPI counts are int: one message stays well below 2 GiB whatever the block size.
@@ -204,7 +204,7 @@ void MpiTransport::abandon_locked() noexcept {
 }
 
 std::string MpiTransport::missing_locked() const {
-  const detail::ContextImpl& c = *ctx_;
+  const Parts& c = *ctx_;
   for (const Stream& s : streams_) {
     if (s.done == s.chunks) continue;
     const std::size_t have =
@@ -212,13 +212,13 @@ std::string MpiTransport::missing_locked() const {
     return fmt::format(
         "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over MPI: {} {} of "
         "{} bytes{} (this is rank {})",
-        op_, c.config().timeout_s, s.t.peer, c.node_of(s.t.peer), c.local_of(s.t.peer),
-        s.t.send ? "it received" : "received", have, s.t.bytes,
+        op_, c.runtime().config().timeout_s, s.t.peer, c.topo().host_of(s.t.peer),
+        c.topo().local_of(s.t.peer), s.t.send ? "it received" : "received", have, s.t.bytes,
         s.t.send && s.posted < s.chunks ? " (this rank had not produced the rest)" : "",
-        c.world_rank());
+        c.topo().world_rank());
   }
   return fmt::format("{}: timed out after {} s in MPI transfers (this is rank {})", op_,
-                     c.config().timeout_s, c.world_rank());
+                     c.runtime().config().timeout_s, c.topo().world_rank());
 }
 
 }  // namespace fluxcpp::comm

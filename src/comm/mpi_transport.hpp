@@ -16,8 +16,8 @@
 #include "process_owner.hpp"
 #include "shm/signal.hpp"
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::comm {
@@ -26,7 +26,7 @@ class MpiTransport : public Transport {
  public:
   // Collective over the context: a communicator of its own (a duplicate of `base`, the
   // context's), so no other op or the caller can match its messages.
-  MpiTransport(detail::ContextImpl& ctx, MPI_Comm base, const char* op, std::size_t chunk_bytes);
+  MpiTransport(const Parts& ctx, MPI_Comm base, const char* op, std::size_t chunk_bytes);
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
   ~MpiTransport() override;
@@ -66,7 +66,7 @@ class MpiTransport : public Transport {
   void abandon_locked() noexcept;
   std::string missing_locked() const;
 
-  detail::ContextImpl* ctx_ = nullptr;
+  const Parts* ctx_ = nullptr;
   std::string op_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ProcessOwner creator_;  // the destructor does nothing in a fork's copy

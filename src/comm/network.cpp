@@ -1,7 +1,7 @@
 // The single-host context's network (comm/network.hpp), and the ops' way to their network.
 #include "comm/network.hpp"
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::comm {
@@ -11,24 +11,24 @@ namespace {
 class NoNetwork final : public Network {
  public:
   const char* name() const override { return "none"; }
-  std::unique_ptr<Transport> transport(detail::ContextImpl& ctx, const char* op,
+  std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
                                        std::size_t) override {
     missing(ctx, op);
   }
-  std::unique_ptr<P2pNet> p2p(detail::ContextImpl& ctx, const char* op, std::size_t, int,
+  std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t, int,
                               const std::vector<int>&) override {
     missing(ctx, op);
   }
-  RecordSwap rail_swap(const detail::ContextImpl& ctx, std::string what) override {
+  RecordSwap rail_swap(const Parts& ctx, std::string what) override {
     missing(ctx, what.c_str());
   }
   void check_hosts(int) const override {}
   bool usable() const override { return true; }
 
  private:
-  [[noreturn]] static void missing(const detail::ContextImpl& ctx, const char* op) {
+  [[noreturn]] static void missing(const Parts& ctx, const char* op) {
     raise(Errc::kInternal, "{}: ranks on {} hosts, but the context has no network channel", op,
-          ctx.num_nodes());
+          ctx.topo().num_hosts());
   }
 };
 
@@ -39,12 +39,12 @@ Network& no_network() {
   return *none;
 }
 
-std::unique_ptr<Transport> make_transport(detail::ContextImpl& ctx, const char* op,
+std::unique_ptr<Transport> make_transport(const Parts& ctx, const char* op,
                                           std::size_t chunk_bytes) {
   return ctx.network().transport(ctx, op, chunk_bytes);
 }
 
-std::unique_ptr<P2pNet> make_p2p_net(detail::ContextImpl& c, const char* op, std::size_t slot_bytes,
+std::unique_ptr<P2pNet> make_p2p_net(const Parts& c, const char* op, std::size_t slot_bytes,
                                      int num_slots, const std::vector<int>& peers) {
   return c.network().p2p(c, op, slot_bytes, num_slots, peers);
 }

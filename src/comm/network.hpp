@@ -13,7 +13,7 @@
 // the op's Transport (comm/transport.hpp), its point-to-point pairs (comm/p2p_net.hpp) and its
 // call handshake's rail swap (comm/record_swap.hpp). What it answers for the context: whether
 // anything collective can still cross it (close), the check its hosts need (thread level), and
-// its name for the log. The context owns it (ContextImpl::network()); code that uses it never
+// its name for the log. The context owns it (comm::Parts::network()); code that uses it never
 // asks which kind it is.
 #pragma once
 
@@ -26,8 +26,8 @@
 #include "comm/record_swap.hpp"
 #include "comm/transport.hpp"
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::comm {
@@ -40,17 +40,17 @@ class Network {
   virtual const char* name() const = 0;
 
   // Collective over the context: the channel of op `op`'s transfers between hosts.
-  virtual std::unique_ptr<Transport> transport(detail::ContextImpl& ctx, const char* op,
+  virtual std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
                                                std::size_t chunk_bytes) = 0;
   // Collective over the context (every rank, also those without peers on other hosts): the
   // op's point-to-point pairs with `peers` (world ranks on other hosts).
-  virtual std::unique_ptr<P2pNet> p2p(detail::ContextImpl& ctx, const char* op,
+  virtual std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op,
                                       std::size_t slot_bytes, int num_slots,
                                       const std::vector<int>& peers) = 0;
   // Collective over the rail of this rank (this host rank's rank on every host; the context
   // has as many ranks on every host): the call handshake's record swap of the op being created
-  // (ContextImpl::creating_serial()). `what` names it in errors.
-  virtual RecordSwap rail_swap(const detail::ContextImpl& ctx, std::string what) = 0;
+  // (Lifecycle::creating_serial()). `what` names it in errors.
+  virtual RecordSwap rail_swap(const Parts& ctx, std::string what) = 0;
 
   // Inside the agreed part of the context's create: kInvalidUsage when this network cannot
   // carry ops between `num_nodes` hosts as it was set up (MPI without MPI_THREAD_MULTIPLE).

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::comm {
@@ -70,8 +70,7 @@ class P2pNet {
 
 // The context's network's pairs (Network::p2p): collective over the context (every rank, also
 // those without peers on other hosts).
-std::unique_ptr<P2pNet> make_p2p_net(detail::ContextImpl& c, const char* op,
-                                     std::size_t slot_bytes, int num_slots,
-                                     const std::vector<int>& peers);
+std::unique_ptr<P2pNet> make_p2p_net(const Parts& c, const char* op, std::size_t slot_bytes,
+                                     int num_slots, const std::vector<int>& peers);
 
 }  // namespace fluxcpp::comm

@@ -5,11 +5,11 @@
 #include <exception>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/runtime.hpp"
 
 namespace fluxcpp::comm {
 
-void parallel_for_erased(detail::ContextImpl& c, int n, void (*call)(void*, int), void* fn) {
+void parallel_for_erased(Runtime& rt, int n, void (*call)(void*, int), void* fn) {
   struct Job {
     void (*call)(void*, int);
     void* fn;
@@ -29,7 +29,7 @@ void parallel_for_erased(detail::ContextImpl& c, int n, void (*call)(void*, int)
     // A pointer and an index: small enough for std::function to hold without allocating.
     for (int i = 1; i < n; ++i) {
       const Job* j = &job;
-      tickets[i] = c.compute_worker(i).enqueue([j, i] { j->call(j->fn, i); });
+      tickets[i] = rt.compute_worker(i).enqueue([j, i] { j->call(j->fn, i); });
       queued = i;
     }
     call(fn, 0);
@@ -39,7 +39,7 @@ void parallel_for_erased(detail::ContextImpl& c, int n, void (*call)(void*, int)
   const auto forever = std::chrono::steady_clock::time_point::max();
   for (int i = 1; i <= queued; ++i) {
     try {
-      c.compute_worker(i).wait(tickets[i], forever);
+      rt.compute_worker(i).wait(tickets[i], forever);
     } catch (...) {
       if (!failed) failed = std::current_exception();
     }

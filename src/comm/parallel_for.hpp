@@ -3,11 +3,9 @@
 
 #include <type_traits>
 
-namespace fluxcpp::detail {
-class ContextImpl;
-}
-
 namespace fluxcpp::comm {
+
+class Runtime;
 
 // Runs fn(i) for every i in [0, n): fn(0) on the calling thread, fn(i) for i > 0 on compute
 // worker i (worker 0 stays idle: the caller does its share), so n <= max(1, workers). Blocking:
@@ -16,13 +14,13 @@ namespace fluxcpp::comm {
 // the tasks are local computations that end. n <= 1 runs fn(0) inline without touching a worker.
 // Not re-entrant from a worker task (it would wait for itself).
 template <class Fn>
-void parallel_for(detail::ContextImpl& c, int n, Fn&& fn);
+void parallel_for(Runtime& rt, int n, Fn&& fn);
 
 // The type-erased body (no allocation for the task itself beyond the stream's queue).
-void parallel_for_erased(detail::ContextImpl& c, int n, void (*call)(void*, int), void* fn);
+void parallel_for_erased(Runtime& rt, int n, void (*call)(void*, int), void* fn);
 
 template <class Fn>
-void parallel_for(detail::ContextImpl& c, int n, Fn&& fn) {
+void parallel_for(Runtime& rt, int n, Fn&& fn) {
   using F = std::remove_reference_t<Fn>;
   if (n <= 0) return;
   if (n == 1) {
@@ -30,7 +28,7 @@ void parallel_for(detail::ContextImpl& c, int n, Fn&& fn) {
     return;
   }
   parallel_for_erased(
-      c, n, [](void* f, int i) { (*static_cast<F*>(f))(i); },
+      rt, n, [](void* f, int i) { (*static_cast<F*>(f))(i); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 

@@ -1,14 +1,15 @@
-// ContextImpl::gone_host_peers: the state of the host peers' processes, read from /proc.
+// Lifecycle::gone_host_peers: the state of the host peers' processes, read from /proc.
 #include <signal.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/lifecycle.hpp"
+#include "comm/topology.hpp"
 #include "error_util.hpp"
 
-namespace fluxcpp::detail {
+namespace fluxcpp::comm {
 
 namespace {
 
@@ -32,10 +33,10 @@ char process_state(long pid) {
 
 }  // namespace
 
-std::string ContextImpl::gone_host_peers() const {
+std::string Lifecycle::gone_host_peers(const Topology& topo) const {
   std::string out;
-  for (int q = 0; q < node_size_; ++q) {
-    if (q == node_rank_ || host_pids_.size() <= static_cast<std::size_t>(q)) continue;
+  for (int q = 0; q < topo.host_size(); ++q) {
+    if (q == topo.host_rank() || host_pids_.size() <= static_cast<std::size_t>(q)) continue;
     const long pid = host_pids_[q];
     const char st = process_state(pid);
     const char* what = nullptr;
@@ -44,10 +45,10 @@ std::string ContextImpl::gone_host_peers() const {
     else if (st == 'T' || st == 't')
       what = "is stopped";
     if (what == nullptr) continue;
-    out += fmt::format("{}rank {} (pid {}) {}", out.empty() ? "" : "; ", world_rank_of(node_id_, q),
-                       pid, what);
+    out += fmt::format("{}rank {} (pid {}) {}", out.empty() ? "" : "; ",
+                       topo.world_rank_of(topo.host_id(), q), pid, what);
   }
   return out;
 }
 
-}  // namespace fluxcpp::detail
+}  // namespace fluxcpp::comm

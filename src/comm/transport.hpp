@@ -28,8 +28,8 @@
 #include "fluxcpp/error.hpp"
 #include "shm/signal.hpp"
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::comm {
@@ -79,7 +79,7 @@ class Transport {
 
 // The context's network's transport for op `op` (Network::transport): collective over the
 // context (the MPI one duplicates a communicator).
-std::unique_ptr<Transport> make_transport(detail::ContextImpl& ctx, const char* op,
+std::unique_ptr<Transport> make_transport(const Parts& ctx, const char* op,
                                           std::size_t chunk_bytes);
 
 }  // namespace fluxcpp::comm

@@ -12,7 +12,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+void A2aGemmImpl::create(const comm::Parts& c, const std::string& local_error) {
   const A2aGemmOptions o = opts_;
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
@@ -23,7 +23,7 @@ void A2aGemmImpl::create(ContextImpl& c, const std::string& local_error) {
   make_core(ops::OpCore::Spec::of(kOp, {"m"}).runs_gemm().releasing());
   // The gather buffer is allocated here, agreed, so a failed allocation cannot strand the peers
   // of a forward.
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     resize_or_raise(local_, static_cast<std::size_t>(o.max_m) * in_row_, kOp, "the gather buffer");
   });
 }
@@ -34,8 +34,8 @@ ops::A2aExchange::Plan A2aGemmImpl::plan(std::size_t blk) {
 }
 
 void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   const int64_t rows = a.m / W;
   const std::size_t blk = static_cast<std::size_t>(rows) * in_row_;
   const bool comm = call.comm(), compute = call.compute();
@@ -82,7 +82,7 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
   ops::Offload copies(c);
   if (comm) {
     a2a_.begin(*core_, p);
-    if (compute && c.config().copy_offload && W > 1 && !a.zero_copy)
+    if (compute && c.runtime().config().copy_offload && W > 1 && !a.zero_copy)
       copies.start(stage_all);
     else
       stage_all();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/a2a_gemm.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
@@ -23,7 +23,7 @@ class A2aGemmImpl : public ops::GemmOpBase<A2aGemmImpl, A2aGemmOptions> {
   static constexpr const char* kOp = "a2a_gemm";
   using GemmOpBase::GemmOpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // GemmOpBase's hooks.
   char* input_slot() { return a2a_.out_slot(); }

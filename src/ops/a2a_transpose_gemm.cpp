@@ -12,17 +12,17 @@
 namespace fluxcpp {
 namespace detail {
 
-void A2aTransposeGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+void A2aTransposeGemmImpl::create(const comm::Parts& c, const std::string& local_error) {
   const A2aTransposeGemmOptions o = opts_;
   ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
                             o.output_dtype, {"n", o.n}, /*own_is_k=*/false, local_error);
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   const std::size_t esz = dtype_size(o.input_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
   a2a_ = ops::A2aExchange(links_, layout_, blk * W, blk * W, ops::needs_data(links_));
   make_core(ops::OpCore::Spec::of(kOp, {"bs", "seq"}).runs_gemm());
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     resize_or_raise(a2a_buf_, static_cast<std::size_t>(d.rows) * o.nheads * o.head_dim * esz, kOp,
                     "the exchanged rows");
   });
@@ -52,7 +52,7 @@ void A2aTransposeGemmImpl::forward_comm_only(const void* input, int64_t bs, int6
         {static_cast<const char*>(input), bs, seq, nullptr, nullptr, nullptr, a2a_buf_.data()});
     if (a2a_output != nullptr)
       std::memcpy(a2a_output, a2a_buf_.data(),
-                  static_cast<std::size_t>(bs * (seq / ctx_->world_size())) * opts_.nheads *
+                  static_cast<std::size_t>(bs * (seq / ctx_->topo().world_size())) * opts_.nheads *
                       opts_.head_dim * dtype_size(opts_.input_dtype));
   });
 }
@@ -68,8 +68,8 @@ void A2aTransposeGemmImpl::forward_gemm_only(int64_t bs, int64_t seq, const void
 }
 
 void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   const ops::UlyssesDims d = ops::ulysses_dims(W, a.bs, a.seq, opts_.nheads, opts_.head_dim);
   const int64_t K = opts_.nheads * opts_.head_dim;
   const std::size_t esz = dtype_size(opts_.input_dtype);
@@ -175,7 +175,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
     for (int s : a2a_.sources()) source(s);
     return;
   }
-  if (comm && compute && c.config().copy_offload && tiles > 1 && W > 1) {
+  if (comm && compute && c.runtime().config().copy_offload && tiles > 1 && W > 1) {
     // Copy offload: a comm stream exchanges tile after tile, raising `ready`, while this thread
     // runs the GEMM of every tile that is ready.
     shm::Signal ready;
@@ -196,7 +196,7 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
       // No time limit here: every wait of the task has its own, and a failed task raises
       // `ready` to kFailed.
       shm::signal_wait(ready, static_cast<uint64_t>(j + 1),
-                       std::chrono::steady_clock::time_point::max(), c.wait_policy());
+                       std::chrono::steady_clock::time_point::max(), c.runtime().wait_policy());
       if (shm::signal_load(ready) == kFailed) {
         copies.finish();  // rethrows the copy task's error
         raise(Errc::kInternal, "{}: the copy stream failed at tile {} (rank {})", kOp, j, r);

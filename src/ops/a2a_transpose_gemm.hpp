@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/ulysses.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
@@ -23,7 +23,7 @@ class A2aTransposeGemmImpl : public ops::OpBase<A2aTransposeGemmOptions> {
   static constexpr const char* kOp = "a2a_transpose_gemm";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,
                void* output, void* a2a_output);

@@ -20,9 +20,9 @@ constexpr const char* kModeNames[] = {"auto", "zero_copy", "copy"};
 constexpr int kModes = 3;
 }  // namespace
 
-void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+void AgGemmImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AgGemmOptions o = opts_;
-  comm::Group& comm = c.comm();
+  comm::Group& comm = c.control();
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error, [&] {
     const int mode = static_cast<int>(o.mode);
     FLUXCPP_CHECK_ARG(mode >= 0 && mode <= 2, "{}: mode={} is not an AgGemmMode", kOp, mode);
@@ -36,7 +36,7 @@ void AgGemmImpl::create(ContextImpl& c, const std::string& local_error) {
 
   in_row_ = static_cast<std::size_t>(o.k) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.n) * dtype_size(o.output_dtype);
-  const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.world_size()) * in_row_;
+  const std::size_t max_block = static_cast<std::size_t>(o.max_m / c.topo().world_size()) * in_row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, links_, layout_, max_block, /*needed=*/true);
   // The latency path's payload: a rank's rows of a decode-sized call (latency()), on one host or
@@ -80,7 +80,7 @@ bool AgGemmImpl::latency(int64_t m) const {
   // the same bits), and the rows fit the handshake payload (none alone or across hosts of more
   // than one rank: latency_payload_bytes). Across hosts this saves the normal path's second
   // exchange: the rows cross with the call's descriptor.
-  const int W = ctx_->world_size();
+  const int W = ctx_->topo().world_size();
   const std::size_t blk = static_cast<std::size_t>(m / W) * in_row_;
   return latency_enabled_.load() && m > 0 && m <= ops::kMinTileRows && gathers(m / W) &&
          blk <= core_->handshake().payload_bytes();
@@ -93,7 +93,7 @@ AgGemmImpl::Schedule AgGemmImpl::plan(ops::Path path, const ops::GemmCall& a) co
   // comm-only moves the rows as the gather schedule does (never whole: no GEMM to wait for).
   if (path == ops::Path::kCommOnly) return s.kind = Kind::kGather, s;
   if (path == ops::Path::kFused && latency(a.m)) return s.kind = Kind::kLatency, s;
-  s.offload = path == ops::Path::kFused && ctx_->config().copy_offload && !a.zero_copy &&
+  s.offload = path == ops::Path::kFused && ctx_->runtime().config().copy_offload && !a.zero_copy &&
               gather_.read_by_others();
   if (!gathers(rows(a))) return s.kind = Kind::kInPlace, s;
   // One GEMM over every host's rows, gathered first (the unfused order, in one op), when
@@ -147,7 +147,7 @@ void AgGemmImpl::run_in_place(const Schedule& s, const ops::GemmCall& a) {
   // in ring order, read straight from their segments, then the rows on the link.
   ops::Offload copies(*ctx_);
   stage(s, a, copies);
-  gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
+  gemm(a.input, rows(a), a.bias, out_block(a, ctx_->topo().world_rank()));
   for (int g : gather_.others()) gemm_as_landed(g, a);
   copy_out(a, nullptr);
   copies.finish();
@@ -193,7 +193,7 @@ void AgGemmImpl::run_gemm_only(const Schedule& s, const ops::GemmCall& a) {
   if (s.kind == Schedule::Kind::kGatherWhole)
     return gemm(local_.data(), a.m, a.bias, a.output, /*tiles=*/false);
   if (s.kind == Schedule::Kind::kInPlace)
-    gemm(a.input, rows(a), a.bias, out_block(a, ctx_->world_rank()));
+    gemm(a.input, rows(a), a.bias, out_block(a, ctx_->topo().world_rank()));
   else
     gemm_host_runs(a, local_.data());
   const std::vector<int>& peers =

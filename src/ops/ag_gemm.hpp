@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/ag_gemm.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
@@ -27,7 +27,7 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   static constexpr const char* kOp = "ag_gemm";
   using GemmOpBase::GemmOpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AGKernel call runs, chosen by AgGemmImpl::plan from the call's m and path, the op's
   // settings and the host layout: agreed values, so every rank takes the same schedule (and the
@@ -57,7 +57,7 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   // GemmOpBase's hooks.
   char* input_slot() { return gather_.staged_slot(); }
   std::size_t input_bytes(std::size_t m) const {
-    return m / static_cast<std::size_t>(ctx_->world_size()) * in_row_;
+    return m / static_cast<std::size_t>(ctx_->topo().world_size()) * in_row_;
   }
   void schedule(ops::Path path, const ops::GemmCall& a) { schedule_ = plan(path, a); }
   void latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d);
@@ -97,7 +97,7 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
   void gemm_host_runs(const ops::GemmCall& a, const char* local);
   // The gathered input for the caller, when asked for (`local`: the host's rows, if gathered).
   void copy_out(const ops::GemmCall& a, const char* local);
-  int64_t rows(const ops::GemmCall& a) const { return a.m / ctx_->world_size(); }
+  int64_t rows(const ops::GemmCall& a) const { return a.m / ctx_->topo().world_size(); }
   std::size_t block(const ops::GemmCall& a) const {
     return static_cast<std::size_t>(rows(a)) * in_row_;
   }

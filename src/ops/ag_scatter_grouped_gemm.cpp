@@ -20,13 +20,13 @@ constexpr int64_t kMaxPieces = 4;
 constexpr int64_t kPieceRows = 128;
 }  // namespace
 
-void AgScatterGroupedGemmImpl::create(ContextImpl& c, const std::string& local_error) {
+void AgScatterGroupedGemmImpl::create(const comm::Parts& c, const std::string& local_error) {
   const MoeTpOptions o = opts_;
   ops::check_moe_tp_create(c, kOp, o, local_error);
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   in_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
   out_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.output_dtype);
-  routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+  routing_ = ops::MoeTpRouting(kOp, o, W, c.topo().world_rank());
   const int64_t L = o.num_experts / o.ep_size;
   weights_ = ops::ExpertWeights(L, o.input_dtype, o.ffn_shard, o.hidden, o.transpose_weight);
   const std::size_t max_block = static_cast<std::size_t>(o.max_tokens / W) * in_row_;
@@ -65,10 +65,10 @@ void AgScatterGroupedGemmImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   if (d.error.empty() && compute && routing_.rows() > 0) {
     if (a.weight == nullptr)
       d.error = fmt::format("{}: weight is NULL with {} rows on this rank (rank {})", kOp,
-                            routing_.rows(), ctx_->world_rank());
+                            routing_.rows(), ctx_->topo().world_rank());
     else if (a.output == nullptr)
       d.error = fmt::format("{}: output is NULL with {} rows on this rank (rank {})", kOp,
-                            routing_.rows(), ctx_->world_rank());
+                            routing_.rows(), ctx_->topo().world_rank());
   }
   d.fields = {a.T, 0, 0, 0};
   hashes_[0] = d.error.empty() ? static_cast<int64_t>(routing_.hash()) : 0;
@@ -126,9 +126,9 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
 }
 
 void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
-  ContextImpl& c = *ctx_;
-  const int r = c.world_rank();
-  const int64_t per = a.T / c.world_size();
+  const comm::Parts& c = *ctx_;
+  const int r = c.topo().world_rank();
+  const int64_t per = a.T / c.topo().world_size();
   const std::size_t blk = static_cast<std::size_t>(per) * in_row_;
   const bool comm = call.comm(), computes = call.compute();
   weights_.begin(a.weight);
@@ -140,14 +140,14 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
   auto rows_of = [&](const char* block, int64_t t0) {
     return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
   };
-  if (computes && !pipelined(c.world_size())) {
+  if (computes && !pipelined(c.topo().world_size())) {
     // Pieces per source would be too small for the GEMM engine (each call re-blocks its expert's
     // weight): once every block with rows here has landed, one GEMM per expert over all rows,
     // still read straight from the segments.
-    std::vector<const char*> block(static_cast<std::size_t>(c.world_size()), nullptr);
+    std::vector<const char*> block(static_cast<std::size_t>(c.topo().world_size()), nullptr);
     block[r] = a.input;
     all_.clear();
-    for (int g = 0; g < c.world_size(); ++g) {
+    for (int g = 0; g < c.topo().world_size(); ++g) {
       const auto& slots = routing_.slots_from(g);
       all_.insert(all_.end(), slots.begin(), slots.end());
       if (g == r || slots.empty()) continue;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/ag_scatter_grouped_gemm.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/expert_weights.hpp"
@@ -25,7 +25,7 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
   static constexpr const char* kOp = "ag_scatter_grouped_gemm";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,
                const void* weight, const float* scale, void* output, void* gathered_input);

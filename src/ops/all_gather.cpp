@@ -11,7 +11,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void AllGatherImpl::create(ContextImpl& c, const std::string& local_error) {
+void AllGatherImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AllGatherOptions o = opts_;
   ops::agree_options(
       c, kOp, local_error,
@@ -20,7 +20,7 @@ void AllGatherImpl::create(ContextImpl& c, const std::string& local_error) {
                           kOp, o.max_m, o.k);
       });
   row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
-  const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.world_size()) * row_;
+  const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.topo().world_size()) * row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, links_, layout_, max_shard, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
@@ -33,10 +33,10 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   d.fields = {m, 0, 0, 0};
   d.error = ops::check_forward(*ctx_, kOp, m, opts_.max_m, {{"input", input}, {"output", output}});
   const std::size_t shard =
-      d.error.empty() ? static_cast<std::size_t>(m / ctx_->world_size()) * row_ : 0;
+      d.error.empty() ? static_cast<std::size_t>(m / ctx_->topo().world_size()) * row_ : 0;
   const bool zero_copy =
       zero_copy_.check(*core_, gather_.staged_slot(), input, shard,
-                       {{output, shard * static_cast<std::size_t>(ctx_->world_size())}}, d);
+                       {{output, shard * static_cast<std::size_t>(ctx_->topo().world_size())}}, d);
   // Host peers read our input straight from our address space (single copy), or, when it is the
   // zero-copy buffer, from our segment: 0 says so.
   d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
@@ -47,7 +47,7 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
 }
 
 AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
-  const std::size_t shard = static_cast<std::size_t>(m / ctx_->world_size()) * row_;
+  const std::size_t shard = static_cast<std::size_t>(m / ctx_->topo().world_size()) * row_;
   return single_copy_.worth(shard) ? Schedule::kSingleCopy : Schedule::kStaged;
 }
 
@@ -68,14 +68,14 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
 // peer's chunk right after it lands, so reads hit blocks that are still in the shared cache.
 // `staged`: our block is in the segment already (zero-copy input, or staged for the network).
 void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard, char* output) {
-  ContextImpl& c = *ctx_;
-  char* own_out = output + shard * c.world_rank();
+  const comm::Parts& c = *ctx_;
+  char* own_out = output + shard * c.topo().world_rank();
   const std::vector<ops::Inbox> peers = gather_.host_inboxes();
   if (peers.empty()) {  // alone on the host
     if (input != own_out) std::memcpy(own_out, input, shard);
     return;
   }
-  const std::size_t chunk = static_cast<std::size_t>(c.config().chunk_bytes);
+  const std::size_t chunk = static_cast<std::size_t>(c.runtime().config().chunk_bytes);
   const ops::Outbox own = gather_.own();
   auto pull = [&](std::size_t off) {
     const std::size_t len = std::min(chunk, shard - off);
@@ -101,7 +101,7 @@ void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard
 // is its zero-copy buffer is read in its segment), then wait until every peer has finished
 // reading ours, since the caller may reuse input once we return.
 void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char* output) {
-  char* own_out = output + shard * ctx_->world_rank();
+  char* own_out = output + shard * ctx_->topo().world_rank();
   if (input != own_out) std::memcpy(own_out, input, shard);
   single_copy_.pull(*core_, [&](int q, int g) {
     char* to = output + shard * g;

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/all_gather.hpp"
 #include "ops/core/gather_exchange.hpp"
 #include "ops/core/op_base.hpp"
@@ -21,7 +21,7 @@ class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
   static constexpr const char* kOp = "all_gather";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AllGather call gathers the host's blocks, chosen by AllGatherImpl::plan from the call's
   // block size and what create probed (agreed values: the same schedule on every rank). The other

@@ -11,7 +11,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void AllReduceImpl::create(ContextImpl& c, const std::string& local_error) {
+void AllReduceImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AllReduceOptions o = opts_;
   ops::agree_options(c, kOp, local_error,
                      {ops::dtype("dtype", o.dtype), ops::dim("max_count", o.max_count)}, [&] {
@@ -31,7 +31,7 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
   const std::size_t bytes = d.error.empty() ? count * dtype_size(opts_.dtype) : 0;
   if (d.error.empty() && input != output && ops::overlaps(input, output, bytes))
     d.error = fmt::format("{}: input and output overlap without being equal (rank {})", kOp,
-                          ctx_->world_rank());
+                          ctx_->topo().world_rank());
   const bool zero_copy =
       zero_copy_.check(*core_, reduce_.input_slot(), input, bytes, {{output, bytes}}, d);
   if (d.error.empty()) schedule_ = plan(count);

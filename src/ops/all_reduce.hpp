@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/all_reduce.hpp"
 #include "ops/core/all_reduce_exchange.hpp"
 #include "ops/core/op_base.hpp"
@@ -17,7 +17,7 @@ class AllReduceImpl : public ops::OpBase<AllReduceOptions> {
   static constexpr const char* kOp = "all_reduce";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AllReduce call runs, chosen by AllReduceImpl::plan from the call's count and the host
   // layout (agreed values: the same schedule, and bits, on every rank).

@@ -9,7 +9,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void AllToAllSingleImpl::create(ContextImpl& c, const std::string& local_error) {
+void AllToAllSingleImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AllToAllSingleOptions o = opts_;
   ops::agree_options(
       c, kOp, local_error,
@@ -22,13 +22,13 @@ void AllToAllSingleImpl::create(ContextImpl& c, const std::string& local_error) 
   a2a_ = ops::A2aExchange(links_, layout_, max_bytes, max_bytes, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
   // The handshake vector: input_splits, then output_splits.
-  make_core(ops::OpCore::Spec::of(kOp).with_vector(2 * c.world_size()).releasing());
+  make_core(ops::OpCore::Spec::of(kOp).with_vector(2 * c.topo().world_size()).releasing());
   single_copy_.probe(*core_);
 }
 
 std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_splits,
                                          const void* output, const int64_t* out_splits) const {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
   const char* names[2] = {"input_splits", "output_splits"};
   const int64_t* splits[2] = {in_splits, out_splits};
   const void* bufs[2] = {input, output};
@@ -52,7 +52,7 @@ std::string AllToAllSingleImpl::validate(const void* input, const int64_t* in_sp
 }
 
 std::string AllToAllSingleImpl::check_splits() const {
-  const int W = ctx_->world_size();
+  const int W = ctx_->topo().world_size();
   // Every rank checks every pair in the same order, so all of them report the same mismatch.
   for (int s = 0; s < W; ++s)
     for (int t = 0; t < W; ++t) {
@@ -61,14 +61,14 @@ std::string AllToAllSingleImpl::check_splits() const {
         return fmt::format(
             "{}: splits do not match: rank {} sends {} rows to rank {} (input_splits[{}]) but "
             "rank {} expects {} rows from rank {} (output_splits[{}]) (reported by rank {})",
-            kOp, s, sent, t, t, t, expected, s, s, ctx_->world_rank());
+            kOp, s, sent, t, t, t, expected, s, s, ctx_->topo().world_rank());
     }
   return {};
 }
 
 void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits, void* output,
                                  const int64_t* output_splits) {
-  const int W = ctx_->world_size();
+  const int W = ctx_->topo().world_size();
   ops::CallDescriptor d;
   d.error = validate(input, input_splits, output, output_splits);
   // The agreed vector: input_splits then output_splits (zeros when unusable).
@@ -97,7 +97,7 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
 
 void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   const ops::Handshake& hs = core_->handshake();
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   auto rows = [&](int s, int t) { return input_splits_of(s)[t]; };
   // Byte offset of rank s's block for rank t in s's input, and of s's rows in t's output.
   auto in_off = [&](int s, int t) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/all_to_all_single.hpp"
 #include "ops/core/a2a_exchange.hpp"
 #include "ops/core/op_base.hpp"
@@ -22,7 +22,7 @@ class AllToAllSingleImpl : public ops::OpBase<AllToAllSingleOptions> {
   static constexpr const char* kOp = "all_to_all_single";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, const int64_t* input_splits, void* output,
                const int64_t* output_splits);
@@ -37,7 +37,7 @@ class AllToAllSingleImpl : public ops::OpBase<AllToAllSingleOptions> {
   // Rank s's splits of the current call, as agreed in the handshake.
   const int64_t* input_splits_of(int s) const { return core_->handshake().vector(s); }
   const int64_t* output_splits_of(int s) const {
-    return core_->handshake().vector(s) + ctx_->world_size();
+    return core_->handshake().vector(s) + ctx_->topo().world_size();
   }
   void run(const char* input, bool zero_copy, char* output);
 

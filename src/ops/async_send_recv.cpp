@@ -21,7 +21,7 @@ std::string list_text(const std::vector<int>& v) {
 }  // namespace
 
 void AsyncSendRecvImpl::check_open(const char* fn) const {
-  ctx_->check_usable(kOp);
+  ctx_->life().check_usable(kOp);
   if (closed_) raise(Errc::kInvalidUsage, "{}: {}: the op was destroyed", kOp, fn);
 }
 
@@ -29,7 +29,7 @@ AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::pair(const char* fn, const char* arg
   for (auto& p : pairs_)
     if (p->rank == peer) return *p;
   raise(Errc::kInvalidArgument, "{}: {}: {}={} is not a peer of rank {} (peers: {})", kOp, fn, arg,
-        peer, ctx_->world_rank(), list_text(peers_));
+        peer, ctx_->topo().world_rank(), list_text(peers_));
 }
 
 void AsyncSendRecvImpl::timeout(std::string& broken, const std::string& msg) {
@@ -42,7 +42,7 @@ bool AsyncSendRecvImpl::wait(const shm::Signal& s, uint64_t target, SteadyTime d
   // Messages of ours in flight across hosts may move only while someone drives the network (MPI
   // does), and a comm stream may post one while we wait: poll it while anything is in flight,
   // and otherwise sleep on the signal in slices of 1 ms, looking again between them.
-  const shm::WaitPolicy policy = ctx_->wait_policy();
+  const shm::WaitPolicy policy = ctx_->runtime().wait_policy();
   comm::P2pNet* net = net_ && net_->size() > 0 ? net_.get() : nullptr;
   return comm::wait_driving(net, s, target, deadline,
                             {policy, comm::point_to_point(policy), std::chrono::milliseconds(1)},
@@ -69,7 +69,7 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
   const char* fn = async ? "isend" : "send";
   ops::ContextEntry entry(*ctx_, kOp);
   check_open(fn);
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   Pair& p = pair(fn, "dst", dst);
   FLUXCPP_CHECK_ARG(m >= 0 && m <= opts_.max_m,
                     "{}: {} to rank {}: m={} must be in [0, {}] (rank {})", kOp, fn, dst, m,
@@ -82,8 +82,8 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
   const uint64_t q = p.sent + 1;
   const uint64_t S = static_cast<uint64_t>(slots_);
   const std::size_t bytes = static_cast<std::size_t>(m) * row_;
-  const SteadyTime deadline = ctx_->deadline();
-  const double tmo = ctx_->config().timeout_s;
+  const SteadyTime deadline = ctx_->runtime().deadline();
+  const double tmo = ctx_->runtime().config().timeout_s;
   uint64_t seen = 0;
   if (q > S && p.local >= 0) {
     if (!wait(released_.at(p.local, p.theirs), q - S, deadline, &seen))
@@ -92,7 +92,7 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
                           "released message {}; observed released = {} after {} s (rank {})",
                           kOp, fn, dst, q, (q - 1) % S, dst, q - S, seen, tmo, r));
   } else if (q > S) {
-    comm::Backoff backoff(comm::point_to_point(ctx_->wait_policy()));
+    comm::Backoff backoff(comm::point_to_point(ctx_->runtime().wait_policy()));
     for (;;) {
       seen = net_->completed(p.net);
       const std::string err = net_->send_error(p.net);
@@ -112,7 +112,7 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
   if (async && p.stream >= 0) {
     Pair* pp = &p;
     const char* src = static_cast<const char*>(data);
-    p.ticket = ctx_->comm_stream(p.stream).enqueue(
+    p.ticket = ctx_->runtime().comm_stream(p.stream).enqueue(
         [this, pp, q, src, bytes, m] { deliver(*pp, q, src, bytes, m); });
   } else {
     // An isend still copying goes first: messages are published in order.
@@ -132,7 +132,7 @@ AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::sent_pair(const char* fn, int dst, u
   Pair& p = pair(fn, "dst", dst);
   FLUXCPP_CHECK_ARG(seq >= 1 && seq <= p.sent,
                     "{}: {}: message {} to rank {} was never sent ({} sent; rank {})", kOp, fn, seq,
-                    dst, p.sent, ctx_->world_rank());
+                    dst, p.sent, ctx_->topo().world_rank());
   if (net_) net_->progress();
   return p;
 }
@@ -145,11 +145,12 @@ void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
     raise(Errc::kInvalidUsage, "{}: send_wait to rank {}: the pair failed earlier: {}", kOp, dst,
           p.send_broken);
   uint64_t seen = 0;
-  if (!wait(p.copied, seq, ctx_->deadline(), &seen))
+  if (!wait(p.copied, seq, ctx_->runtime().deadline(), &seen))
     timeout(p.send_broken,
             fmt::format("{}: send_wait to rank {}: the copy of message {} did not finish; "
                         "observed copied = {} after {} s (rank {})",
-                        kOp, dst, seq, seen, ctx_->config().timeout_s, ctx_->world_rank()));
+                        kOp, dst, seq, seen, ctx_->runtime().config().timeout_s,
+                        ctx_->topo().world_rank()));
 }
 
 bool AsyncSendRecvImpl::send_test(int dst, uint64_t seq) {
@@ -173,7 +174,7 @@ bool AsyncSendRecvImpl::send_ready(int dst) {
   if (!err.empty()) {
     p.send_broken = err;
     raise(Errc::kMpi, "{}: send_ready to rank {}: {} (rank {})", kOp, dst, err,
-          ctx_->world_rank());
+          ctx_->topo().world_rank());
   }
   return net_->completed(p.net) >= q - S;
 }

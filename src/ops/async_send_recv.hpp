@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
 #include "comm/p2p_net.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/async_send_recv.hpp"
 #include "ops/core/pair_plan.hpp"
 #include "shm/layout.hpp"
@@ -26,7 +26,7 @@ class AsyncSendRecvImpl {
  public:
   static constexpr const char* kOp = "async_send_recv";
   // local_error: see ContextImpl.
-  AsyncSendRecvImpl(std::shared_ptr<ContextImpl> ctx, const AsyncSendRecvOptions& options,
+  AsyncSendRecvImpl(const std::shared_ptr<ContextImpl>& ctx, const AsyncSendRecvOptions& options,
                     const std::string& local_error = {});
   ~AsyncSendRecvImpl();
 
@@ -71,7 +71,7 @@ class AsyncSendRecvImpl {
   int64_t recv_net(Pair& p, void* out, int64_t out_rows, SteadyTime deadline);
   void wait_copies(SteadyTime deadline) noexcept;
 
-  std::shared_ptr<ContextImpl> ctx_;
+  std::shared_ptr<const comm::Parts> ctx_;  // keeps the context alive (comm::parts_of)
   AsyncSendRecvOptions opts_;
   std::size_t row_ = 0, slot_bytes_ = 0;
   int slots_ = 1;

@@ -16,14 +16,14 @@ int64_t AsyncSendRecvImpl::recv(int src, void* out, int64_t out_rows) {
   check_open("recv");
   Pair& p = pair("recv", "src", src);
   FLUXCPP_CHECK_ARG(out_rows >= 0, "{}: recv from rank {}: out_rows={} must be >= 0 (rank {})", kOp,
-                    src, out_rows, ctx_->world_rank());
+                    src, out_rows, ctx_->topo().world_rank());
   FLUXCPP_CHECK_ARG(out_rows == 0 || out != nullptr,
                     "{}: recv from rank {}: out is NULL with out_rows={} (rank {})", kOp, src,
-                    out_rows, ctx_->world_rank());
+                    out_rows, ctx_->topo().world_rank());
   if (!p.recv_broken.empty())
     raise(Errc::kInvalidUsage, "{}: recv from rank {}: the pair failed earlier: {}", kOp, src,
           p.recv_broken);
-  const SteadyTime deadline = ctx_->deadline();
+  const SteadyTime deadline = ctx_->runtime().deadline();
   if (p.local >= 0) return recv_local(p, out, out_rows, deadline);
   try {
     return recv_net(p, out, out_rows, deadline);
@@ -41,13 +41,14 @@ int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, Stea
     timeout(p.recv_broken,
             fmt::format("{}: recv from rank {}: message {} has not arrived; observed arrived = {} "
                         "after {} s (rank {})",
-                        kOp, p.rank, q, seen, ctx_->config().timeout_s, ctx_->world_rank()));
+                        kOp, p.rank, q, seen, ctx_->runtime().config().timeout_s,
+                        ctx_->topo().world_rank()));
   const auto m = static_cast<int64_t>(
       rows_.at(p.local, p.theirs * slots_ + s).value.load(std::memory_order_acquire));
   FLUXCPP_CHECK_ARG(m <= out_rows,
                     "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
                     "queued (rank {})",
-                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
+                    kOp, p.rank, q, m, out_rows, ctx_->topo().world_rank());
   if (m > 0)
     std::memcpy(out, out_.at(p.local, p.theirs * slots_ + s), static_cast<std::size_t>(m) * row_);
   p.received = q;
@@ -57,30 +58,30 @@ int64_t AsyncSendRecvImpl::recv_local(Pair& p, void* out, int64_t out_rows, Stea
 
 int64_t AsyncSendRecvImpl::recv_net(Pair& p, void* out, int64_t out_rows, SteadyTime deadline) {
   const uint64_t q = p.received + 1;
-  comm::Backoff backoff(comm::point_to_point(ctx_->wait_policy()));
+  comm::Backoff backoff(comm::point_to_point(ctx_->runtime().wait_policy()));
   std::size_t bytes = 0;
   while (!net_->probe(p.net, &bytes)) {
     if (std::chrono::steady_clock::now() >= deadline)
-      timeout(
-          p.recv_broken,
-          fmt::format("{}: recv from rank {}: message {} has not arrived; observed received = "
-                      "{} after {} s (rank {})",
-                      kOp, p.rank, q, p.received, ctx_->config().timeout_s, ctx_->world_rank()));
+      timeout(p.recv_broken,
+              fmt::format("{}: recv from rank {}: message {} has not arrived; observed received = "
+                          "{} after {} s (rank {})",
+                          kOp, p.rank, q, p.received, ctx_->runtime().config().timeout_s,
+                          ctx_->topo().world_rank()));
     backoff.pause();
   }
   const auto m = static_cast<int64_t>(bytes / row_);
   FLUXCPP_CHECK_ARG(m <= out_rows,
                     "{}: recv from rank {}: message {} has m={} rows but out_rows={}; it stays "
                     "queued (rank {})",
-                    kOp, p.rank, q, m, out_rows, ctx_->world_rank());
+                    kOp, p.rank, q, m, out_rows, ctx_->topo().world_rank());
   net_->start_recv(p.net, bytes);
   while (!net_->recv_done(p.net)) {
     if (std::chrono::steady_clock::now() >= deadline)
       timeout(p.recv_broken,
               fmt::format("{}: recv from rank {}: message {} ({} bytes) was matched but has not "
                           "landed after {} s; observed received = {} (rank {})",
-                          kOp, p.rank, q, bytes, ctx_->config().timeout_s, p.received,
-                          ctx_->world_rank()));
+                          kOp, p.rank, q, bytes, ctx_->runtime().config().timeout_s, p.received,
+                          ctx_->topo().world_rank()));
     backoff.pause();
   }
   if (bytes > 0) std::memcpy(out, net_->inbox(p.net), bytes);

@@ -16,25 +16,25 @@ namespace {
 constexpr uint64_t kDestroyBit = uint64_t{1} << 62;  // destroy check-in token: serial | bit
 }  // namespace
 
-AsyncSendRecvImpl::AsyncSendRecvImpl(std::shared_ptr<ContextImpl> ctx,
+AsyncSendRecvImpl::AsyncSendRecvImpl(const std::shared_ptr<ContextImpl>& ctx,
                                      const AsyncSendRecvOptions& o, const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
+    : ctx_(comm::parts_of(ctx)), opts_(o) {
   ops::create_op(*ctx_, kOp, [&] { create(local_error); });
 }
 
 AsyncSendRecvImpl::~AsyncSendRecvImpl() {
-  if (!ctx_->in_creator()) return;  // a copy made by fork(): no stream runs its copies here
+  if (!ctx_->life().in_creator()) return;  // a copy made by fork(): no stream runs its copies here
   // Copies queued on comm streams read the caller's data and write our slots: let them finish
   // (they never wait for a peer).
   wait_copies(SteadyTime::max());
 }
 
 void AsyncSendRecvImpl::create(const std::string& local_error) {
-  ContextImpl& c = *ctx_;
-  comm::Group& comm = c.comm();
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  comm::Group& comm = c.control();
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   const AsyncSendRecvOptions& o = opts_;
-  serial_ = c.creating_serial();
+  serial_ = c.life().creating_serial();
   std::vector<int> list = o.peers ? *o.peers : ops::Links::ring_neighbours(r, W);
   ops::agree_options(c, kOp, local_error,
                      {ops::dtype("dtype", o.dtype),
@@ -94,8 +94,8 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
 // A pair per listed peer, routed by the plan; the slots for the host peers, the transport for
 // the others.
 void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
-  ContextImpl& c = *ctx_;
-  const int streams = c.num_comm_streams();
+  const comm::Parts& c = *ctx_;
+  const int streams = c.runtime().num_comm_streams();
   for (const ops::PairRoute& route : plan.routes()) {
     auto p = std::make_unique<Pair>();
     p->rank = route.rank;
@@ -117,9 +117,9 @@ void AsyncSendRecvImpl::make_pairs(const ops::PairPlan& plan) {
     released_ = layout_.signals("released", host_slots);
   }
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     if (host_slots == 0) return;
-    buf_ = shm::SymmetricBuffer(c, layout_.bytes(), c.creating_tag());
+    buf_ = shm::SymmetricBuffer(c.host(), layout_.bytes(), c.life().creating_tag());
     layout_.bind(buf_);
   });
   if (plan.networked()) net_ = comm::make_p2p_net(c, kOp, slot_bytes_, slots_, plan.net_peers());
@@ -129,7 +129,7 @@ void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {
   for (auto& p : pairs_) {
     if (p->stream < 0 || p->ticket == 0) continue;
     try {
-      ctx_->comm_stream(p->stream).wait(p->ticket, deadline);
+      ctx_->runtime().comm_stream(p->stream).wait(p->ticket, deadline);
     } catch (...) {
       // deliver() does not throw; another op's task error belongs to that op
     }
@@ -138,22 +138,22 @@ void AsyncSendRecvImpl::wait_copies(SteadyTime deadline) noexcept {
 
 void AsyncSendRecvImpl::close() {
   if (closed_) return;
-  ContextImpl& c = *ctx_;
-  if (!c.in_creator()) {  // a copy made by fork(): local, nothing shared touched
+  const comm::Parts& c = *ctx_;
+  if (!c.life().in_creator()) {  // a copy made by fork(): local, nothing shared touched
     closed_ = true;
     return;
   }
   ops::ContextEntry entry(c, kOp);
   closed_ = true;  // whatever happens below, the op is gone
-  const SteadyTime deadline = c.deadline();
+  const SteadyTime deadline = c.runtime().deadline();
   wait_copies(deadline);
-  if (c.closed() || !c.broken().empty()) return;  // local
+  if (c.life().closed() || !c.life().broken().empty()) return;  // local
   comm::DeadlineScope scope(deadline, fmt::format("{} destroy", kOp));
   try {
-    c.comm().check_in(serial_ | kDestroyBit, "the destroy check-in");
+    c.control().check_in(serial_ | kDestroyBit, "the destroy check-in");
   } catch (const std::exception& e) {
     // The context's communicator may hold an unmatched check-in.
-    c.mark_broken(fmt::format("{} destroy failed: {}", kOp, e.what()));
+    c.life().mark_broken(fmt::format("{} destroy failed: {}", kOp, e.what()));
     throw;
   }
   if (!net_ || net_->size() == 0) return;

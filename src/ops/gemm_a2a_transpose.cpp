@@ -13,11 +13,11 @@
 namespace fluxcpp {
 namespace detail {
 
-void GemmA2aTransposeImpl::create(ContextImpl& c, const std::string& local_error) {
+void GemmA2aTransposeImpl::create(const comm::Parts& c, const std::string& local_error) {
   const GemmA2aTransposeOptions o = opts_;
   ops::ulysses_check_create(c, kOp, o.max_bs, o.max_seq, o.nheads, o.head_dim, o.input_dtype,
                             o.output_dtype, {"hidden", o.hidden}, /*own_is_k=*/true, local_error);
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   const ops::UlyssesDims d = ops::ulysses_dims(W, o.max_bs, o.max_seq, o.nheads, o.head_dim);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * dtype_size(o.output_dtype);
   // The GEMM writes into a2a-out even when alone.
@@ -59,8 +59,8 @@ void GemmA2aTransposeImpl::forward_comm_only(int64_t bs, int64_t seq, void* outp
 
 void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t bs, int64_t seq,
                                const void* weight, const void* bias, char* output) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   const ops::UlyssesDims d = ops::ulysses_dims(W, bs, seq, opts_.nheads, opts_.head_dim);
   const std::size_t esz = dtype_size(opts_.output_dtype);
   const std::size_t blk = static_cast<std::size_t>(d.rows * d.cols) * esz;
@@ -116,7 +116,7 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
   // With copy offload a comm stream places the sources' rows as they land while this thread
   // computes block after block; otherwise this thread places what has landed after each block,
   // and the rest at the end.
-  const bool offload = comm && compute && c.config().copy_offload && a2a_.shm_peers();
+  const bool offload = comm && compute && c.runtime().config().copy_offload && a2a_.shm_peers();
   ops::Offload copies(c);
   if (offload)
     copies.start([&] {

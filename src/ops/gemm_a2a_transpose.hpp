@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/ulysses.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
@@ -21,7 +21,7 @@ class GemmA2aTransposeImpl : public ops::OpBase<GemmA2aTransposeOptions> {
   static constexpr const char* kOp = "gemm_a2a_transpose";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,
                void* output);

@@ -12,7 +12,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
+void GemmArImpl::create(const comm::Parts& c, const std::string& local_error) {
   const GemmArOptions o = opts_;
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
@@ -21,7 +21,7 @@ void GemmArImpl::create(ContextImpl& c, const std::string& local_error) {
   make_core(ops::OpCore::Spec::of(kOp, {"m", ops::kBiasField})
                 .runs_gemm()
                 .with_payload(reduce_.payload_bytes()));
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     resize_or_raise(bias_acc_, static_cast<std::size_t>(o.n) * dtype_size(acc_), kOp, "the bias");
   });
 }
@@ -105,7 +105,7 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
   o.c = partial;
   o.ldc = opts_.n;
   o.dtype = acc_;
-  if (bias != nullptr && ctx_->world_rank() == 0) {
+  if (bias != nullptr && ctx_->topo().world_rank() == 0) {
     o.bias = bias;
     if (opts_.output_dtype != acc_) {
       kernels::bf16_to_f32(static_cast<const uint16_t*>(bias),

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/gemm_ar.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
@@ -20,7 +20,7 @@ class GemmArImpl : public ops::OpBase<GemmArOptions> {
   static constexpr const char* kOp = "gemm_ar";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // How a GemmAR call runs, chosen by GemmArImpl::plan from the call's m, the op's settings and
   // the host layout (agreed values: the same schedule, and bits, on every rank).

@@ -13,11 +13,11 @@
 namespace fluxcpp {
 namespace detail {
 
-void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
+void GemmRsImpl::create(const comm::Parts& c, const std::string& local_error) {
   const GemmRsOptions o = opts_;
   ops::check_gemm_create(c, kOp, ops::gemm_shape(o), local_error);
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   const std::size_t block = static_cast<std::size_t>(o.max_m / W) * o.n * dtype_size(acc_);
   // The partials are computed into the segment even when alone.
   reduce_ = ops::ReduceExchange(c, links_, layout_, block, block, /*needed=*/true, kOp);
@@ -34,13 +34,13 @@ void GemmRsImpl::create(ContextImpl& c, const std::string& local_error) {
 
 char* GemmRsImpl::partial(int t, int64_t m) const {
   const std::size_t blk =
-      static_cast<std::size_t>(m / ctx_->world_size()) * opts_.n * dtype_size(acc_);
+      static_cast<std::size_t>(m / ctx_->topo().world_size()) * opts_.n * dtype_size(acc_);
   return reduce_.shares() + blk * t;
 }
 
 void GemmRsImpl::compute(const Schedule& s, const ops::GemmCall& a, bool publish,
                          const std::function<void(int64_t r0, int64_t r1)>& own_rows) {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
   const int64_t m = a.m, rows = m / W;
   const std::size_t in_row = static_cast<std::size_t>(opts_.k) * dtype_size(opts_.input_dtype);
   ops::prepare_weight(weight_, a.packed, ops::gemm_shape(opts_), a.weight);
@@ -82,34 +82,34 @@ void GemmRsImpl::add_bias(int64_t m, const void* bias, int64_t r0, int64_t r1, c
   // The bias joins rank r's own partial of block r only, so it is added exactly once, in the
   // accumulation dtype, before the fixed-order sum.
   if (bias == nullptr) return;
-  const int r = ctx_->world_rank();
-  const int64_t rows = m / ctx_->world_size();
+  const int r = ctx_->topo().world_rank();
+  const int64_t rows = m / ctx_->topo().world_size();
   const std::size_t row = static_cast<std::size_t>(opts_.n) * dtype_size(acc_);
   char* own = (partials != nullptr ? partials + row * rows * r : partial(r, m)) + row * r0;
   kernels::add_bias(acc_, own, (r1 < 0 ? rows : r1) - r0, opts_.n, bias, opts_.output_dtype);
 }
 
 void GemmRsImpl::sum_payloads(int64_t m, void* output) {
-  const int64_t count = m / ctx_->world_size() * opts_.n;
+  const int64_t count = m / ctx_->topo().world_size() * opts_.n;
   reduce_.sum_payloads(*core_, acc_, opts_.output_dtype,
                        static_cast<std::size_t>(count) * dtype_size(acc_), count, output);
 }
 
 void GemmRsImpl::reduce(int64_t m, void* output) {
-  const int64_t count = m / ctx_->world_size() * opts_.n;
+  const int64_t count = m / ctx_->topo().world_size() * opts_.n;
   reduce_.reduce(
       acc_, acc_, opts_.output_dtype, count, [&](int t) { return partial(t, m); }, output);
 }
 
 void GemmRsImpl::begin(int64_t m) {
   const std::size_t blk =
-      static_cast<std::size_t>(m / ctx_->world_size()) * opts_.n * dtype_size(acc_);
+      static_cast<std::size_t>(m / ctx_->topo().world_size()) * opts_.n * dtype_size(acc_);
   reduce_.begin(*core_, blk, blk, /*direct=*/true);
 }
 
 GemmRsImpl::Schedule GemmRsImpl::plan(ops::Path path, int64_t m) const {
   using Kind = Schedule::Kind;
-  const int W = ctx_->world_size();
+  const int W = ctx_->topo().world_size();
   Schedule s;
   s.path = path;
   // One call over all m rows: each call re-reads (and re-blocks) the whole weight, which costs
@@ -181,7 +181,7 @@ void GemmRsImpl::run_direct(const Schedule& s, const ops::GemmCall& a) {
   // its rows as soon as it is computed (while it is in cache), in the same order.
   begin(a.m);
   const int64_t n = opts_.n;
-  char* own = partial(ctx_->world_rank(), a.m);
+  char* own = partial(ctx_->topo().world_rank(), a.m);
   compute(s, a, /*publish=*/true, [&](int64_t r0, int64_t r1) {
     add_bias(a.m, a.bias, r0, r1);
     reduce_.reduce_range(acc_, opts_.output_dtype, r0 * n, r1 * n, own, a.output);
@@ -199,12 +199,12 @@ void GemmRsImpl::compute_offloaded(const Schedule& s, const ops::GemmCall& a) {
   // Copy offload on one host: a comm stream sums the peers' partials of our block as they land
   // while this thread computes; our own partial, computed last, is added at the end.
   begin(a.m);
-  const int64_t count = a.m / ctx_->world_size() * opts_.n;
+  const int64_t count = a.m / ctx_->topo().world_size() * opts_.n;
   ops::Offload copies(*ctx_);
   reduce_.start_presum(copies, acc_, count);
   compute(s, a, /*publish=*/true);
   add_bias(a.m, a.bias);
-  reduce_.finish_presum(copies, acc_, partial(ctx_->world_rank(), a.m), opts_.output_dtype,
+  reduce_.finish_presum(copies, acc_, partial(ctx_->topo().world_rank(), a.m), opts_.output_dtype,
                         a.output, count);
 }
 
@@ -212,8 +212,8 @@ void GemmRsImpl::run_comm_only(const ops::GemmCall& a) {
   // The partials are whatever the last gemm-only left: publish them for this call.
   begin(a.m);
   add_bias(a.m, a.bias);
-  for (int t = 0; t < ctx_->world_size(); ++t)
-    if (t != ctx_->world_rank()) reduce_.share(t).publish_all();
+  for (int t = 0; t < ctx_->topo().world_size(); ++t)
+    if (t != ctx_->topo().world_rank()) reduce_.share(t).publish_all();
   reduce(a.m, a.output);
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/gemm_rs.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
@@ -24,7 +24,7 @@ class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
   static constexpr const char* kOp = "gemm_rs";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // How a GemmRS call runs, chosen by GemmRsImpl::plan from the call's m and path, the op's
   // settings and the host layout: agreed values, so every rank takes the same schedule (and the

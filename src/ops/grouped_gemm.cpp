@@ -26,11 +26,11 @@ bool valid_pair(DType in, DType out) {
 
 }  // namespace
 
-GroupedGemmImpl::GroupedGemmImpl(std::shared_ptr<ContextImpl> ctx, const GroupedGemmOptions& o,
-                                 const std::string& local_error)
-    : ctx_(std::move(ctx)), opts_(o) {
+GroupedGemmImpl::GroupedGemmImpl(const std::shared_ptr<ContextImpl>& ctx,
+                                 const GroupedGemmOptions& o, const std::string& local_error)
+    : ctx_(comm::parts_of(ctx)), opts_(o) {
   if (!ctx_) raise(Errc::kInvalidUsage, "{}: the context is empty (moved from)", kOp);
-  ctx_->check_usable(kOp);
+  ctx_->life().check_usable(kOp);
   if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {}", kOp, local_error);
   FLUXCPP_CHECK_ARG(dtype_valid(o.input_dtype) && dtype_valid(o.output_dtype) &&
                         valid_pair(o.input_dtype, o.output_dtype),
@@ -129,15 +129,15 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
   const int64_t m = validate(input, splits, weight, output);
   if (m == 0) return;
   kernels::BlasSingleThreadScope one_blas_thread;  // our participants are the parallelism
-  ContextImpl& c = *ctx_;
-  const std::vector<Part> parts = plan(m, opts_.n, std::max(1, c.num_compute_workers()));
+  const comm::Parts& c = *ctx_;
+  const std::vector<Part> parts = plan(m, opts_.n, std::max(1, c.runtime().num_compute_workers()));
   if (weights_.size() < parts.size()) weights_.resize(parts.size());
   const auto* in = static_cast<const char*>(input);
   const auto* wt = static_cast<const char*>(weight);
   auto* out = static_cast<char*>(output);
 
   // Part 0 runs on the calling thread, part p on compute worker p (as ops::parallel_gemm).
-  comm::parallel_for(c, static_cast<int>(parts.size()),
+  comm::parallel_for(c.runtime(), static_cast<int>(parts.size()),
                      [&](int p) { run_part(parts[p], weights_[p], in, wt, scale, out); });
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/grouped_gemm.hpp"
 #include "kernels/gemm.hpp"
 
@@ -18,7 +18,7 @@ class GroupedGemmImpl {
  public:
   // Local: raises on this rank only. local_error: a problem the C layer found (e.g. a NULL
   // out-pointer), raised as kInvalidArgument.
-  GroupedGemmImpl(std::shared_ptr<ContextImpl> ctx, const GroupedGemmOptions& options,
+  GroupedGemmImpl(const std::shared_ptr<ContextImpl>& ctx, const GroupedGemmOptions& options,
                   const std::string& local_error = {});
 
   void forward(const void* input, const int64_t* splits, const void* weight, const float* scale,
@@ -41,7 +41,7 @@ class GroupedGemmImpl {
   void run_part(const Part& p, kernels::GemmWeight& w, const char* input, const char* weight,
                 const float* scale, char* output) const;
 
-  std::shared_ptr<ContextImpl> ctx_;
+  std::shared_ptr<const comm::Parts> ctx_;  // keeps the context alive (comm::parts_of)
   GroupedGemmOptions opts_;
   std::size_t in_elem_ = 0, out_elem_ = 0;    // bytes per element of input/weight and output
   std::vector<int64_t> offsets_;              // P[g], G + 1 entries, of the current forward

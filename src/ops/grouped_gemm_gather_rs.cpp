@@ -17,14 +17,14 @@ namespace {
 constexpr int64_t kGatherRsPieceRows = 128;
 }  // namespace
 
-void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_error) {
+void GroupedGemmGatherRsImpl::create(const comm::Parts& c, const std::string& local_error) {
   const MoeTpOptions o = opts_;
   ops::check_moe_tp_create(c, kOp, o, local_error);
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   acc_ = o.input_dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   in_row_ = static_cast<std::size_t>(o.ffn_shard) * dtype_size(o.input_dtype);
   acc_row_ = static_cast<std::size_t>(o.hidden) * dtype_size(acc_);
-  routing_ = ops::MoeTpRouting(kOp, o, W, c.world_rank());
+  routing_ = ops::MoeTpRouting(kOp, o, W, c.topo().world_rank());
   const int64_t L = o.num_experts / o.ep_size;
   weights_ = ops::ExpertWeights(L, o.input_dtype, o.hidden, o.ffn_shard, o.transpose_weight);
   // Our partials for every rank live in the out slot (computed there even when alone); other
@@ -37,7 +37,7 @@ void GroupedGemmGatherRsImpl::create(ContextImpl& c, const std::string& local_er
                 .with_vector(ops::kMoeTpVector)
                 .releasing()
                 .writing_locally());
-  comm::agree(c.comm(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
+  comm::agree(c.control(), [&] { resize_or_raise(acc_buf_, max_share, kOp, "the running sum"); });
 }
 
 void GroupedGemmGatherRsImpl::forward(const void* input, int64_t T, const int64_t* splits,
@@ -67,7 +67,7 @@ char* GroupedGemmGatherRsImpl::share_of(int t) const {
 
 void GroupedGemmGatherRsImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   ops::CallDescriptor d;
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   d.error = ops::check_forward(*ctx_, kOp, a.T, opts_.max_tokens, {});
   if (d.error.empty()) d.error = routing_.load(a.T, a.splits, a.scatter, a.factors);
   if (d.error.empty() && path != ops::Path::kCommOnly && routing_.rows() > 0) {
@@ -86,7 +86,7 @@ void GroupedGemmGatherRsImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   hashes_[1] = ok ? static_cast<int64_t>(routing_.weights_hash()) : 0;
   d.vector = hashes_;
   d.agreed_check = [this] { return ops::check_agreed_routing(*ctx_, kOp, core_->handshake()); };
-  share_ = ok ? static_cast<std::size_t>(a.T / ctx_->world_size()) * acc_row_ : 0;
+  share_ = ok ? static_cast<std::size_t>(a.T / ctx_->topo().world_size()) * acc_row_ : 0;
   core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
 }
 
@@ -151,7 +151,7 @@ void GroupedGemmGatherRsImpl::all_rows(const ops::MoeTpCall& a) {
   // One GEMM per expert over its consecutive input rows, Y row i for input row i.
   const std::size_t rows = static_cast<std::size_t>(routing_.rows());
   if (y_rows_.size() < rows * acc_row_) y_rows_.resize(rows * acc_row_);
-  const int64_t b = routing_.row_begin(ctx_->world_rank());
+  const int64_t b = routing_.row_begin(ctx_->topo().world_rank());
   for (int64_t l = 0; l < routing_.num_local_experts(); ++l) {
     const int64_t i0 = routing_.expert_begin(l) - b, n = routing_.expert_end(l) - b - i0;
     if (n == 0) continue;
@@ -166,8 +166,8 @@ void GroupedGemmGatherRsImpl::all_rows(const ops::MoeTpCall& a) {
 void GroupedGemmGatherRsImpl::reduce(const ops::MoeTpCall& a) {
   // acc = +0; acc <- acc + part_s for s = 0..W-1, rounded once. A part is never -0 (it starts at
   // +0), so starting from part_0 gives the same bits as starting from +0.
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   const int64_t count = routing_.tokens_per_rank() * opts_.hidden;
   auto part = [&](int s) -> const void* {
     if (s == r) return share_of(r);
@@ -189,8 +189,8 @@ void GroupedGemmGatherRsImpl::reduce(const ops::MoeTpCall& a) {
 }
 
 void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   weights_.begin(a.weight);
   if (call.comm()) a2a_.begin(*core_, ops::equal_blocks(share_));
   // GEMMs per destination (each part published as soon as it is done) when a local expert gets

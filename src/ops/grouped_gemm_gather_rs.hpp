@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/grouped_gemm_gather_rs.hpp"
 #include "kernels/gemm.hpp"
 #include "ops/core/a2a_exchange.hpp"
@@ -24,7 +24,7 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   static constexpr const char* kOp = "grouped_gemm_gather_rs";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,
                const void* weight, const float* routing_weights, void* output);

@@ -46,9 +46,9 @@ void check_args(const void* data, int64_t count, DType from, DType to) {
 // The chains of a plan: chain t > 0 on compute worker t, chain 0 on the calling thread
 // (comm::parallel_for). Returns only once every chain has finished, whatever fails, so no worker
 // touches the buffer afterwards.
-void run_chains(detail::ContextImpl& c, void* data, const kernels::CastPlan& plan, DType from,
+void run_chains(const comm::Parts& c, void* data, const kernels::CastPlan& plan, DType from,
                 DType to) {
-  comm::parallel_for(c, static_cast<int>(plan.chains.size()), [&](int t) {
+  comm::parallel_for(c.runtime(), static_cast<int>(plan.chains.size()), [&](int t) {
     for (const kernels::CastRange& r : plan.chains[t])
       kernels::inplace_cast_range(data, r.begin, r.end, from, to);
   });
@@ -56,15 +56,15 @@ void run_chains(detail::ContextImpl& c, void* data, const kernels::CastPlan& pla
 
 }  // namespace
 
-void inplace_cast(detail::ContextImpl* c, void* data, int64_t count, DType from, DType to) {
+void inplace_cast(const comm::Parts* c, void* data, int64_t count, DType from, DType to) {
   check_args(data, count, from, to);
   std::optional<ContextEntry> entry;
   if (c != nullptr) {
-    c->check_usable(kOp);
+    c->life().check_usable(kOp);
     entry.emplace(*c, kOp);
   }
   if (count == 0) return;
-  const int threads = c == nullptr ? 1 : std::max(1, c->num_compute_workers());
+  const int threads = c == nullptr ? 1 : std::max(1, c->runtime().num_compute_workers());
   if (threads == 1 || count < kMinParallel) {
     kernels::inplace_cast_range(data, 0, count, from, to);
     return;
@@ -87,7 +87,8 @@ namespace fluxcpp {
 void inplace_cast(const Context* ctx, void* data, int64_t count, DType from, DType to) {
   if (ctx != nullptr && ctx->impl() == nullptr)
     raise(Errc::kInvalidUsage, "inplace_cast: the context was moved from");
-  ops::inplace_cast(ctx == nullptr ? nullptr : ctx->impl().get(), data, count, from, to);
+  ops::inplace_cast(ctx == nullptr ? nullptr : comm::parts_of(ctx->impl()).get(), data, count, from,
+                    to);
 }
 
 }  // namespace fluxcpp

@@ -16,9 +16,9 @@ namespace {
 constexpr std::size_t kPublishBytes = std::size_t{256} << 10;
 }  // namespace
 
-void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
+void MoeCombineImpl::create(const comm::Parts& c, const std::string& local_error) {
   const MoeCombineOptions o = opts_;
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   opts_.max_recv_rows = ops::check_moe_create(c, kOp,
                                               {o.max_tokens, o.hidden, o.topk, o.num_experts,
                                                o.max_recv_rows, o.input_dtype, o.output_dtype},
@@ -26,7 +26,7 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
   L_ = o.num_experts / W;
   row_ = static_cast<std::size_t>(o.hidden) * dtype_size(o.input_dtype);
   const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
     resize_or_raise(scatter_, slots, kOp, "the scatter index");
     resize_or_raise(slot_rows_, slots, kOp, "the slot rows");
@@ -37,7 +37,7 @@ void MoeCombineImpl::create(ContextImpl& c, const std::string& local_error) {
                           slots * row_, ops::needs_data(links_));
   // The handshake vector: counts [E], num_rows, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
-  routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
+  routing_ = ops::MoeRouting(W, o.num_experts, c.topo().world_rank());
 }
 
 std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* output) const {
@@ -54,7 +54,7 @@ std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* outp
 }
 
 std::string MoeCombineImpl::agree() {
-  const int W = ctx_->world_size();
+  const int W = ctx_->topo().world_size();
   routing_.build([&](int s) { return core_->handshake().vector(s); });
   for (int q = 0; q < W; ++q) {
     const int64_t passed = core_->handshake().vector(q)[opts_.num_experts];
@@ -62,13 +62,13 @@ std::string MoeCombineImpl::agree() {
       return fmt::format(
           "{}: rank {} passed num_rows={} but receives {} rows under this routing (moe_dispatch's "
           "num_recv_rows) (reported by rank {})",
-          kOp, q, passed, routing_.recv_rows(q), ctx_->world_rank());
+          kOp, q, passed, routing_.recv_rows(q), ctx_->topo().world_rank());
   }
   return {};
 }
 
 void MoeCombineImpl::forward(const MoeCombineInput& in, void* output) {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
   ops::CallDescriptor d;
   d.error = validate(in, output);
   if (d.error.empty())
@@ -88,7 +88,7 @@ void MoeCombineImpl::forward(const MoeCombineInput& in, void* output) {
 
 void MoeCombineImpl::stage(int s, const char* input) {
   const ops::Outbox box = a2a_.to(s);
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   std::size_t published = 0;
   for (int64_t l = 0; l < L_; ++l) {
     const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
@@ -105,8 +105,8 @@ void MoeCombineImpl::stage(int s, const char* input) {
 }
 
 void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   // Owner q's block for source s: rows(s, q) rows in s's expert-major order.
   a2a_.begin(*core_, blocks_.plan(W, r, [&](int q, int s) {
     return static_cast<std::size_t>(routing_.rows(s, q)) * row_;

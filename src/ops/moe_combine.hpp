@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/moe_combine.hpp"
 #include "ops/core/a2a_exchange.hpp"
 #include "ops/core/op_base.hpp"
@@ -21,7 +21,7 @@ class MoeCombineImpl : public ops::OpBase<MoeCombineOptions> {
   static constexpr const char* kOp = "moe_combine";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const MoeCombineInput& in, void* output);
 

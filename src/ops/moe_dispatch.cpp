@@ -23,9 +23,9 @@ constexpr std::size_t kDispatchPublishBytes = std::size_t{256} << 10;
 
 }  // namespace
 
-void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
+void MoeDispatchImpl::create(const comm::Parts& c, const std::string& local_error) {
   const MoeDispatchOptions o = opts_;
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   opts_.max_recv_rows = ops::check_moe_create(
       c, kOp, {o.max_tokens, o.hidden, o.topk, o.num_experts, o.max_recv_rows, o.dtype, o.dtype},
       local_error);
@@ -34,7 +34,7 @@ void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
   const auto slots = static_cast<std::size_t>(o.max_tokens * o.topk);
   const std::size_t out_bytes = slots * (row_ + kMeta);
   const std::size_t in_bytes = static_cast<std::size_t>(opts_.max_recv_rows) * (row_ + kMeta);
-  comm::agree(c.comm(), [&] {
+  comm::agree(c.control(), [&] {
     resize_or_raise(counts_, static_cast<std::size_t>(o.num_experts), kOp, "expert counts");
     resize_or_raise(gather_, slots, kOp, "the gather index");
     resize_or_raise(topk_index_, slots, kOp, "the topk index");
@@ -43,7 +43,7 @@ void MoeDispatchImpl::create(ContextImpl& c, const std::string& local_error) {
   a2a_ = ops::A2aExchange(links_, layout_, out_bytes, in_bytes, ops::needs_data(links_));
   // The handshake vector: counts [E], flags, num_tokens.
   make_core(ops::OpCore::Spec::of(kOp).with_vector(static_cast<int>(o.num_experts) + 2));
-  routing_ = ops::MoeRouting(W, o.num_experts, c.world_rank());
+  routing_ = ops::MoeRouting(W, o.num_experts, c.topo().world_rank());
 }
 
 int64_t MoeDispatchImpl::forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,
@@ -58,7 +58,7 @@ int64_t MoeDispatchImpl::forward_by_expert(const MoeDispatchInput& in, const Moe
 
 int64_t MoeDispatchImpl::call(const MoeDispatchInput& in, const MoeDispatchOutput& out,
                               const std::string& local_error, const ExpertReady& on_expert) {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
   ops::CallDescriptor d;
   d.error = local_error.empty() ? validate(in, out)
                                 : fmt::format("{}: {} (rank {})", kOp, local_error, r);
@@ -86,8 +86,8 @@ int64_t MoeDispatchImpl::call(const MoeDispatchInput& in, const MoeDispatchOutpu
 
 void MoeDispatchImpl::run(const MoeDispatchInput& in, const MoeDispatchOutput& out,
                           const ExpertReady& on_expert) {
-  ContextImpl& c = *ctx_;
-  const int W = c.world_size(), r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   // Block of s for t: its rows for t's experts, in s's expert-major order, then their Meta.
   a2a_.begin(*core_, blocks_.plan(W, r, [&](int s, int t) {
     return static_cast<std::size_t>(routing_.rows(s, t)) * (row_ + (meta_for(t) ? kMeta : 0));
@@ -145,7 +145,7 @@ void MoeDispatchImpl::pack(int t, const MoeDispatchInput& in) {
 }
 
 void MoeDispatchImpl::own_rows(const MoeDispatchInput& in, const MoeDispatchOutput& out) {
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   const auto* src = static_cast<const char*>(in.input);
   auto* recv = static_cast<char*>(out.recv);
   for (int64_t l = 0; l < L_; ++l) {
@@ -167,7 +167,7 @@ void MoeDispatchImpl::own_rows(const MoeDispatchInput& in, const MoeDispatchOutp
 
 void MoeDispatchImpl::unpack_rows(int s, int64_t l, const ops::Inbox& box,
                                   const MoeDispatchOutput& out) {
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   const auto cnt = static_cast<std::size_t>(routing_.count(s, r * L_ + l));
   if (cnt == 0) return;
   const auto b = static_cast<std::size_t>(routing_.block_row(s, l));
@@ -176,7 +176,7 @@ void MoeDispatchImpl::unpack_rows(int s, int64_t l, const ops::Inbox& box,
 }
 
 void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatchOutput& out) {
-  const int r = ctx_->world_rank();
+  const int r = ctx_->topo().world_rank();
   const auto n = static_cast<std::size_t>(routing_.rows(s, r));
   if (n == 0 || (out.recv_weights == nullptr && out.recv_src == nullptr)) return;
   box.wait_all();

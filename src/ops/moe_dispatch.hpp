@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/moe_dispatch.hpp"
 #include "ops/core/a2a_exchange.hpp"
 #include "ops/core/op_base.hpp"
@@ -24,7 +24,7 @@ class MoeDispatchImpl : public ops::OpBase<MoeDispatchOptions> {
   static constexpr uint64_t kHasWeights = 1, kWantsWeights = 2, kWantsSrc = 4, kNoRecv = 8;
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   // local_error: a problem the C layer found (e.g. a NULL num_recv_rows), failing every rank.
   int64_t forward(const MoeDispatchInput& in, const MoeDispatchOutput& out,

@@ -15,7 +15,7 @@ std::string MoeDispatchImpl::validate(const MoeDispatchInput& in,
       ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens,
                        {{"input", in.input}, {"topk_ids", in.topk_ids}}, "max_tokens");
   if (e.empty() && out.recv_expert_counts == nullptr)
-    e = fmt::format("{}: recv_expert_counts is NULL (rank {})", kOp, ctx_->world_rank());
+    e = fmt::format("{}: recv_expert_counts is NULL (rank {})", kOp, ctx_->topo().world_rank());
   return e;
 }
 
@@ -28,7 +28,7 @@ bool MoeDispatchImpl::meta_for(int t) const {
 }
 
 std::string MoeDispatchImpl::agree(const MoeDispatchOutput& out) {
-  const int W = ctx_->world_size(), r = ctx_->world_rank();
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
   routing_.build([&](int s) { return core_->handshake().vector(s); });
   for (int64_t l = 0; l < L_; ++l) out.recv_expert_counts[l] = routing_.recv_count(l);
   if (out.num_recv_rows != nullptr) *out.num_recv_rows = routing_.recv_rows(r);

@@ -8,9 +8,9 @@
 
 namespace fluxcpp::ops {
 
-int64_t check_moe_create(detail::ContextImpl& c, const char* op, const MoeShape& s,
+int64_t check_moe_create(const comm::Parts& c, const char* op, const MoeShape& s,
                          const std::string& local_error) {
-  const int W = c.world_size(), r = c.world_rank();
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   int64_t capacity = s.max_recv_rows;
   const DType in = s.input_dtype, out = s.output_dtype;
   agree_options(

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp::ops {
@@ -54,7 +54,7 @@ struct MoeShape {
   int64_t max_tokens, hidden, topk, num_experts, max_recv_rows;
   DType input_dtype, output_dtype;
 };
-int64_t check_moe_create(detail::ContextImpl& c, const char* op, const MoeShape& s,
+int64_t check_moe_create(const comm::Parts& c, const char* op, const MoeShape& s,
                          const std::string& local_error);
 
 // This rank's own routing table through the moe_layout kernel (num_ranks = W): counts [E] and the

@@ -30,9 +30,9 @@ struct Hasher {
 
 }  // namespace
 
-void check_moe_tp_create(detail::ContextImpl& c, const char* op, const MoeTpOptions& o,
+void check_moe_tp_create(const comm::Parts& c, const char* op, const MoeTpOptions& o,
                          const std::string& local_error) {
-  const int W = c.world_size(), r = c.world_rank();
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   // Index arrays are int32 (T·K <= INT32_MAX); BLAS sizes are int.
   agree_options(
       c, op, local_error,
@@ -150,12 +150,11 @@ std::string MoeTpRouting::load(int64_t T, const int64_t* splits, const int32_t* 
   return {};
 }
 
-std::string check_agreed_routing(const detail::ContextImpl& c, const char* op,
-                                 const Handshake& hs) {
+std::string check_agreed_routing(const comm::Parts& c, const char* op, const Handshake& hs) {
   static const char* const kWhat[kMoeTpVector] = {"the routing (splits and scatter_index)",
                                                   "routing_weights (the routed slots' weights)"};
   const int64_t* ref = hs.vector(0);
-  for (int s = 1; s < c.world_size(); ++s) {
+  for (int s = 1; s < c.topo().world_size(); ++s) {
     const int64_t* v = hs.vector(s);
     for (int i = 0; i < kMoeTpVector; ++i)
       if (v[i] != ref[i])

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/moe_tp_options.hpp"
 #include "ops/core/handshake.hpp"
 
@@ -16,7 +16,7 @@ namespace fluxcpp::ops {
 
 // Collective: the checks every rank runs on its options (dtypes, sizes, ep_size dividing W and
 // E), then every rank must have passed the same values. Raises the same Error on every rank.
-void check_moe_tp_create(detail::ContextImpl& c, const char* op, const MoeTpOptions& o,
+void check_moe_tp_create(const comm::Parts& c, const char* op, const MoeTpOptions& o,
                          const std::string& local_error);
 
 // One slot routed to a row of this rank: token t (global), k, and its row j - b in this rank's
@@ -84,7 +84,7 @@ class MoeTpRouting {
 // handshake every rank compares every rank's with rank 0's, so a disagreement is the same
 // INVALID_ARGUMENT on every rank, naming the ranks and what differs.
 inline constexpr int kMoeTpVector = 2;  // the routing hash, the routing weights' hash
-std::string check_agreed_routing(const detail::ContextImpl& c, const char* op, const Handshake& hs);
+std::string check_agreed_routing(const comm::Parts& c, const char* op, const Handshake& hs);
 
 // Buckets `slots` by local expert (stable): on return `order` lists indices into slots, expert
 // by expert, and first[l]..first[l+1] is expert l's range. `expert(slot)` gives a slot's expert.

@@ -12,7 +12,7 @@ PackedWeight::PackedWeight(const Context& ctx, DType dtype, const void* weight, 
                            int64_t k, bool transpose_weight)
     : impl_(std::make_unique<kernels::PackedWeight>(
           dtype, weight, n, k, transpose_weight, 0,
-          ops::column_slabs(ctx.impl()->num_compute_workers(), 0, n))) {}
+          ops::column_slabs(comm::parts_of(ctx.impl())->runtime().num_compute_workers(), 0, n))) {}
 FLUXCPP_PIMPL_MOVES(PackedWeight);
 
 const kernels::PackedWeight& PackedWeight::impl() const {

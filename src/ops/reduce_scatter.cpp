@@ -10,7 +10,7 @@
 namespace fluxcpp {
 namespace detail {
 
-void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
+void ReduceScatterImpl::create(const comm::Parts& c, const std::string& local_error) {
   const ReduceScatterOptions o = opts_;
   ops::agree_options(
       c, kOp, local_error,
@@ -19,7 +19,7 @@ void ReduceScatterImpl::create(ContextImpl& c, const std::string& local_error) {
                           kOp, o.max_m, o.n);
       });
   acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const std::size_t elems = static_cast<std::size_t>(o.max_m / c.world_size()) * o.n;
+  const std::size_t elems = static_cast<std::size_t>(o.max_m / c.topo().world_size()) * o.n;
   reduce_ = ops::ReduceExchange(c, links_, layout_, elems * dtype_size(o.dtype),
                                 elems * dtype_size(acc_), ops::needs_data(links_), kOp);
   make_core(ops::OpCore::Spec::of(kOp, {"m"}));
@@ -35,7 +35,7 @@ void ReduceScatterImpl::forward(const void* input, int64_t m, void* output) {
 }
 
 void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
-  const int64_t count = m / ctx_->world_size() * opts_.n;
+  const int64_t count = m / ctx_->topo().world_size() * opts_.n;
   const std::size_t blk = static_cast<std::size_t>(count) * dtype_size(opts_.dtype);
   auto in_block = [&](int t) -> const void* { return input + blk * t; };
   reduce_.begin(*core_, blk, static_cast<std::size_t>(count) * dtype_size(acc_));

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/reduce_scatter.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
@@ -20,7 +20,7 @@ class ReduceScatterImpl : public ops::OpBase<ReduceScatterOptions> {
   static constexpr const char* kOp = "reduce_scatter";
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ContextImpl.
-  void create(ContextImpl& c, const std::string& local_error);
+  void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t m, void* output);
 

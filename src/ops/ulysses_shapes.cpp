@@ -10,18 +10,18 @@ UlyssesDims ulysses_dims(int W, int64_t bs, int64_t seq, int64_t nheads, int64_t
   return {bs, seq, s_loc, bs * s_loc, heads_loc, head_dim, heads_loc * head_dim};
 }
 
-void ulysses_check_create(detail::ContextImpl& c, const char* op, int64_t max_bs, int64_t max_seq,
+void ulysses_check_create(const comm::Parts& c, const char* op, int64_t max_bs, int64_t max_seq,
                           int64_t nheads, int64_t head_dim, DType in, DType out,
                           std::pair<const char*, int64_t> own, bool own_is_k,
                           const std::string& local_error) {
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
-  comm::Group& comm = c.comm();
+  if (c.life().closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
+  comm::Group& comm = c.control();
   comm::agree_value(comm, op, own.first, own.second);
   comm::agree_value(comm, op, "nheads", nheads);
   comm::agree_value(comm, op, "head_dim", head_dim);
   comm::agree_value(comm, op, "max_bs", max_bs);
   comm::agree_value(comm, op, "max_seq", max_seq);
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   std::string err = local_error;
   constexpr int64_t kLarge = int64_t{1} << 31;
   // Every factor is bounded before any product is formed (no overflow on any input).
@@ -47,9 +47,9 @@ void ulysses_check_create(detail::ContextImpl& c, const char* op, int64_t max_bs
 }
 
 std::string ulysses_check_forward(
-    const detail::ContextImpl& c, const char* op, int64_t bs, int64_t seq, int64_t max_bs,
-    int64_t max_seq, std::initializer_list<std::pair<const char*, const void*>> required) {
-  const int W = c.world_size(), r = c.world_rank();
+    const comm::Parts& c, const char* op, int64_t bs, int64_t seq, int64_t max_bs, int64_t max_seq,
+    std::initializer_list<std::pair<const char*, const void*>> required) {
+  const int W = c.topo().world_size(), r = c.topo().world_rank();
   if (bs < 0 || bs > max_bs)
     return fmt::format("{}: bs={} must be in [0, max_bs={}] (rank {})", op, bs, max_bs, r);
   if (seq < 0 || seq > max_seq)

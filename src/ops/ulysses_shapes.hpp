@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/types.hpp"
 #include "ops/core/a2a_exchange.hpp"
 
@@ -22,14 +22,14 @@ UlyssesDims ulysses_dims(int W, int64_t bs, int64_t seq, int64_t nheads, int64_t
 // Create-time checks of both ops (collective); `gemm_n` x `gemm_k` is the GEMM each rank runs.
 // `own`: the op's own name and value of the GEMM dimension it takes (hidden or n), agreed under
 // that name before the generic checks. Sizes are checked before any product is formed.
-void ulysses_check_create(detail::ContextImpl& c, const char* op, int64_t max_bs, int64_t max_seq,
+void ulysses_check_create(const comm::Parts& c, const char* op, int64_t max_bs, int64_t max_seq,
                           int64_t nheads, int64_t head_dim, DType in, DType out,
                           std::pair<const char*, int64_t> own, bool own_is_k,
                           const std::string& local_error);
 
 // Forward-time checks (local): "" or the message.
 std::string ulysses_check_forward(
-    const detail::ContextImpl& c, const char* op, int64_t bs, int64_t seq, int64_t max_bs,
-    int64_t max_seq, std::initializer_list<std::pair<const char*, const void*>> required);
+    const comm::Parts& c, const char* op, int64_t bs, int64_t seq, int64_t max_bs, int64_t max_seq,
+    std::initializer_list<std::pair<const char*, const void*>> required);
 
 }  // namespace fluxcpp::ops

@@ -16,8 +16,8 @@ int64_t chunk_of(int64_t count, int L) {
 }
 }  // namespace
 
-AllReduceExchange::AllReduceExchange(detail::ContextImpl& c, const Links& links,
-                                     shm::Layout& layout, int64_t max_count, DType in, DType out)
+AllReduceExchange::AllReduceExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
+                                     int64_t max_count, DType in, DType out)
     : c_(&c),
       links_(&links),
       in_(in),
@@ -65,7 +65,7 @@ Inbox AllReduceExchange::result_of(int p) const {
 }
 
 int64_t AllReduceExchange::piece() const {
-  return std::max<int64_t>(1024, c_->config().chunk_bytes / static_cast<long>(in_size_));
+  return std::max<int64_t>(1024, c_->runtime().config().chunk_bytes / static_cast<long>(in_size_));
 }
 
 bool AllReduceExchange::streams() const {
@@ -108,7 +108,7 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
 // reducer finds its chunk early); not its own chunk, which it reads from its input.
 void AllReduceExchange::stage(const char* input, bool staged) {
   const int L = links_->host_size(), me = links_->local();
-  const std::size_t step = static_cast<std::size_t>(c_->config().chunk_bytes);
+  const std::size_t step = static_cast<std::size_t>(c_->runtime().config().chunk_bytes);
   for (int i = 1; i <= L; ++i) {
     const int q = (me + i) % L;
     const Outbox out = input_chunk(q);

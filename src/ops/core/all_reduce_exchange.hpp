@@ -30,7 +30,7 @@ class AllReduceExchange {
   // Declares the regions before the core allocates: inputs of up to max_count elements of
   // `in`, results in `out`.
   // `links` must outlive the exchange (the op's table).
-  AllReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+  AllReduceExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
                     int64_t max_count, DType in, DType out);
 
   // This rank's input slot (the zero-copy input buffer): room for max_count elements.
@@ -76,7 +76,7 @@ class AllReduceExchange {
   void sum_chunk(const char* input, char* dst, char* copy, const Producer& produce);
   void copy_piece(const char* from, char* to, int64_t e0, int64_t e1) const;
 
-  detail::ContextImpl* c_ = nullptr;
+  const comm::Parts* c_ = nullptr;
   const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   DType in_ = DType::kFloat32, out_ = DType::kFloat32, acc_ = DType::kFloat32;

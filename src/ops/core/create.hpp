@@ -2,7 +2,7 @@
 // create_op (called for every op by OpBase, op_base.hpp; async_send_recv calls it itself), which:
 //  * refuses a closed or broken context, and a context in use by another thread (kInvalidUsage);
 //  * bounds every collective of the body by the timeout (comm::DeadlineScope);
-//  * starts with a check-in on the context's control group (ContextImpl::comm(): an MpiGroup,
+//  * starts with a check-in on the context's control group (comm::Parts::control(): an MpiGroup,
 //    GlooGroup or ShmGroup, comm/group.hpp), so a rank that
 //    does not take part (a NULL context, an early return, a dead process) is named in the
 //    others' kTimeout;
@@ -16,9 +16,9 @@
 
 #include <exception>
 
-#include "comm/context_impl.hpp"
 #include "comm/deadline_scope.hpp"
 #include "comm/orphan_progress.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 #include "fault.hpp"
 #include "ops/core/op_core.hpp"
@@ -27,15 +27,15 @@
 namespace fluxcpp::ops {
 
 template <class Body>
-void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
-  c.check_usable(op);
+void create_op(const comm::Parts& c, const char* op, Body&& body) {
+  c.life().check_usable(op);
   ContextEntry entry(c, op);
-  const uint64_t serial = c.begin_op_create(op);
-  comm::DeadlineScope scope(c.deadline(), fmt::format("{} create", op));
+  const uint64_t serial = c.life().begin_op_create(op);
+  comm::DeadlineScope scope(c.runtime().deadline(), fmt::format("{} create", op));
   comm::progress_orphans();  // collectives earlier creates abandoned: completed ones released
   try {
-    c.comm().check_in(serial, "the op's check-in");
-    fault_point("create", c.world_rank());
+    c.control().check_in(serial, "the op's check-in");
+    fault_point("create", c.topo().world_rank());
     body();
   } catch (const AgreedError&) {
     throw;
@@ -43,14 +43,15 @@ void create_op(detail::ContextImpl& c, const char* op, Body&& body) {
     shm::remove_stale_segments();
     // A collective that timed out cannot say who is missing; the host's process table can.
     const Error* err = dynamic_cast<const Error*>(&e);
-    const std::string gone =
-        err != nullptr && err->code() == Errc::kTimeout ? c.gone_host_peers() : std::string();
+    const std::string gone = err != nullptr && err->code() == Errc::kTimeout
+                                 ? c.life().gone_host_peers(c.topo())
+                                 : std::string();
     if (gone.empty()) {
-      c.mark_broken(fmt::format("{} create failed: {}", op, e.what()));
+      c.life().mark_broken(fmt::format("{} create failed: {}", op, e.what()));
       throw;
     }
     const std::string what = fmt::format("{} (on this host: {})", e.what(), gone);
-    c.mark_broken(fmt::format("{} create failed: {}", op, what));
+    c.life().mark_broken(fmt::format("{} create failed: {}", op, what));
     throw Error(Errc::kTimeout, what);
   }
 }

@@ -4,7 +4,7 @@
 
 namespace fluxcpp::ops {
 
-GatherExchange::GatherExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+GatherExchange::GatherExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
                                std::size_t max_block, bool needed)
     : c_(&c), links_(&links), needed_(needed) {
   const int N = links.hosts();
@@ -45,8 +45,9 @@ void GatherExchange::stage(const char* input, std::size_t block, bool zero_copy)
   const Outbox mine = own();
   if (zero_copy) return mine.publish_all();  // (the publish posts the sends now)
   // Between hosts in the transport's messages; within one, in the configured chunks.
-  const std::size_t step = links_->networked() ? core_->transport()->chunk_bytes()
-                                               : static_cast<std::size_t>(c_->config().chunk_bytes);
+  const std::size_t step = links_->networked()
+                               ? core_->transport()->chunk_bytes()
+                               : static_cast<std::size_t>(c_->runtime().config().chunk_bytes);
   mine.write(input, block, step);
 }
 

@@ -21,7 +21,7 @@ class GatherExchange {
   // Declares the regions in `layout` before the core allocates it. `needed`: false when no peer
   // and no other host reads the blocks (then nothing is allocated and own() has no data).
   // `links` must outlive the exchange (the op's table).
-  GatherExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+  GatherExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
                  std::size_t max_block, bool needed);
 
   // Starts a call moving `block` bytes per rank (the same on every rank): posts the transfers to
@@ -77,7 +77,7 @@ class GatherExchange {
   const char* data_of(int g) const;
 
  private:
-  detail::ContextImpl* c_ = nullptr;
+  const comm::Parts* c_ = nullptr;
   const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   bool needed_ = false;

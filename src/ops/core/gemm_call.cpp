@@ -2,8 +2,8 @@
 
 namespace fluxcpp::ops {
 
-std::string check_gemm_call(const detail::ContextImpl& c, const char* op, Path path,
-                            const GemmCall& a, int64_t max_m, const GemmShape& shape) {
+std::string check_gemm_call(const comm::Parts& c, const char* op, Path path, const GemmCall& a,
+                            int64_t max_m, const GemmShape& shape) {
   std::string error =
       path == Path::kCommOnly
           ? check_forward(c, op, a.m, max_m, {{"input", a.input}})

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/op_checks.hpp"
@@ -66,7 +66,7 @@ void with_packed(const kernels::PackedWeight*& slot, const kernels::PackedWeight
 
 // This rank's check of a call on `path` (local; the handshake fails it on every rank): the row
 // count, the pointers the path needs (comm-only: the input alone), a packed weight's shape.
-std::string check_gemm_call(const detail::ContextImpl& c, const char* op, Path path,
-                            const GemmCall& a, int64_t max_m, const GemmShape& shape);
+std::string check_gemm_call(const comm::Parts& c, const char* op, Path path, const GemmCall& a,
+                            int64_t max_m, const GemmShape& shape);
 
 }  // namespace fluxcpp::ops

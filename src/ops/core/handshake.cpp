@@ -34,13 +34,14 @@ struct Handshake::Info {
   char message[kMessage];
 };
 
-void raise_timeout(const detail::ContextImpl& ctx, const Links& links, const char* op, int peer,
+void raise_timeout(const comm::Parts& ctx, const Links& links, const char* op, int peer,
                    const std::string& what, uint64_t expected, uint64_t observed) {
   const Link& l = links.link(peer);
   raise(Errc::kTimeout,
         "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) on {}: expected >= "
         "{}, observed {} (this is rank {})",
-        op, ctx.config().timeout_s, peer, l.host, l.local, what, expected, observed, links.rank());
+        op, ctx.runtime().config().timeout_s, peer, l.host, l.local, what, expected, observed,
+        links.rank());
 }
 
 void Handshake::Verdict::merge(const Verdict& o) {
@@ -51,7 +52,7 @@ void Handshake::Verdict::merge(const Verdict& o) {
     *this = o;
 }
 
-Handshake::Handshake(detail::ContextImpl& c, const Links& links, const char* op, uint64_t serial,
+Handshake::Handshake(const comm::Parts& c, const Links& links, const char* op, uint64_t serial,
                      shm::Layout& layout, std::array<const char*, kCallFields> names,
                      int vector_len, std::size_t payload_bytes)
     : ctx_(&c),
@@ -71,17 +72,17 @@ Handshake::Handshake(detail::ContextImpl& c, const Links& links, const char* op,
     raise(Errc::kInternal, "{}: a handshake payload across hosts needs one rank per host", op);
   payloads_ =
       layout.slots("call-payload", payload_bytes > 0 && !rail_payload_ ? 2 : 0, payload_bytes);
-  if (c.num_nodes() > 1)
+  if (c.topo().num_hosts() > 1)
     rail_ = c.network().rail_swap(c, fmt::format("the {} call handshake", op));
 }
 
-Handshake::Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
+Handshake::Handshake(const comm::Parts& c, const char* op, uint64_t serial, shm::Layout& layout,
                      std::array<const char*, kCallFields> names, int vector_len,
                      std::size_t payload_bytes)
     : Handshake(c, std::make_shared<const Links>(Links::of(c)), op, serial, layout, names,
                 vector_len, payload_bytes) {}
 
-Handshake::Handshake(detail::ContextImpl& c, std::shared_ptr<const Links> own, const char* op,
+Handshake::Handshake(const comm::Parts& c, std::shared_ptr<const Links> own, const char* op,
                      uint64_t serial, shm::Layout& layout,
                      std::array<const char*, kCallFields> names, int vector_len,
                      std::size_t payload_bytes)
@@ -116,8 +117,8 @@ const int64_t* Handshake::vector(int world_rank) const {
 
 void Handshake::check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer,
                            Verdict& v) {
-  const detail::ContextImpl& c = *ctx_;
-  const int r = c.world_rank();
+  const comm::Parts& c = *ctx_;
+  const int r = c.topo().world_rank();
   if (p.serial != serial_ || p.call != call) {
     v.merge({Errc::kInvalidUsage, std::min(r, peer), true,
              fmt::format("{}: ranks are at different calls of the op: rank {} is at call {}, rank "
@@ -166,7 +167,7 @@ char* Handshake::rail_record(int node) const {
 // call's size still meet, and the header says so.
 void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t payload_len,
                           Verdict& v) {
-  detail::ContextImpl& c = *ctx_;
+  const comm::Parts& c = *ctx_;
   const Links& l = *links_;
   const int N = l.hosts(), me = l.local(), nid = l.host();
   auto* m = reinterpret_cast<int64_t*>(rail_record(nid));
@@ -178,8 +179,8 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   m[4] = static_cast<int64_t>(call);
   for (int f = 0; f < kCallFields; ++f) m[5 + f] = d.fields[f];
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
-  const auto deadline = c.deadline();
-  const comm::BackoffPolicy wait = comm::peer_wait(c.wait_policy());
+  const auto deadline = c.runtime().deadline();
+  const comm::BackoffPolicy wait = comm::peer_wait(c.runtime().wait_policy());
   const std::size_t sent = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
   // The late peers already have our record of this call (with the payload on the latency path):
   // the retraction tells them this rank gave the call up, so that a late one that arrives fails
@@ -187,14 +188,14 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   // pairing two different calls).
   const std::vector<int> late =
       rail_.swap(sent, deadline, wait,
-                 {static_cast<int64_t>(call), static_cast<int64_t>(c.world_rank())});
+                 {static_cast<int64_t>(call), static_cast<int64_t>(c.topo().world_rank())});
   if (!late.empty()) {
     std::string who;
     for (int n : late) who += fmt::format("{}{}", who.empty() ? "" : ", ", l.rail(n));
     raise(Errc::kTimeout,
           "{}: timed out after {} s in the call handshake with rank(s) {} on other hosts (this is "
           "rank {})",
-          op_, c.config().timeout_s, who, c.world_rank());
+          op_, c.runtime().config().timeout_s, who, c.topo().world_rank());
   }
   // A peer that gave this call up before our record reached it (its retraction follows its
   // record): the call fails here too.
@@ -203,13 +204,13 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
     v.merge({Errc::kTimeout, peer, false,
              fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call "
                          "{} and gave the call up; the op must be destroyed",
-                         op_, peer, c.world_rank(), note[0])});
+                         op_, peer, c.topo().world_rank(), note[0])});
   }
   auto missing = [&] {
     return fmt::format(
         "{}: timed out after {} s exchanging error messages in the call handshake "
         "with the other hosts (this is rank {})",
-        op_, c.config().timeout_s, c.world_rank());
+        op_, c.runtime().config().timeout_s, c.topo().world_rank());
   };
   auto head = [&](int n) { return reinterpret_cast<const int64_t*>(rail_record(n)); };
   bool any_bad = false;
@@ -243,23 +244,23 @@ void Handshake::write_payload(const CallDescriptor& d, char* slot, Verdict& v) c
   try {
     d.payload(slot);
   } catch (const Error& e) {
-    v = {e.code(), ctx_->world_rank(), false, e.what()};
+    v = {e.code(), ctx_->topo().world_rank(), false, e.what()};
   } catch (const std::exception& e) {
-    v = {Errc::kInternal, ctx_->world_rank(), false, e.what()};
+    v = {Errc::kInternal, ctx_->topo().world_rank(), false, e.what()};
   }
 }
 
 void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
-  detail::ContextImpl& c = *ctx_;
+  const comm::Parts& c = *ctx_;
   const int me = links_->local();
   const int parity = static_cast<int>(call & 1);
   call_ = call;
   Verdict v;
-  if (!d.error.empty()) v = {d.error_code, c.world_rank(), false, d.error};
+  if (!d.error.empty()) v = {d.error_code, c.topo().world_rank(), false, d.error};
   if (!call_refusal().empty())  // the caller's words, not its placeholder arguments
-    v = {Errc::kInvalidArgument, c.world_rank(), false,
-         fmt::format("{}: rank {} refused its own arguments of this call: {}", op_, c.world_rank(),
-                     call_refusal())};
+    v = {Errc::kInvalidArgument, c.topo().world_rank(), false,
+         fmt::format("{}: rank {} refused its own arguments of this call: {}", op_,
+                     c.topo().world_rank(), call_refusal())};
   if (rail_.active()) {
     rail_.prepare(rail_record_bytes());
     // With one rank per host the payload leaves with the descriptor.
@@ -297,19 +298,20 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
 
   // Read everyone's. A peer overwrites this parity only at call + 2, which needs our header of
   // call + 1: the descriptor is stable while we read it.
-  const auto deadline = c.deadline();
+  const auto deadline = c.runtime().deadline();
   for (int peer : links_->host_ring()) {
     const int q = links_->link(peer).local;
     uint64_t observed = 0;
-    if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.wait_policy(), &observed)) {
+    if (!shm::signal_wait(header_.at(q, parity), call, deadline, c.runtime().wait_policy(),
+                          &observed)) {
       // Our published descriptor (and payload) of this call now says that we gave it up, so a
       // late peer fails too instead of completing with a rank whose op is broken.
       const std::string gone = fmt::format(
           "{}: rank {} timed out waiting for rank {} in the call handshake of call {} "
           "and gave the call up; the op must be destroyed",
-          op_, c.world_rank(), peer, call);
+          op_, c.topo().world_rank(), peer, call);
       std::snprintf(own.message, kMessage, "%s", gone.c_str());
-      own.origin = c.world_rank();
+      own.origin = c.topo().world_rank();
       std::atomic_thread_fence(std::memory_order_release);
       __atomic_store_n(&own.code, static_cast<int64_t>(Errc::kTimeout), __ATOMIC_RELEASE);
       raise_timeout(c, *links_, op_, peer, header_.label(parity), call, observed);
@@ -318,7 +320,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   }
   if (v.origin < 0) return;
   mismatched_ = mismatched_ || v.mismatch;
-  if (v.origin == c.world_rank()) throw Error(v.code, v.message);
+  if (v.origin == c.topo().world_rank()) throw Error(v.code, v.message);
   throw Error(v.code, fmt::format("{} (reported by rank {})", v.message, v.origin));
 }
 

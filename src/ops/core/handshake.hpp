@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "comm/record_swap.hpp"
 #include "fluxcpp/error.hpp"
 #include "ops/core/links.hpp"
@@ -61,11 +61,11 @@ class Handshake {
   // `serial` identifies the op among the context's ops (the same on every rank).
   // `payload_bytes`: room for a payload per rank and call parity (0: none).
   // `links` (the op's table) must outlive the handshake.
-  Handshake(detail::ContextImpl& c, const Links& links, const char* op, uint64_t serial,
+  Handshake(const comm::Parts& c, const Links& links, const char* op, uint64_t serial,
             shm::Layout& layout, std::array<const char*, kCallFields> names, int vector_len,
             std::size_t payload_bytes = 0);
   // The same with a table of its own, built from the context (a handshake outside an op).
-  Handshake(detail::ContextImpl& c, const char* op, uint64_t serial, shm::Layout& layout,
+  Handshake(const comm::Parts& c, const char* op, uint64_t serial, shm::Layout& layout,
             std::array<const char*, kCallFields> names, int vector_len,
             std::size_t payload_bytes = 0);
 
@@ -104,11 +104,11 @@ class Handshake {
   void write_payload(const CallDescriptor& d, char* slot, Verdict& v) const;
   void check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer, Verdict& v);
 
-  Handshake(detail::ContextImpl& c, std::shared_ptr<const Links> own, const char* op,
-            uint64_t serial, shm::Layout& layout, std::array<const char*, kCallFields> names,
-            int vector_len, std::size_t payload_bytes);
+  Handshake(const comm::Parts& c, std::shared_ptr<const Links> own, const char* op, uint64_t serial,
+            shm::Layout& layout, std::array<const char*, kCallFields> names, int vector_len,
+            std::size_t payload_bytes);
 
-  detail::ContextImpl* ctx_ = nullptr;
+  const comm::Parts* ctx_ = nullptr;
   const Links* links_ = nullptr;
   std::shared_ptr<const Links> own_links_;  // the table of a handshake outside an op
   const char* op_ = "";
@@ -128,7 +128,7 @@ class Handshake {
 
 // "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,
 // observed Y (this is rank M)", as an Error(kTimeout).
-[[noreturn]] void raise_timeout(const detail::ContextImpl& ctx, const Links& links, const char* op,
+[[noreturn]] void raise_timeout(const comm::Parts& ctx, const Links& links, const char* op,
                                 int peer, const std::string& what, uint64_t expected,
                                 uint64_t observed);
 

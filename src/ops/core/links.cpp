@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "error_util.hpp"
 
 namespace fluxcpp::ops {
@@ -11,13 +11,13 @@ int host_sum_order(int me, int L, int i) {
   return i < L - 1 ? (me + L - 1 - i) % L : me;
 }
 
-Links Links::of(const detail::ContextImpl& c) {
+Links Links::of(const comm::Parts& c) {
   Placement p;
-  p.rank = c.world_rank();
-  p.hosts.resize(static_cast<std::size_t>(c.num_nodes()));
-  for (int g = 0; g < c.world_size(); ++g) {
-    std::vector<int>& host = p.hosts[static_cast<std::size_t>(c.node_of(g))];
-    const auto q = static_cast<std::size_t>(c.local_of(g));
+  p.rank = c.topo().world_rank();
+  p.hosts.resize(static_cast<std::size_t>(c.topo().num_hosts()));
+  for (int g = 0; g < c.topo().world_size(); ++g) {
+    std::vector<int>& host = p.hosts[static_cast<std::size_t>(c.topo().host_of(g))];
+    const auto q = static_cast<std::size_t>(c.topo().local_of(g));
     if (host.size() <= q) host.resize(q + 1, -1);
     host[q] = g;
   }

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-namespace fluxcpp::detail {
-class ContextImpl;
+namespace fluxcpp::comm {
+class Parts;
 }
 
 namespace fluxcpp::ops {
@@ -59,7 +59,7 @@ class Links {
   Links() = default;
   explicit Links(const Placement& p);
   // The table of this rank of `c` (local: reads the context's placement).
-  static Links of(const detail::ContextImpl& c);
+  static Links of(const comm::Parts& c);
 
   int rank() const { return rank_; }
   int world() const { return static_cast<int>(links_.size()); }

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <functional>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "deadline.hpp"
 #include "error_util.hpp"
 
@@ -17,7 +17,7 @@ class Offload {
  public:
   // The copies use the last comm stream (with several streams, the others stay free for other
   // tasks).
-  explicit Offload(detail::ContextImpl& c) : c_(c) {}
+  explicit Offload(const comm::Parts& c) : c_(c) {}
   Offload(const Offload&) = delete;
   Offload& operator=(const Offload&) = delete;
   // If the caller leaves early the task is told to stop (every wait inside it passes stop())
@@ -36,7 +36,7 @@ class Offload {
     if (t == 0) return;
     bool done = false;
     try {
-      done = stream().wait(t, deadline_add(c_.deadline(), std::chrono::seconds(5)));
+      done = stream().wait(t, deadline_add(c_.runtime().deadline(), std::chrono::seconds(5)));
     } catch (...) {
       ticket_ = 0;
       throw;
@@ -45,14 +45,14 @@ class Offload {
     if (!done) {
       stop_.store(true);
       join(t);
-      raise(Errc::kTimeout, "copy stream did not finish (rank {})", c_.world_rank());
+      raise(Errc::kTimeout, "copy stream did not finish (rank {})", c_.topo().world_rank());
     }
   }
   // For waits inside the task: true once the caller gave up.
   const std::atomic<bool>* stop() const { return &stop_; }
 
  private:
-  comm::Stream& stream() { return c_.comm_stream(c_.num_comm_streams() - 1); }
+  comm::Stream& stream() { return c_.runtime().comm_stream(c_.runtime().num_comm_streams() - 1); }
   // Without a time limit: once told to stop, the task ends within one of its own waits.
   void join(uint64_t t) noexcept {
     try {
@@ -61,7 +61,7 @@ class Offload {
     }
   }
 
-  detail::ContextImpl& c_;
+  const comm::Parts& c_;
   uint64_t ticket_ = 0;
   std::atomic<bool> stop_{false};
 };

@@ -1,7 +1,7 @@
 // The shape every collective op's implementation shares, written once: the context, the options,
 // the link table, the segment layout and the op core, and the collective create. An op derives from
 // OpBase with its options type, names itself (`static constexpr const char* kOp`) and writes one
-// member, `void create(detail::ContextImpl& c, const std::string& local_error)`: its options list
+// member, `void create(const comm::Parts& c, const std::string& local_error)`: its options list
 // (ops::agree_options), its exchanges and its OpCore::Spec. make_op runs that create inside
 // create_op (create.hpp: the check-in, the deadline, the failure rules).
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/links.hpp"
 #include "ops/core/op_core.hpp"
@@ -22,8 +22,8 @@ namespace fluxcpp::ops {
 template <class Options>
 class OpBase {
  public:
-  OpBase(std::shared_ptr<detail::ContextImpl> ctx, const Options& options)
-      : ctx_(std::move(ctx)), opts_(options), links_(Links::of(*ctx_)) {}
+  OpBase(const std::shared_ptr<detail::ContextImpl>& ctx, const Options& options)
+      : ctx_(comm::parts_of(ctx)), opts_(options), links_(Links::of(*ctx_)) {}
   OpBase(const OpBase&) = delete;
   OpBase& operator=(const OpBase&) = delete;
 
@@ -33,7 +33,9 @@ class OpBase {
   // The op core over the layout the create declared (collective).
   void make_core(const OpCore::Spec& spec) { core_.emplace(*ctx_, links_, spec, layout_); }
 
-  std::shared_ptr<detail::ContextImpl> ctx_;
+  // The context's pieces (comm/parts.hpp), through a pointer that keeps the context alive: the
+  // op may outlive the caller's handle on it.
+  std::shared_ptr<const comm::Parts> ctx_;
   Options opts_;
   // How this rank reaches every rank (built once, here): the op's exchanges and core read it.
   Links links_;
@@ -44,7 +46,8 @@ class OpBase {
 };
 
 // Constructs op Impl on ctx and runs its collective create. local_error: a rank-local problem the
-// API layer found, reported on every rank (see ContextImpl).
+// API layer found, reported on every rank (see detail::ContextImpl). The op gets the context's
+// pieces (comm::Parts), never the context itself.
 // (An op whose constructor is itself the collective create is constructed as such.)
 template <class Impl, class Options>
 std::unique_ptr<Impl> make_op(std::shared_ptr<detail::ContextImpl> ctx, const Options& options,
@@ -54,7 +57,8 @@ std::unique_ptr<Impl> make_op(std::shared_ptr<detail::ContextImpl> ctx, const Op
     return std::make_unique<Impl>(std::move(ctx), options, local_error);
   } else {
     auto op = std::make_unique<Impl>(ctx, options);
-    create_op(*ctx, Impl::kOp, [&] { op->create(*ctx, local_error); });
+    const comm::Parts& parts = *comm::parts_of(ctx);
+    create_op(parts, Impl::kOp, [&] { op->create(parts, local_error); });
     return op;
   }
 }

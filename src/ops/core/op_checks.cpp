@@ -7,11 +7,11 @@
 
 namespace fluxcpp::ops {
 
-std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
-                        int64_t value, int64_t max,
+std::string check_count(const comm::Parts& c, const char* op, const char* name, int64_t value,
+                        int64_t max,
                         std::initializer_list<std::pair<const char*, const void*>> required,
                         const char* max_name) {
-  const int r = c.world_rank();
+  const int r = c.topo().world_rank();
   if (value < 0 || value > max)
     return fmt::format("{}: {}={} must be in [0, {}={}] (rank {})", op, name, value,
                        max_name != nullptr ? std::string(max_name) : fmt::format("max_{}", name),
@@ -23,12 +23,12 @@ std::string check_count(const detail::ContextImpl& c, const char* op, const char
   return {};
 }
 
-std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
+std::string check_forward(const comm::Parts& c, const char* op, int64_t m, int64_t max_m,
                           std::initializer_list<std::pair<const char*, const void*>> required) {
-  const int W = c.world_size();
+  const int W = c.topo().world_size();
   if (m >= 0 && m <= max_m && m % W != 0)
     return fmt::format("{}: m={} is not divisible by the world size {} (rank {})", op, m, W,
-                       c.world_rank());
+                       c.topo().world_rank());
   return check_count(c, op, "m", m, max_m, required);
 }
 
@@ -37,15 +37,14 @@ bool overlaps(const void* a, const void* b, std::size_t bytes) {
   return bytes > 0 && x < y + bytes && y < x + bytes;
 }
 
-std::string check_packed(const detail::ContextImpl& c, const char* op,
-                         const kernels::PackedWeight& w, DType dtype, int64_t n, int64_t k,
-                         bool transpose_weight) {
+std::string check_packed(const comm::Parts& c, const char* op, const kernels::PackedWeight& w,
+                         DType dtype, int64_t n, int64_t k, bool transpose_weight) {
   if (w.dtype() != dtype || w.n() != n || w.k() != k || w.transposed() != transpose_weight)
     return fmt::format(
         "{}: the packed weight ({}, n={}, k={}, transpose_weight={}) does not match the op ({}, "
         "n={}, k={}, transpose_weight={}) (rank {})",
         op, dtype_name(w.dtype()), w.n(), w.k(), w.transposed(), dtype_name(dtype), n, k,
-        transpose_weight, c.world_rank());
+        transpose_weight, c.topo().world_rank());
   return {};
 }
 
@@ -55,7 +54,7 @@ bool valid_gemm_dtypes(DType in, DType out) {
          (in == DType::kBFloat16 && (out == DType::kBFloat16 || out == DType::kFloat32));
 }
 
-void check_gemm_create(detail::ContextImpl& c, const char* op, const GemmShape& s,
+void check_gemm_create(const comm::Parts& c, const char* op, const GemmShape& s,
                        const std::string& local_error, const std::function<void()>& extra) {
   agree_options(
       c, op, local_error,
@@ -67,7 +66,7 @@ void check_gemm_create(detail::ContextImpl& c, const char* op, const GemmShape& 
                           "{}: (input, output) dtypes ({}, {}) are not one of (f32, f32), (f64, "
                           "f64), (bf16, bf16), (bf16, f32) (rank {})",
                           op, dtype_name(s.input_dtype), dtype_name(s.output_dtype),
-                          c.world_rank());
+                          c.topo().world_rank());
         FLUXCPP_CHECK_ARG(s.max_m <= (int64_t{1} << 40) / std::max(s.k, s.n),
                           "{}: max_m={}, n={}, k={} are too large", op, s.max_m, s.n, s.k);
         if (extra) extra();

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/types.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 
@@ -17,13 +17,13 @@ namespace fluxcpp::ops {
 // Forward-time checks of the row count and required pointers, local to this rank: returns ""
 // or the message (the per-call handshake then fails the call on every rank with it).
 // `required`: (name, pointer) pairs that must be non-null when m > 0.
-std::string check_forward(const detail::ContextImpl& c, const char* op, int64_t m, int64_t max_m,
+std::string check_forward(const comm::Parts& c, const char* op, int64_t m, int64_t max_m,
                           std::initializer_list<std::pair<const char*, const void*>> required);
 
 // As check_forward for a size with no divisibility rule: `name`=value in [0, max] (the message
 // names max as `max_name`, or "max_<name>"), required pointers non-null when value > 0.
-std::string check_count(const detail::ContextImpl& c, const char* op, const char* name,
-                        int64_t value, int64_t max,
+std::string check_count(const comm::Parts& c, const char* op, const char* name, int64_t value,
+                        int64_t max,
                         std::initializer_list<std::pair<const char*, const void*>> required,
                         const char* max_name = nullptr);
 
@@ -32,9 +32,8 @@ bool overlaps(const void* a, const void* b, std::size_t bytes);
 
 // A packed weight passed to a GEMM op must match its options: "" or the message (local, as
 // check_forward's).
-std::string check_packed(const detail::ContextImpl& c, const char* op,
-                         const kernels::PackedWeight& w, DType dtype, int64_t n, int64_t k,
-                         bool transpose_weight);
+std::string check_packed(const comm::Parts& c, const char* op, const kernels::PackedWeight& w,
+                         DType dtype, int64_t n, int64_t k, bool transpose_weight);
 
 // The (input, output) dtype pairs of the GEMM ops: (f32, f32), (f64, f64), (bf16, bf16),
 // (bf16, f32).
@@ -48,7 +47,7 @@ struct GemmShape {
   DType input_dtype, output_dtype;
   bool transpose_weight;
 };
-void check_gemm_create(detail::ContextImpl& c, const char* op, const GemmShape& s,
+void check_gemm_create(const comm::Parts& c, const char* op, const GemmShape& s,
                        const std::string& local_error, const std::function<void()>& extra = {});
 
 }  // namespace fluxcpp::ops

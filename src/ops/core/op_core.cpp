@@ -46,29 +46,30 @@ bool needs_data(const Links& links, bool always) {
   return always || links.world() > 1;
 }
 
-ContextEntry::ContextEntry(detail::ContextImpl& c, const char* op) : c_(c) {
-  c_.check_process(op);  // before the owner thread: a fork's copy of it means nothing
-  if (!c_.try_enter())
+ContextEntry::ContextEntry(const comm::Parts& c, const char* op) : c_(c) {
+  c_.life().check_process(op);  // before the owner thread: a fork's copy of it means nothing
+  if (!c_.life().try_enter())
     raise(Errc::kInvalidUsage,
           "{}: the context is in use by another thread (a context and its ops are used by one "
           "thread at a time; rank {})",
-          op, c_.world_rank());
+          op, c_.topo().world_rank());
 }
 
 ContextEntry::~ContextEntry() {
-  c_.leave();
+  c_.life().leave();
 }
 
-OpCore::OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm::Layout& layout)
+OpCore::OpCore(const comm::Parts& c, const Links& links, const Spec& spec, shm::Layout& layout)
     : ctx_(&c), links_(&links), spec_(spec), layout_(&layout) {
   const char* op = spec.op;
-  comm::Group& comm = c.comm();
+  comm::Group& comm = c.control();
   // Settings the protocols depend on: every rank must use the same.
-  comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.config().chunk_bytes / 1024);
-  comm::agree_value(comm, op, "FLUXCPP_NET_CHUNK_KB", c.config().net_chunk_bytes / 1024);
-  comm::agree_choice(comm, op, "FLUXCPP_COPY_ENGINE", static_cast<int>(c.config().copy_engine),
-                     kCopyEngineNames, static_cast<int>(std::size(kCopyEngineNames)));
-  comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.config().cma_min_bytes / 1024);
+  comm::agree_value(comm, op, "FLUXCPP_CHUNK_KB", c.runtime().config().chunk_bytes / 1024);
+  comm::agree_value(comm, op, "FLUXCPP_NET_CHUNK_KB", c.runtime().config().net_chunk_bytes / 1024);
+  comm::agree_choice(comm, op, "FLUXCPP_COPY_ENGINE",
+                     static_cast<int>(c.runtime().config().copy_engine), kCopyEngineNames,
+                     static_cast<int>(std::size(kCopyEngineNames)));
+  comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.runtime().config().cma_min_bytes / 1024);
   comm::agree(comm, [&] {
     if (links.networked() && !links.uniform())
       raise(Errc::kInvalidUsage,
@@ -76,7 +77,7 @@ OpCore::OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm
             "hosts)",
             op, links.world(), links.hosts());
   });
-  hs_ = Handshake(c, links, op, c.creating_serial(), layout, spec.fields, spec.vector_len,
+  hs_ = Handshake(c, links, op, c.life().creating_serial(), layout, spec.fields, spec.vector_len,
                   spec.payload_bytes);
   released_ = layout.signals("released", links.host_size());
   // Agreed world-wide: a host whose /dev/shm is full must not leave the other hosts waiting.
@@ -88,7 +89,7 @@ OpCore::OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm
     std::string host_error;
     Errc host_code = Errc::kSystem;
     try {
-      buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
+      buf_ = shm::SymmetricBuffer(c.host(), layout.bytes(), c.life().creating_tag());
     } catch (const AgreedError& e) {
       host_error = e.what();
       host_code = e.code();
@@ -97,15 +98,16 @@ OpCore::OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm
       if (!host_error.empty()) throw Error(host_code, host_error);
     });
   } else {
-    buf_ = shm::SymmetricBuffer(c, layout.bytes(), c.creating_tag());
+    buf_ = shm::SymmetricBuffer(c.host(), layout.bytes(), c.life().creating_tag());
   }
   layout.bind(buf_);
   if (links.networked())
-    transport_ = comm::make_transport(c, op, static_cast<std::size_t>(c.config().net_chunk_bytes));
+    transport_ =
+        comm::make_transport(c, op, static_cast<std::size_t>(c.runtime().config().net_chunk_bytes));
 }
 
 OpCore::~OpCore() {
-  if (!ctx_->in_creator()) return;  // a copy made by fork(): see process_owner.hpp
+  if (!ctx_->life().in_creator()) return;  // a copy made by fork(): see process_owner.hpp
   // A transfer that may still touch the segment keeps it mapped for good.
   if (transport_ && (!transport_->idle() || transport_->poisoned())) {
     transport_->abandon(Error(Errc::kInternal, std::string(spec_.op) + ": destroyed"));
@@ -114,7 +116,7 @@ OpCore::~OpCore() {
 }
 
 void OpCore::check_usable() const {
-  ctx_->check_usable(spec_.op);
+  ctx_->life().check_usable(spec_.op);
   if (!broken_.empty())
     raise(Errc::kInvalidUsage,
           "{}: the op failed earlier and must be destroyed (first failure: {})", spec_.op, broken_);
@@ -127,7 +129,7 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
     if (!d.error.empty()) throw Error(d.error_code, d.error);
     if (spec_.local_writes) wait_released();
     call.epoch = epoch_;
-    call.deadline = ctx_->deadline();
+    call.deadline = ctx_->runtime().deadline();
     return;
   }
   skip_release_ = false;
@@ -148,11 +150,11 @@ void OpCore::begin_call(Path path, const CallDescriptor& d, Call& call) {
     std::string err = d.agreed_check();
     if (!err.empty()) throw Error(Errc::kInvalidArgument, err);
   }
-  call.deadline = ctx_->deadline();
+  call.deadline = ctx_->runtime().deadline();
 }
 
 void OpCore::end_call() {
-  if (transport_ && !transport_->idle()) transport_->complete(ctx_->deadline());
+  if (transport_ && !transport_->idle()) transport_->complete(ctx_->runtime().deadline());
   if (transport_) transport_->raise_if_failed();
   if (spec_.releases && links_->host_size() > 1 && !skip_release_) release_peers();
   skip_release_ = false;
@@ -182,13 +184,13 @@ void OpCore::wait_released() {
 void OpCore::wait(const shm::Signal& s, uint64_t target, int peer, const std::string& what,
                   const std::atomic<bool>* stop) {
   if (shm::signal_load(s) >= target) return;
-  detail::ContextImpl& c = *ctx_;
+  const comm::Parts& c = *ctx_;
   uint64_t observed = 0;
-  comm::DriveWait how{c.wait_policy(), comm::kTransportWait};
+  comm::DriveWait how{c.runtime().wait_policy(), comm::kTransportWait};
   // A transport that needs no driving (the TCP channel) fails on its own: look every few ms.
   if (transport() != nullptr && !transport()->idle() && !transport()->busy())
     how.idle_slice = std::chrono::milliseconds(2);
-  if (comm::wait_driving(transport(), s, target, c.deadline(), how, &observed, stop))
+  if (comm::wait_driving(transport(), s, target, c.runtime().deadline(), how, &observed, stop))
     return;
   if (stop != nullptr && stop->load(std::memory_order_relaxed))
     raise(Errc::kInternal, "{}: copy task abandoned", spec_.op);

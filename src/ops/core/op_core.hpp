@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "comm/transport.hpp"
 #include "fault.hpp"
 #include "kernels/blas_threads.hpp"
@@ -79,7 +79,7 @@ class OpCore {
   // allocates the segment on every host (agreed world-wide: a full /dev/shm on one host fails
   // every rank), binds the layout and, across hosts, builds the transport. `links`: the op's
   // link table, which must outlive the core.
-  OpCore(detail::ContextImpl& c, const Links& links, const Spec& spec, shm::Layout& layout);
+  OpCore(const comm::Parts& c, const Links& links, const Spec& spec, shm::Layout& layout);
   OpCore(const OpCore&) = delete;
   OpCore& operator=(const OpCore&) = delete;
   ~OpCore();
@@ -90,7 +90,7 @@ class OpCore {
   // Local checks outside a collective call (zero-copy input_buffer and the like).
   void check_usable() const;
 
-  detail::ContextImpl& ctx() const { return *ctx_; }
+  const comm::Parts& parts() const { return *ctx_; }
   const char* op() const { return spec_.op; }
   uint64_t epoch() const { return epoch_; }
   const Handshake& handshake() const { return hs_; }
@@ -109,7 +109,7 @@ class OpCore {
   // Completes what is in flight (before a long stretch with no progress, e.g. one big GEMM, so
   // no peer waits for this rank's bytes meanwhile); kTimeout at the context's deadline.
   void finish_transfers() {
-    if (transfers_pending()) transport_->complete(ctx_->deadline());
+    if (transfers_pending()) transport_->complete(ctx_->runtime().deadline());
   }
   // Waits until `s` reaches `target`, driving the transport while it has work (the signal may be
   // raised by it, and this rank's own sends need progress too). Raises the transport's error if
@@ -132,7 +132,7 @@ class OpCore {
   void fail(Path path, std::exception_ptr e) noexcept;
   void release_peers();
 
-  detail::ContextImpl* ctx_;
+  const comm::Parts* ctx_;
   const Links* links_;
   Spec spec_;
   shm::Layout* layout_;
@@ -149,13 +149,13 @@ class OpCore {
 // RAII: the context is in use by this thread for the scope (kInvalidUsage for a second thread).
 class ContextEntry {
  public:
-  ContextEntry(detail::ContextImpl& c, const char* op);
+  ContextEntry(const comm::Parts& c, const char* op);
   ~ContextEntry();
   ContextEntry(const ContextEntry&) = delete;
   ContextEntry& operator=(const ContextEntry&) = delete;
 
  private:
-  detail::ContextImpl& c_;
+  const comm::Parts& c_;
 };
 
 template <class Body>
@@ -166,7 +166,7 @@ void OpCore::run(Path path, const CallDescriptor& d, bool noop, Body&& body) {
   Call call;
   begin_call(path, d, call);
   if (noop) return;
-  fault_point("forward", ctx_->world_rank());
+  fault_point("forward", ctx_->topo().world_rank());
   try {
     body(static_cast<const Call&>(call));
     if (path != Path::kGemmOnly) end_call();

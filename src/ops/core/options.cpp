@@ -30,12 +30,12 @@ void check_field(const char* op, const Field& f, int rank) {
 
 }  // namespace
 
-void agree_options(detail::ContextImpl& c, const char* op, const std::string& local_error,
+void agree_options(const comm::Parts& c, const char* op, const std::string& local_error,
                    std::initializer_list<Field> fields, const std::function<void()>& extra) {
   // close() is collective, so this local check gives the same answer on every rank.
-  if (c.closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
-  const int r = c.world_rank();
-  comm::Group& comm = c.comm();
+  if (c.life().closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
+  const int r = c.topo().world_rank();
+  comm::Group& comm = c.control();
   comm::agree(comm, [&] {
     if (!local_error.empty()) raise(Errc::kInvalidArgument, "{}: {} (rank {})", op, local_error, r);
     for (const Field& f : fields) check_field(op, f, r);

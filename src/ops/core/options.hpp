@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "fluxcpp/types.hpp"
 
 namespace fluxcpp::ops {
@@ -47,7 +47,7 @@ inline Field same(const char* name, long long v) {
 // each field's rule in list order ("<op>: <name>=<v> must be >= 1 (rank r)"), then `extra` (the
 // op's own checks, which may rely on every field being in range); the first failure is raised as
 // the same Error on every rank. Then every field must have the same value on every rank.
-void agree_options(detail::ContextImpl& c, const char* op, const std::string& local_error,
+void agree_options(const comm::Parts& c, const char* op, const std::string& local_error,
                    std::initializer_list<Field> fields, const std::function<void()>& extra = {});
 
 }  // namespace fluxcpp::ops

@@ -20,16 +20,16 @@ kernels::ColumnSlabs column_slabs(int workers, int64_t n0, int64_t n1) {
   return slabs;
 }
 
-void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
+void parallel_gemm(const comm::Parts& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
                    int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out) {
   if (rows <= 0 || n0 >= n1) return;
-  const kernels::ColumnSlabs slabs = column_slabs(c.num_compute_workers(), n0, n1);
+  const kernels::ColumnSlabs slabs = column_slabs(c.runtime().num_compute_workers(), n0, n1);
   if (slabs.size() <= 1) {
     kernels::gemm_tile(w, a, lda, rows, n0, n1, out);
     return;
   }
   const std::size_t esz = dtype_size(out.dtype);
-  comm::parallel_for(c, static_cast<int>(slabs.size()), [&](int t) {
+  comm::parallel_for(c.runtime(), static_cast<int>(slabs.size()), [&](int t) {
     const auto [s0, s1] = slabs[t];
     kernels::GemmOut ot = out;
     ot.c = static_cast<char*>(out.c) + (s0 - n0) * esz;

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "comm/context_impl.hpp"
+#include "comm/parts.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_packed_weight.hpp"
 
@@ -17,7 +17,7 @@ kernels::ColumnSlabs column_slabs(int workers, int64_t n0, int64_t n1);
 // n0 of row 0), split into the column slabs above: each worker reads only its part of the weight
 // and writes only its part of the output. The calling thread computes the first slab and waits
 // for the others.
-void parallel_gemm(detail::ContextImpl& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
+void parallel_gemm(const comm::Parts& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
                    int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out);
 
 }  // namespace fluxcpp::ops

@@ -8,7 +8,7 @@
 
 namespace fluxcpp::ops {
 
-ReduceExchange::ReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+ReduceExchange::ReduceExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
                                std::size_t max_share_block, std::size_t max_acc_block, bool needed,
                                const char* op)
     : c_(&c), links_(&links) {
@@ -22,7 +22,8 @@ ReduceExchange::ReduceExchange(detail::ContextImpl& c, const Links& links, shm::
   for (int t = 0; t < W; ++t)
     if (links.link(t).local != links.local()) peer_blocks_.push_back(t);
   if (N > 1)
-    comm::agree(c.comm(), [&] { resize_or_raise(host_sum_, max_acc_block, op, "the host sum"); });
+    comm::agree(c.control(),
+                [&] { resize_or_raise(host_sum_, max_acc_block, op, "the host sum"); });
 }
 
 bool ReduceExchange::sends_direct() const {
@@ -154,8 +155,8 @@ bool ReduceExchange::networked() const {
 
 void ReduceExchange::allow_presum(std::size_t max_acc_block, const char* op) {
   const bool qualifies =
-      !links_->networked() && links_->host_size() > 2 && c_->config().copy_offload;
-  comm::agree(c_->comm(), [&] {
+      !links_->networked() && links_->host_size() > 2 && c_->runtime().config().copy_offload;
+  comm::agree(c_->control(), [&] {
     if (qualifies) resize_or_raise(presum_, max_acc_block, op, "the offloaded partial sum");
   });
 }

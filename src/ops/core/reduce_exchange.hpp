@@ -27,7 +27,7 @@ class ReduceExchange {
   // when `needed`) and, across hosts, host-out/host-in slots of max_acc_block per host; across
   // hosts also allocates the host-sum scratch (collective: a failure is agreed, named for `op`).
   // `links` must outlive the exchange (the op's table).
-  ReduceExchange(detail::ContextImpl& c, const Links& links, shm::Layout& layout,
+  ReduceExchange(const comm::Parts& c, const Links& links, shm::Layout& layout,
                  std::size_t max_share_block, std::size_t max_acc_block, bool needed,
                  const char* op);
 
@@ -93,7 +93,7 @@ class ReduceExchange {
   // Host h's sum of this rank's block, landed in this rank's host-in slot (h != this host).
   Inbox host_sum_of(int h) const;
 
-  detail::ContextImpl* c_ = nullptr;
+  const comm::Parts* c_ = nullptr;
   const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   shm::SlotArray shares_, host_out_, host_in_;

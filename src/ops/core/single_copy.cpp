@@ -5,23 +5,24 @@
 
 namespace fluxcpp::ops {
 
-SingleCopy::SingleCopy(detail::ContextImpl& c, const Links& links, shm::Layout& layout)
-    : forced_(c.config().copy_engine == CopyEngine::kCma), min_bytes_(c.config().cma_min_bytes) {
+SingleCopy::SingleCopy(const comm::Parts& c, const Links& links, shm::Layout& layout)
+    : forced_(c.runtime().config().copy_engine == CopyEngine::kCma),
+      min_bytes_(c.runtime().config().cma_min_bytes) {
   done_ = layout.signals("read-done", links.host_size());
   withdrawn_ = layout.signals("withdrawn", 1);
 }
 
 void SingleCopy::probe(OpCore& core) {
-  detail::ContextImpl& c = core.ctx();
+  const comm::Parts& c = core.parts();
   const Links& links = core.links();
-  if (links.host_size() == 1 || c.config().copy_engine == CopyEngine::kShm) return;
+  if (links.host_size() == 1 || c.runtime().config().copy_engine == CopyEngine::kShm) return;
   // Each rank reads a word a peer wrote, through the peer's own address space; the ptracer
   // permission is asked for only if the Yama policy requires it, and held while the op lives.
-  const shm::CmaPeers peers = shm::cma_probe_team(c, grant_);
+  const shm::CmaPeers peers = shm::cma_probe_team(c.host(), grant_);
   pids_ = peers.pids;
   ok_ = peers.ok;
-  comm::agree(c.comm(), [&] {
-    if (c.config().copy_engine == CopyEngine::kCma && !ok_)
+  comm::agree(c.control(), [&] {
+    if (c.runtime().config().copy_engine == CopyEngine::kCma && !ok_)
       raise(Errc::kSystem,
             "{}: FLUXCPP_COPY_ENGINE=cma but process_vm_readv between the ranks of host {} is "
             "not permitted (ptrace policy); use auto or shm",

@@ -19,7 +19,7 @@ class SingleCopy {
  public:
   SingleCopy() = default;
   // Declares the regions ("read-done[L]", "withdrawn") before the core allocates.
-  SingleCopy(detail::ContextImpl& c, const Links& links, shm::Layout& layout);
+  SingleCopy(const comm::Parts& c, const Links& links, shm::Layout& layout);
   // Collective over the host, after the core allocated the segment: checks that every rank can
   // read every host peer's memory; raises on every rank if FLUXCPP_COPY_ENGINE=cma but it cannot.
   void probe(OpCore& core);

@@ -30,7 +30,7 @@ int64_t balanced_tile_rows(int64_t rows, int64_t tile) {
 void tiled_gemm(OpCore& core, const kernels::GemmWeight& w, const void* a, int64_t lda,
                 int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out,
                 const std::function<void(int64_t rows_done)>& done, Tiling tiling) {
-  detail::ContextImpl& c = core.ctx();
+  const comm::Parts& c = core.parts();
   if (rows <= 0 || n0 >= n1) return;
   if (tiling == Tiling::kAdaptive && !core.multi_host()) {
     parallel_gemm(c, w, a, lda, rows, n0, n1, out);

@@ -5,7 +5,7 @@
 namespace fluxcpp::ops {
 
 void* ZeroCopyInput::acquire(OpCore& core, char* slot) {
-  ContextEntry entry(core.ctx(), core.op());
+  ContextEntry entry(core.parts(), core.op());
   core.check_usable();
   core.wait_released();
   armed_ = true;
@@ -18,7 +18,7 @@ bool ZeroCopyInput::check(const OpCore& core, const char* slot, const void* inpu
                           CallDescriptor& d) {
   const bool armed = armed_;
   armed_ = false;  // one forward per input_buffer()
-  const int r = core.ctx().world_rank();
+  const int r = core.parts().topo().world_rank();
   const char* in = static_cast<const char*>(input);
   const bool zero_copy = slot != nullptr && in == slot;
   if (!d.error.empty()) return zero_copy;

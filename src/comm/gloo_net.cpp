@@ -249,9 +249,10 @@ void GlooNet::raise_gloo(const std::string& what, const std::string& gloo_error)
   raise(Errc::kSystem, "{}", msg);
 }
 
-bool GlooNet::wait_recv(GlooBuffer& b, int* peer, Deadline deadline, const std::string& what) {
+template <class Wait>
+bool GlooNet::bounded_wait(Deadline deadline, const std::string& what, Wait&& wait) {
   try {
-    return b.waitRecv(peer, until(deadline));
+    return wait(until(deadline));
   } catch (const std::exception& e) {
     if (Clock::now() + std::chrono::milliseconds(5) >= deadline) {
       fail(what + ": timed out");
@@ -261,16 +262,12 @@ bool GlooNet::wait_recv(GlooBuffer& b, int* peer, Deadline deadline, const std::
   }
 }
 
+bool GlooNet::wait_recv(GlooBuffer& b, int* peer, Deadline deadline, const std::string& what) {
+  return bounded_wait(deadline, what, [&](auto timeout) { return b.waitRecv(peer, timeout); });
+}
+
 bool GlooNet::wait_send(GlooBuffer& b, Deadline deadline, const std::string& what) {
-  try {
-    return b.waitSend(nullptr, until(deadline));
-  } catch (const std::exception& e) {
-    if (Clock::now() + std::chrono::milliseconds(5) >= deadline) {
-      fail(what + ": timed out");
-      raise(Errc::kTimeout, "{}", what);
-    }
-    raise_gloo(what, e.what());
-  }
+  return bounded_wait(deadline, what, [&](auto timeout) { return b.waitSend(nullptr, timeout); });
 }
 
 void GlooNet::send(GlooBuffer& b, int peer, uint64_t slot, std::size_t off, std::size_t bytes) {

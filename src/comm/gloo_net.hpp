@@ -101,6 +101,10 @@ class GlooNet {
 
  private:
   [[noreturn]] void raise_gloo(const std::string& what, const std::string& gloo_error);
+  // wait(timeout) bounded by `deadline`: kTimeout past it, kSystem when gloo fails (both close
+  // the channel).
+  template <class Wait>
+  bool bounded_wait(Deadline deadline, const std::string& what, Wait&& wait);
   int rank_ = 0, size_ = 1;
   std::shared_ptr<gloo::Context> ctx_;
   uint64_t control_ = 0;

@@ -85,12 +85,24 @@ void GlooP2pNet::start_jobs(const std::shared_ptr<Pair>& p) {
   auto gone = [what, me = me_](const Error& e) {
     return fmt::format("{} is gone: {} (this is rank {})", what, e.what(), me);
   };
-  // A job is counted before it can end; a run() that throws takes it back.
-  auto start = [&](std::function<void()> job) {
+  // A job is counted before it can end; a run() that throws takes it back. A job that fails
+  // leaves its error in `error` (the first one); either way it is uncounted when it ends.
+  auto start = [&](std::string Pair::*error, std::function<void()> body) {
     {
       std::lock_guard<std::mutex> lk(p->mu);
       ++p->jobs;
     }
+    auto job = [p, error, gone, body = std::move(body)] {
+      try {
+        body();
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lk(p->mu);
+        if (((*p).*error).empty()) (*p).*error = gone(e);
+      }
+      std::lock_guard<std::mutex> lk(p->mu);
+      --p->jobs;
+      p->cv.notify_all();
+    };
     try {
       net_->waiters().run(std::move(job));
     } catch (...) {
@@ -100,61 +112,45 @@ void GlooP2pNet::start_jobs(const std::shared_ptr<Pair>& p) {
     }
   };
   // Sends: counts them complete in order.
-  start([p, net = net_.get(), what, gone, slots = slots_] {
-    try {
-      for (;;) {
-        std::unique_lock<std::mutex> lk(p->mu);
-        p->cv.wait(lk, [&] { return p->stop || p->completed < p->posted; });
-        if (p->stop) break;
-        const std::size_t s = p->completed % static_cast<uint64_t>(slots);
-        const bool data = p->heads[s] > 0;
-        lk.unlock();
-        if (!net->wait_send(*p->head_buf[s], Deadline::max(), what)) break;
-        if (data && !net->wait_send(*p->data_buf[s], Deadline::max(), what)) break;
-        lk.lock();
-        ++p->completed;
-        p->cv.notify_all();
-      }
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lk(p->mu);
-      if (p->error.empty()) p->error = gone(e);
+  start(&Pair::error, [p, net = net_.get(), what, slots = slots_] {
+    for (;;) {
+      std::unique_lock<std::mutex> lk(p->mu);
+      p->cv.wait(lk, [&] { return p->stop || p->completed < p->posted; });
+      if (p->stop) break;
+      const std::size_t s = p->completed % static_cast<uint64_t>(slots);
+      const bool data = p->heads[s] > 0;
+      lk.unlock();
+      if (!net->wait_send(*p->head_buf[s], Deadline::max(), what)) break;
+      if (data && !net->wait_send(*p->data_buf[s], Deadline::max(), what)) break;
+      lk.lock();
+      ++p->completed;
+      p->cv.notify_all();
     }
-    std::lock_guard<std::mutex> lk(p->mu);
-    --p->jobs;
-    p->cv.notify_all();
   });
   // Receives: a header, the next header's receive, then the message once the op took it.
-  start([p, net = net_.get(), what, gone, head_slot] {
-    try {
-      for (;;) {
-        {
-          std::lock_guard<std::mutex> lk(p->mu);
-          if (p->stop) break;
-        }
-        if (!net->wait_recv(*p->head_in_buf, nullptr, Deadline::max(), what)) break;
-        const std::size_t bytes = static_cast<std::size_t>(*p->head_in);
-        net->recv(*p->head_in_buf, p->rank, head_slot, 0, sizeof(uint64_t));
-        std::unique_lock<std::mutex> lk(p->mu);
-        p->has_head = true;
-        p->head_bytes = bytes;
-        p->cv.notify_all();
-        p->cv.wait(lk, [&] { return p->stop || p->receiving; });
-        if (p->stop) break;
-        lk.unlock();
-        if (bytes > 0 && !net->wait_recv(*p->inbox_buf, nullptr, Deadline::max(), what)) break;
-        lk.lock();
-        p->landed = true;
-        p->cv.notify_all();
-        p->cv.wait(lk, [&] { return p->stop || !p->receiving; });
+  start(&Pair::recv_error, [p, net = net_.get(), what, head_slot] {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lk(p->mu);
         if (p->stop) break;
       }
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lk(p->mu);
-      if (p->recv_error.empty()) p->recv_error = gone(e);
+      if (!net->wait_recv(*p->head_in_buf, nullptr, Deadline::max(), what)) break;
+      const std::size_t bytes = static_cast<std::size_t>(*p->head_in);
+      net->recv(*p->head_in_buf, p->rank, head_slot, 0, sizeof(uint64_t));
+      std::unique_lock<std::mutex> lk(p->mu);
+      p->has_head = true;
+      p->head_bytes = bytes;
+      p->cv.notify_all();
+      p->cv.wait(lk, [&] { return p->stop || p->receiving; });
+      if (p->stop) break;
+      lk.unlock();
+      if (bytes > 0 && !net->wait_recv(*p->inbox_buf, nullptr, Deadline::max(), what)) break;
+      lk.lock();
+      p->landed = true;
+      p->cv.notify_all();
+      p->cv.wait(lk, [&] { return p->stop || !p->receiving; });
+      if (p->stop) break;
     }
-    std::lock_guard<std::mutex> lk(p->mu);
-    --p->jobs;
-    p->cv.notify_all();
   });
 }
 

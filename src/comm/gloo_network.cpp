@@ -18,14 +18,13 @@ std::unique_ptr<P2pNet> GlooNetwork::p2p(const Parts& ctx, const char* op,
   return std::make_unique<GlooP2pNet>(ctx, net_, op, slot_bytes, num_slots, peers);
 }
 
-RecordSwap GlooNetwork::rail_swap(const Parts& ctx, std::string what) {
+std::unique_ptr<RecordSwap> GlooNetwork::rail_swap(const Parts& ctx, std::string what) {
   // The rail: this host rank's rank on every host, in host order.
   std::vector<int> members;
   for (int n = 0; n < ctx.topo().num_hosts(); ++n)
     members.push_back(ctx.topo().world_rank_of(n, ctx.topo().host_rank()));
-  return RecordSwap(std::make_unique<GlooRecordSwap>(net_, std::move(members), ctx.topo().host_id(),
-                                                     ctx.life().creating_serial(),
-                                                     std::move(what)));
+  return std::make_unique<GlooRecordSwap>(net_, std::move(members), ctx.topo().host_id(),
+                                          ctx.life().creating_serial(), std::move(what));
 }
 
 }  // namespace fluxcpp::comm

@@ -22,7 +22,7 @@ class GlooNetwork final : public Network {
                                        std::size_t chunk_bytes) override;
   std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
                               int num_slots, const std::vector<int>& peers) override;
-  RecordSwap rail_swap(const Parts& ctx, std::string what) override;
+  std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int) const override {}
   // A channel that failed (a host gone, the link cut) was reported by the call that hit it;
   // nothing collective can cross it any more.

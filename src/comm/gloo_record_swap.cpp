@@ -61,7 +61,7 @@ std::vector<int> exchange(GlooNet& net, const std::vector<int>& members, int me,
 
 GlooRecordSwap::GlooRecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me,
                                uint64_t serial, std::string what)
-    : RecordSwapImpl(std::move(what)),
+    : RecordSwap(std::move(what)),
       net_(std::move(net)),
       members_(std::move(members)),
       serial_(serial) {

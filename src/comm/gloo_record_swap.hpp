@@ -15,7 +15,7 @@ namespace fluxcpp::comm {
 
 class GlooNet;
 
-class GlooRecordSwap : public RecordSwapImpl {
+class GlooRecordSwap : public RecordSwap {
  public:
   // `members` are the world ranks in member order, this rank is member `me`; `serial` is the
   // op's create serial (its slots). Not collective.

@@ -27,8 +27,8 @@ std::unique_ptr<P2pNet> MpiNetwork::p2p(const Parts& ctx, const char* op,
   return std::make_unique<MpiP2pNet>(ctx, comm_, op, slot_bytes, num_slots, peers);
 }
 
-RecordSwap MpiNetwork::rail_swap(const Parts& /*ctx*/, std::string what) {
-  return RecordSwap(std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what)));
+std::unique_ptr<RecordSwap> MpiNetwork::rail_swap(const Parts& /*ctx*/, std::string what) {
+  return std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what));
 }
 
 void MpiNetwork::check_hosts(int num_nodes) const {

@@ -39,7 +39,7 @@ class MpiNetwork final : public Network {
                                        std::size_t chunk_bytes) override;
   std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
                               int num_slots, const std::vector<int>& peers) override;
-  RecordSwap rail_swap(const Parts& ctx, std::string what) override;
+  std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int num_nodes) const override;
   bool usable() const override;
 

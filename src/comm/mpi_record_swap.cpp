@@ -17,7 +17,7 @@ constexpr int kMpiText = 512;
 }  // namespace
 
 MpiRecordSwap::MpiRecordSwap(MPI_Comm base, std::string what)
-    : RecordSwapImpl(std::move(what)), comm_(dup(base)) {
+    : RecordSwap(std::move(what)), comm_(dup(base)) {
   check_mpi(MPI_Comm_rank(comm_.get(), &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_.get(), &size_), "MPI_Comm_size");
 }

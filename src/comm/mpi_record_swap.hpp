@@ -12,7 +12,7 @@
 
 namespace fluxcpp::comm {
 
-class MpiRecordSwap : public RecordSwapImpl {
+class MpiRecordSwap : public RecordSwap {
  public:
   // Collective over `base`: duplicates it. `what` names the exchange in the errors of later
   // creates on it (a timed-out swap's orphans).

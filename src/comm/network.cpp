@@ -19,7 +19,7 @@ class NoNetwork final : public Network {
                               const std::vector<int>&) override {
     missing(ctx, op);
   }
-  RecordSwap rail_swap(const Parts& ctx, std::string what) override {
+  std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override {
     missing(ctx, what.c_str());
   }
   void check_hosts(int) const override {}

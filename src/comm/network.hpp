@@ -50,7 +50,7 @@ class Network {
   // Collective over the rail of this rank (this host rank's rank on every host; the context
   // has as many ranks on every host): the call handshake's record swap of the op being created
   // (Lifecycle::creating_serial()). `what` names it in errors.
-  virtual RecordSwap rail_swap(const Parts& ctx, std::string what) = 0;
+  virtual std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) = 0;
 
   // Inside the agreed part of the context's create: kInvalidUsage when this network cannot
   // carry ops between `num_nodes` hosts as it was set up (MPI without MPI_THREAD_MULTIPLE).

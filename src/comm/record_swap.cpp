@@ -11,14 +11,14 @@ std::size_t round_to_line(std::size_t bytes) {
 }
 }  // namespace
 
-RecordSwapImpl::Records::Records(std::size_t record, int members)
+RecordSwap::Records::Records(std::size_t record, int members)
     : all_(record * static_cast<std::size_t>(members) + kRecordLine) {}
 
-char* RecordSwapImpl::Records::all() {
+char* RecordSwap::Records::all() {
   return reinterpret_cast<char*>(round_to_line(reinterpret_cast<std::uintptr_t>(all_.data())));
 }
 
-void RecordSwapImpl::prepare(std::size_t bytes) {
+void RecordSwap::prepare(std::size_t bytes) {
   bytes = round_to_line(bytes);
   // A timed-out swap's orphans may still use the records: never reuse those.
   if (!records_ || records_.use_count() > 1 || bytes != bytes_) {
@@ -27,7 +27,7 @@ void RecordSwapImpl::prepare(std::size_t bytes) {
   }
 }
 
-char* RecordSwapImpl::record(int member) const {
+char* RecordSwap::record(int member) const {
   return records_->all() + bytes_ * static_cast<std::size_t>(member);
 }
 

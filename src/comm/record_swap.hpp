@@ -7,9 +7,9 @@
 // when some member has an error to tell. What a timed-out swap posted keeps its own reference to
 // the records it may still touch.
 //
-// RecordSwap is the handle the handshake keeps; the network behind it is a RecordSwapImpl made
-// by the context's Network (comm/network.hpp): MpiRecordSwap (comm/mpi_record_swap.hpp) or
-// GlooRecordSwap (comm/gloo_record_swap.hpp). A default-made RecordSwap is inactive (one host).
+// The handshake keeps the one its context's Network made (comm/network.hpp), and calls it
+// directly: MpiRecordSwap (comm/mpi_record_swap.hpp) or GlooRecordSwap
+// (comm/gloo_record_swap.hpp). A handshake on one host has none.
 #pragma once
 
 #include <array>
@@ -26,24 +26,32 @@
 
 namespace fluxcpp::comm {
 
-// One network's swap. The records are common; swap, retractions and gather_texts are the
+// One network's swap: the records are common (here); swap, retractions and gather_texts are the
 // network's.
-class RecordSwapImpl {
+class RecordSwap {
  public:
-  explicit RecordSwapImpl(std::string what) : what_(std::move(what)) {}
-  virtual ~RecordSwapImpl() = default;
-  RecordSwapImpl(const RecordSwapImpl&) = delete;
-  RecordSwapImpl& operator=(const RecordSwapImpl&) = delete;
+  explicit RecordSwap(std::string what) : what_(std::move(what)) {}
+  virtual ~RecordSwap() = default;
+  RecordSwap(const RecordSwap&) = delete;
+  RecordSwap& operator=(const RecordSwap&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Makes the records `bytes` each (cache-line aligned), fresh when a timed-out swap may still
+  // use the current ones. Call before filling this call's record.
   void prepare(std::size_t bytes);
   char* record(int member) const;
   std::size_t record_bytes() const { return bytes_; }
 
+  // Sends this member's first `send_bytes` to every other member and receives up to a whole
+  // record from each (a shorter message fills its start). Returns the members whose record did
+  // not arrive by `deadline`; each of them is told (see above) that this member gave up.
   virtual std::vector<int> swap(std::size_t send_bytes, Deadline deadline,
                                 const BackoffPolicy& wait, std::array<int64_t, 2> retraction) = 0;
+  // The retractions that reached this member since the last swap: (member, its two words).
   virtual std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() = 0;
+  // Every member's text (at most 511 bytes of `mine`); every member must call it. `missing`
+  // words the timeout.
   virtual std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
                                                 const BackoffPolicy& wait,
                                                 const std::function<std::string()>& missing) = 0;
@@ -62,42 +70,6 @@ class RecordSwapImpl {
   int rank_ = 0, size_ = 1;
   std::size_t bytes_ = 0;
   std::shared_ptr<Records> records_;
-};
-
-class RecordSwap {
- public:
-  RecordSwap() = default;
-  explicit RecordSwap(std::unique_ptr<RecordSwapImpl> impl) : impl_(std::move(impl)) {}
-
-  bool active() const { return impl_ != nullptr; }
-  int rank() const { return impl_ ? impl_->rank() : 0; }
-  int size() const { return impl_ ? impl_->size() : 1; }
-
-  // Makes the records `bytes` each (cache-line aligned), fresh when a timed-out swap may still
-  // use the current ones. Call before filling this call's record.
-  void prepare(std::size_t bytes) { impl_->prepare(bytes); }
-  char* record(int member) const { return impl_->record(member); }
-  std::size_t record_bytes() const { return impl_ ? impl_->record_bytes() : 0; }
-
-  // Sends this member's first `send_bytes` to every other member and receives up to a whole
-  // record from each (a shorter message fills its start). Returns the members whose record did
-  // not arrive by `deadline`; each of them is told (see above) that this member gave up.
-  std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
-                        std::array<int64_t, 2> retraction) {
-    return impl_->swap(send_bytes, deadline, wait, retraction);
-  }
-  // The retractions that reached this member since the last swap: (member, its two words).
-  std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() { return impl_->retractions(); }
-  // Every member's text (at most 511 bytes of `mine`); every member must call it. `missing`
-  // words the timeout.
-  std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
-                                        const BackoffPolicy& wait,
-                                        const std::function<std::string()>& missing) {
-    return impl_->gather_texts(mine, deadline, wait, missing);
-  }
-
- private:
-  std::unique_ptr<RecordSwapImpl> impl_;
 };
 
 }  // namespace fluxcpp::comm

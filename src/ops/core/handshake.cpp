@@ -156,7 +156,7 @@ std::size_t Handshake::rail_record_bytes() const {
 }
 
 char* Handshake::rail_record(int node) const {
-  return rail_.record(node);
+  return rail_->record(node);
 }
 
 // Across hosts: the rail peers swap descriptors (and vectors, and with one rank per host the
@@ -187,8 +187,8 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   // too instead of completing with a peer whose op is broken (or, had it skipped a call,
   // pairing two different calls).
   const std::vector<int> late =
-      rail_.swap(sent, deadline, wait,
-                 {static_cast<int64_t>(call), static_cast<int64_t>(c.topo().world_rank())});
+      rail_->swap(sent, deadline, wait,
+                  {static_cast<int64_t>(call), static_cast<int64_t>(c.topo().world_rank())});
   if (!late.empty()) {
     std::string who;
     for (int n : late) who += fmt::format("{}{}", who.empty() ? "" : ", ", l.rail(n));
@@ -199,7 +199,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   }
   // A peer that gave this call up before our record reached it (its retraction follows its
   // record): the call fails here too.
-  for (const auto& [n, note] : rail_.retractions()) {
+  for (const auto& [n, note] : rail_->retractions()) {
     const int peer = l.rail(n);
     v.merge({Errc::kTimeout, peer, false,
              fmt::format("{}: rank {} timed out waiting for rank {} in the call handshake of call "
@@ -217,7 +217,7 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   for (int n = 0; n < N; ++n) any_bad = any_bad || head(n)[0] != 0;
   std::vector<std::string> texts;
   // Every rail rank sees the same codes, so all of them gather the texts, or none.
-  if (any_bad) texts = rail_.gather_texts(v.message, deadline, wait, missing);
+  if (any_bad) texts = rail_->gather_texts(v.message, deadline, wait, missing);
   for (int n = 0; n < N; ++n) {
     if (n == nid) continue;
     const int64_t* p = head(n);
@@ -261,8 +261,8 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
     v = {Errc::kInvalidArgument, c.topo().world_rank(), false,
          fmt::format("{}: rank {} refused its own arguments of this call: {}", op_,
                      c.topo().world_rank(), call_refusal())};
-  if (rail_.active()) {
-    rail_.prepare(rail_record_bytes());
+  if (rail_ != nullptr) {
+    rail_->prepare(rail_record_bytes());
     // With one rank per host the payload leaves with the descriptor.
     std::size_t payload_len = 0;
     if (rail_payload_ && d.payload) {

@@ -122,7 +122,8 @@ class Handshake {
   shm::SlotArray info_;      // [2] by call parity
   shm::SlotArray vectors_;   // [2] by parity: [hosts][vector_len], rank (n, me)'s vector at n
   shm::SlotArray payloads_;  // [2] by parity
-  comm::RecordSwap rail_;        // the rail peers' records (one per host), kept across calls
+  // The rail peers' records (one per host), kept across calls; null on one host.
+  std::unique_ptr<comm::RecordSwap> rail_;
   bool rail_payload_ = false;  // payloads travel on the rail (one rank per host)
 };
 

@@ -18,10 +18,8 @@
 #include "process_owner.hpp"
 
 namespace fluxcpp::comm {
-class Parts;
-}
 
-namespace fluxcpp::comm {
+class Parts;
 
 class MpiP2pNet : public P2pNet {
  public:

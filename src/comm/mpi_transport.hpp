@@ -17,10 +17,8 @@
 #include "shm/signal.hpp"
 
 namespace fluxcpp::comm {
-class Parts;
-}
 
-namespace fluxcpp::comm {
+class Parts;
 
 class MpiTransport : public Transport {
  public:

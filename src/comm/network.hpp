@@ -27,10 +27,8 @@
 #include "comm/transport.hpp"
 
 namespace fluxcpp::comm {
-class Parts;
-}
 
-namespace fluxcpp::comm {
+class Parts;
 
 class Network {
  public:

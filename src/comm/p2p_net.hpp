@@ -20,10 +20,8 @@
 #include <vector>
 
 namespace fluxcpp::comm {
-class Parts;
-}
 
-namespace fluxcpp::comm {
+class Parts;
 
 class P2pNet {
  public:

@@ -29,10 +29,8 @@
 #include "shm/signal.hpp"
 
 namespace fluxcpp::comm {
-class Parts;
-}
 
-namespace fluxcpp::comm {
+class Parts;
 
 using Deadline = std::chrono::steady_clock::time_point;
 

@@ -22,7 +22,7 @@ class A2aGemmImpl : public ops::GemmOpBase<A2aGemmImpl, A2aGemmOptions> {
  public:
   static constexpr const char* kOp = "a2a_gemm";
   using GemmOpBase::GemmOpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // GemmOpBase's hooks.

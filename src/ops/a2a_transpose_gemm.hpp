@@ -22,7 +22,7 @@ class A2aTransposeGemmImpl : public ops::OpBase<A2aTransposeGemmOptions> {
  public:
   static constexpr const char* kOp = "a2a_transpose_gemm";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,

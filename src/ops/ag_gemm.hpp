@@ -26,7 +26,7 @@ class AgGemmImpl : public ops::GemmOpBase<AgGemmImpl, AgGemmOptions> {
  public:
   static constexpr const char* kOp = "ag_gemm";
   using GemmOpBase::GemmOpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AGKernel call runs, chosen by AgGemmImpl::plan from the call's m and path, the op's

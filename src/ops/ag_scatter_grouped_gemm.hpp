@@ -24,7 +24,7 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
   // local_error: a problem the C layer found (e.g. a NULL out-pointer).
   static constexpr const char* kOp = "ag_scatter_grouped_gemm";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t T, const int64_t* splits, const int32_t* scatter_index,

@@ -20,7 +20,7 @@ class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
  public:
   static constexpr const char* kOp = "all_gather";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AllGather call gathers the host's blocks, chosen by AllGatherImpl::plan from the call's

@@ -16,7 +16,7 @@ class AllReduceImpl : public ops::OpBase<AllReduceOptions> {
  public:
   static constexpr const char* kOp = "all_reduce";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // How an AllReduce call runs, chosen by AllReduceImpl::plan from the call's count and the host

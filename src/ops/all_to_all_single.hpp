@@ -21,7 +21,7 @@ class AllToAllSingleImpl : public ops::OpBase<AllToAllSingleOptions> {
  public:
   static constexpr const char* kOp = "all_to_all_single";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, const int64_t* input_splits, void* output,

@@ -25,7 +25,7 @@ namespace fluxcpp::detail {
 class AsyncSendRecvImpl {
  public:
   static constexpr const char* kOp = "async_send_recv";
-  // local_error: see ContextImpl.
+  // local_error: see ops::make_op.
   AsyncSendRecvImpl(const std::shared_ptr<ContextImpl>& ctx, const AsyncSendRecvOptions& options,
                     const std::string& local_error = {});
   ~AsyncSendRecvImpl();

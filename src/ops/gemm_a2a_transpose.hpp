@@ -20,7 +20,7 @@ class GemmA2aTransposeImpl : public ops::OpBase<GemmA2aTransposeOptions> {
  public:
   static constexpr const char* kOp = "gemm_a2a_transpose";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t bs, int64_t seq, const void* weight, const void* bias,

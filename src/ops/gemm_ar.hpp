@@ -19,7 +19,7 @@ class GemmArImpl : public ops::OpBase<GemmArOptions> {
  public:
   static constexpr const char* kOp = "gemm_ar";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // How a GemmAR call runs, chosen by GemmArImpl::plan from the call's m, the op's settings and

@@ -23,7 +23,7 @@ class GemmRsImpl : public ops::OpBase<GemmRsOptions> {
  public:
   static constexpr const char* kOp = "gemm_rs";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // How a GemmRS call runs, chosen by GemmRsImpl::plan from the call's m and path, the op's

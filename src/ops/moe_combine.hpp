@@ -20,7 +20,7 @@ class MoeCombineImpl : public ops::OpBase<MoeCombineOptions> {
  public:
   static constexpr const char* kOp = "moe_combine";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const MoeCombineInput& in, void* output);

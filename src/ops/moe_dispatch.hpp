@@ -23,7 +23,7 @@ class MoeDispatchImpl : public ops::OpBase<MoeDispatchOptions> {
   // Flags a rank publishes with its counts.
   static constexpr uint64_t kHasWeights = 1, kWantsWeights = 2, kWantsSrc = 4, kNoRecv = 8;
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   // local_error: a problem the C layer found (e.g. a NULL num_recv_rows), failing every rank.

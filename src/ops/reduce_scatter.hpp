@@ -19,7 +19,7 @@ class ReduceScatterImpl : public ops::OpBase<ReduceScatterOptions> {
  public:
   static constexpr const char* kOp = "reduce_scatter";
   using OpBase::OpBase;
-  // The collective create (ops::make_op runs it). local_error: see ContextImpl.
+  // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
 
   void forward(const void* input, int64_t m, void* output);

@@ -78,7 +78,7 @@ void bench_a2a_gemm(Env& env) {
   fused_header(env,
                fmt::format("a2a_gemm: AllToAll + GEMM, {} ranks on {} host(s); M rows per rank "
                            "(M/W to each peer), N columns, K = row length",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "move");
   const Settings& st = env.settings();
   struct Case {
@@ -174,11 +174,11 @@ void bench_ulysses(Env& env) {
     fused_header(env,
                  before ? fmt::format("gemm_a2a_transpose (Ulysses, before attention), {} ranks on "
                                       "{} host(s): M = seq (bs 1), N = nheads*128, K = hidden",
-                                      W, env.ctx().num_nodes())
+                                      W, env.ctx().num_hosts())
                         : fmt::format("a2a_transpose_gemm (Ulysses, after attention), {} ranks on "
                                       "{} host(s): M = seq (bs 1), N = out features, K = "
                                       "nheads*128",
-                                      W, env.ctx().num_nodes()),
+                                      W, env.ctx().num_hosts()),
                  "move");
     for (DType d : {DType::kFloat32, DType::kBFloat16})
       for (const Shape& s : shapes) {

@@ -63,7 +63,7 @@ void bench_ag_gemm(Env& env) {
   fused_header(env,
                fmt::format("ag_gemm: AllGather + GEMM, {} ranks on {} host(s); M total rows, N "
                            "columns per rank",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "move");
   for (const Shape& s : shapes(env)) {
     if (!rows_fit(env, "ag_gemm", s.m)) continue;

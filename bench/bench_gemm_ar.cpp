@@ -112,7 +112,7 @@ void bench_gemm_ar(Env& env) {
                fmt::format("gemm_ar: GEMM + AllReduce, {} ranks on {} host(s); M rows on every "
                            "rank, K per rank; f32 -> f32, bf16 -> bf16; unfused = one GEMM to "
                            "f32 + MPI_Allreduce f32 (+ rounding); no gemm-only/comm-only paths",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "allreduce");
   const Stats none{NAN, NAN, NAN};
   for (const Shape& s : shapes(env)) {

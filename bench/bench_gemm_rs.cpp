@@ -56,7 +56,7 @@ void bench_gemm_rs(Env& env) {
   fused_header(env,
                fmt::format("gemm_rs: GEMM + ReduceScatter, {} ranks on {} host(s); M total rows, "
                            "K per rank, f32 output",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "move");
   for (const Shape& s : shapes) {
     if (!rows_fit(env, "gemm_rs", s.m)) continue;

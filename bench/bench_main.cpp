@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
   try {
     ContextOptions o;
     if (const char* r = std::getenv("FLUXCPP_BENCH_RANKS_PER_NODE"))
-      o.ranks_per_node = std::atoi(r);
+      o.ranks_per_host = std::atoi(r);
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     Context ctx = bench::store_channel() ? bench::store_context(rank, world)
@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
                   provided);
       std::printf(
           "# ranks %d, hosts %d (%d ranks per host), host %s, %u CPUs online, rank 0 cpuset %s\n",
-          ctx.world_size(), ctx.num_nodes(), ctx.node_size(), host,
+          ctx.world_size(), ctx.num_hosts(), ctx.host_size(), host,
           std::thread::hardware_concurrency(), comm::process_cpuset().c_str());
       std::printf(
           "# threads per rank: %d compute + %d comm, binding %s, OpenBLAS threads %d, waits spin "

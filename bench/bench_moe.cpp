@@ -139,7 +139,7 @@ void bench_moe(Env& env) {
   const int W = env.world(), r = env.rank();
   env.section(fmt::format("moe: dispatch / combine vs the MPI_Alltoallv path, {} ranks on {} "
                           "host(s), uniform top-k routing; bytes = T·hidden per rank",
-                          W, env.ctx().num_nodes()),
+                          W, env.ctx().num_hosts()),
               {"op", "dtype", "T", "hidden", "E", "topk", "bytes/rank", "fluxcpp", "MPI", "speedup",
                "#wrong"});
   for (const Shape& s : shapes(env)) {
@@ -193,7 +193,7 @@ void bench_moe(Env& env) {
       env.json({{"op", jstr(ops[i])},
                 {"dtype", jstr(dtype_name(s.dtype))},
                 {"world", jnum(W)},
-                {"hosts", jnum(env.ctx().num_nodes())},
+                {"hosts", jnum(env.ctx().num_hosts())},
                 {"tokens", jnum(static_cast<double>(s.T))},
                 {"hidden", jnum(static_cast<double>(s.hidden))},
                 {"experts", jnum(static_cast<double>(s.E))},

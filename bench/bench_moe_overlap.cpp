@@ -27,7 +27,7 @@ void bench_moe_overlap(Env& env) {
   if (!env.settings().link && env.settings().quick) shapes.resize(1);
   env.section(fmt::format("moe_overlap: dispatch + grouped GEMM, whole vs expert by expert, {} "
                           "ranks on {} host(s), f32, one oneDNN gemm_rows per local expert",
-                          W, env.ctx().num_nodes()),
+                          W, env.ctx().num_hosts()),
               {"T", "hidden", "E", "topk", "ffn", "dispatch", "GEMM", "sequence", "by expert",
                "hidden", "speedup", "#bad"});
   for (const Shape& s : shapes) {
@@ -109,7 +109,7 @@ void bench_moe_overlap(Env& env) {
              std::to_string(bad)});
     env.json({{"op", jstr("moe_dispatch_by_expert")},
               {"world", jnum(W)},
-              {"hosts", jnum(env.ctx().num_nodes())},
+              {"hosts", jnum(env.ctx().num_hosts())},
               {"tokens", jnum(static_cast<double>(s.T))},
               {"hidden", jnum(static_cast<double>(s.hidden))},
               {"ffn", jnum(static_cast<double>(s.ffn))},

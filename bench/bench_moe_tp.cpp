@@ -115,7 +115,7 @@ void bench_ag_scatter_grouped_gemm(Env& env) {
   fused_header(env,
                fmt::format("ag_scatter_grouped_gemm: AllGather + scatter + grouped GEMM, {} ranks "
                            "on {} host(s), ep_size 1; M tokens, N ffn_shard, K hidden",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "move");
   for (const Shape& s : shapes(env)) {
     if (s.T % W != 0 || s.ffn % W != 0) continue;
@@ -175,7 +175,7 @@ void bench_grouped_gemm_gather_rs(Env& env) {
   fused_header(env,
                fmt::format("grouped_gemm_gather_rs: grouped GEMM + topk sum + ReduceScatter, {} "
                            "ranks on {} host(s), ep_size 1; M tokens, N ffn_shard, K hidden",
-                           W, env.ctx().num_nodes()),
+                           W, env.ctx().num_hosts()),
                "move");
   for (const Shape& s : shapes(env)) {
     if (s.T % W != 0 || s.ffn % W != 0) continue;

@@ -48,7 +48,7 @@ void bench_send_recv(Env& env) {
   AsyncSendRecv op(env.ctx(), o);
   std::vector<unsigned char> buf(max_bytes), out(max_bytes), ref(max_bytes);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<unsigned char>(i * 131 + r * 7);
-  const bool same_host = env.ctx().num_nodes() == 1 || env.ctx().node_size() > 1;
+  const bool same_host = env.ctx().num_hosts() == 1 || env.ctx().host_size() > 1;
   env.section(fmt::format("send_recv: fluxcpp AsyncSendRecv vs MPI_Send/MPI_Recv, rank 0 -> 1 "
                           "({}), f32 rows of {} elements, num_slots {}",
                           same_host ? "one host" : "two hosts", n, slots),

@@ -14,13 +14,17 @@
 namespace fluxcpp {
 
 struct ContextOptions {
-  int ranks_per_node = 0;   // 0: detect hosts (MPI_COMM_TYPE_SHARED); >0: groups of that many
+  int ranks_per_host = 0;   // 0: detect hosts (MPI_COMM_TYPE_SHARED); >0: groups of that many
                             // consecutive ranks act as one host
   double timeout_s = 0.0;   // peer-wait timeout, seconds; 0: FLUXCPP_TIMEOUT_S or its default;
                             // +inf (or beyond a deadline's range, e.g. 1e10): wait forever;
                             // NaN or negative: kInvalidArgument
   int compute_threads = 0;  // GEMM workers per rank; 0: FLUXCPP_COMPUTE_THREADS or automatic
   int comm_threads = 0;     // copy/progress threads per rank; 0: FLUXCPP_COMM_THREADS or 1
+  // Deprecated: the former name of ranks_per_host, kept for one release (used when
+  // ranks_per_host is 0; both set to different values is kInvalidArgument). Not marked
+  // [[deprecated]]: compilers would then warn on every default-constructed ContextOptions.
+  int ranks_per_node = 0;
 };
 
 namespace detail {
@@ -64,7 +68,7 @@ class FLUXCPP_API Context {
   // the `world_size` processes that pass `id`, each with its own `rank`. Rendezvous, handshakes
   // and timeouts run over shared memory, with the failure model of the MPI context (a rank that
   // never arrives: kTimeout naming it). kInvalidUsage on a rank whose host is not the id's (ranks
-  // on several hosts: the store constructor below, or MPI); options.ranks_per_node must be 0 or
+  // on several hosts: the store constructor below, or MPI); options.ranks_per_host must be 0 or
   // world_size.
   Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options = {});
   // Without MPI, from the caller's store, ranks on one host or several: collective over the
@@ -79,10 +83,15 @@ class FLUXCPP_API Context {
 
   int rank() const;
   int world_size() const;
-  int node_rank() const;  // rank within this (possibly simulated) host
-  int node_size() const;
-  int node_id() const;  // index of this host, 0..num_nodes()-1
-  int num_nodes() const;
+  int host_rank() const;  // rank within this (possibly simulated) host
+  int host_size() const;
+  int host_id() const;  // index of this host, 0..num_hosts()-1
+  int num_hosts() const;
+  // The former names of the four above, kept for one release.
+  [[deprecated("use host_rank()")]] int node_rank() const { return host_rank(); }
+  [[deprecated("use host_size()")]] int node_size() const { return host_size(); }
+  [[deprecated("use host_id()")]] int node_id() const { return host_id(); }
+  [[deprecated("use num_hosts()")]] int num_nodes() const { return num_hosts(); }
 
   // Collective teardown: waits until every rank got here, then releases the threads and
   // communicators. Optional (the destructor releases local resources too); idempotent.

@@ -68,16 +68,19 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_refuse_next_call(const char* reason);
 typedef struct fluxcpp_context_s* fluxcpp_context_t;
 typedef struct {
   size_t struct_size;  /* sizeof(fluxcpp_context_config_t) */
-  int ranks_per_node;  /* 0: detect hosts; >0: groups of that many consecutive ranks act as one host
-                        */
+  int ranks_per_node;  /* the former name of ranks_per_host below, still read: used when
+                          ranks_per_host is 0 (both set and different: INVALID_ARGUMENT) */
   double timeout_s;    /* peer-wait timeout in seconds; 0: FLUXCPP_TIMEOUT_S or the default;
                           INFINITY (or too large for a deadline, e.g. 1e10): wait forever; NaN or
                           negative: FLUXCPP_ERROR_INVALID_ARGUMENT */
   int compute_threads; /* GEMM workers per rank; 0: default */
   int comm_threads;    /* copy/progress threads per rank; 0: default */
+  int ranks_per_host;  /* 0: detect hosts; >0: groups of that many consecutive ranks act as one host
+                          (a caller built against the struct before this field passes a smaller
+                          struct_size: ranks_per_node alone is read) */
 } fluxcpp_context_config_t;
 #define FLUXCPP_CONTEXT_CONFIG_INIT \
-  { sizeof(fluxcpp_context_config_t), 0, 0.0, 0, 0 }
+  { sizeof(fluxcpp_context_config_t), 0, 0.0, 0, 0, 0 }
 
 /* fluxcpp_context_create, from an MPI communicator: in fluxcpp/fluxcpp_mpi.h (included at the
  * end of this header unless FLUXCPP_NO_MPI is defined). */
@@ -88,7 +91,7 @@ typedef struct {
  * rendezvous, handshakes, barriers and timeouts run over shared memory, with the failure model
  * of an MPI context (a rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it). Every op works
  * on such a context. A rank whose host is not the id's gets FLUXCPP_ERROR_INVALID_USAGE (ranks
- * on several hosts: create_from_store below, or MPI); config->ranks_per_node must be 0 or
+ * on several hosts: create_from_store below, or MPI); config->ranks_per_host must be 0 or
  * world_size. An id is good for
  * one context. */
 typedef struct {
@@ -112,7 +115,7 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
  * FLUXCPP_ERROR_SYSTEM naming the key); they may be called from the calling thread only, during
  * the create. A rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it. A timeout on the
  * network (a host lost mid-call) closes the context's TCP channel: every later call on the
- * context fails and it can only be destroyed. config->ranks_per_node must be 0. */
+ * context fails and it can only be destroyed. config->ranks_per_host must be 0. */
 typedef struct {
   void* user;
   /* Stores `bytes` bytes of `value` under `key`. */
@@ -142,7 +145,7 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_share(fluxcpp_context_t ctx,
                                                    fluxcpp_context_t* shared);
 /* Any of the out pointers may be NULL. */
 FLUXCPP_API fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
-                                                  int* node_rank, int* node_size);
+                                                  int* host_rank, int* host_size);
 
 /* ---- all_gather -------------------------------------------------------------------------- */
 typedef struct fluxcpp_all_gather_s* fluxcpp_all_gather_t;

@@ -84,7 +84,7 @@ def parse_args(argv=None):
       "or torch.mm (torch)")
     a("--ranks-per-node", type=int,
       default=int(os.environ.get("FLUXCPP_BENCH_RANKS_PER_NODE", "0") or 0),
-      help="fluxcpp: Context(ranks_per_node=...) (default FLUXCPP_BENCH_RANKS_PER_NODE, 0: real hosts)")
+      help="fluxcpp: Context(ranks_per_host=...) (default FLUXCPP_BENCH_RANKS_PER_NODE, 0: real hosts)")
     a("--print-tokens", type=int, default=8, help="generated ids of the first sequence shown")
     a("--json", help="append the results as one JSON line to this file (rank 0)")
     a("--profile", action="store_true", help="after the timed runs, one more generation timed "
@@ -211,7 +211,7 @@ def make_backend(args, dtype):
         closers = [world]
     else:
         from mpi4py import MPI
-        ctx = fluxcpp.Context(ranks_per_node=args.ranks_per_node)
+        ctx = fluxcpp.Context(ranks_per_host=args.ranks_per_node)
         local_ctx = None
         if args.local_gemm == "fluxcpp":
             local_ctx = fluxcpp.Context(MPI.COMM_SELF, compute_threads=args.threads)

@@ -63,12 +63,23 @@ class Context(_Handle):
     """fluxcpp_context_t over an mpi4py communicator (None: MPI_COMM_WORLD), or without MPI
     through Context.from_store. Collective.
 
-    Attributes rank, world_size, node_rank, node_size. close() (collective) or `with`."""
+    ranks_per_host: 0 detects hosts, > 0 makes groups of that many consecutive ranks act as one
+    host; ranks_per_node is its former name (still accepted, with a DeprecationWarning).
+    Attributes rank, world_size, host_rank, host_size (node_rank, node_size: their former names).
+    close() (collective) or `with`."""
 
-    def __init__(self, comm=None, *, ranks_per_node=0, timeout_s=0.0, compute_threads=0,
-                 comm_threads=0):
+    def __init__(self, comm=None, *, ranks_per_host=0, timeout_s=0.0, compute_threads=0,
+                 comm_threads=0, ranks_per_node=None):
         self._handle = None
-        cfg = self._config("Context", ranks_per_node, timeout_s, compute_threads, comm_threads)
+        if ranks_per_node is not None:
+            warnings.warn("fluxcpp.Context: ranks_per_node is the former name of ranks_per_host",
+                          DeprecationWarning, stacklevel=2)
+            ranks_per_node = size("Context", "ranks_per_node", ranks_per_node, 0, INT32_MAX)
+            if ranks_per_host not in (0, ranks_per_node):
+                raise ValueError(f"Context: ranks_per_host={ranks_per_host} and ranks_per_node="
+                                 f"{ranks_per_node} (its former name) differ; pass one")
+            ranks_per_host = ranks_per_node
+        cfg = self._config("Context", ranks_per_host, timeout_s, compute_threads, comm_threads)
         if comm is None:
             from mpi4py import MPI  # initialises MPI (thread level MULTIPLE by default)
             comm = MPI.COMM_WORLD
@@ -215,22 +226,26 @@ class Context(_Handle):
         super().__del__()
 
     @staticmethod
-    def _config(where, ranks_per_node, timeout_s, compute_threads, comm_threads):
-        ranks_per_node = size(where, "ranks_per_node", ranks_per_node, 0, INT32_MAX)
+    def _config(where, ranks_per_host, timeout_s, compute_threads, comm_threads):
+        ranks_per_host = size(where, "ranks_per_host", ranks_per_host, 0, INT32_MAX)
         compute_threads = size(where, "compute_threads", compute_threads, 0, INT32_MAX)
         comm_threads = size(where, "comm_threads", comm_threads, 0, INT32_MAX)
         if is_bool(timeout_s) or not isinstance(timeout_s, numbers.Real):
             raise TypeError(f"{where}: timeout_s must be a number of seconds, got "
                             f"{type(timeout_s).__name__} {timeout_s!r}")
-        return _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), ranks_per_node,
-                                  float(timeout_s), compute_threads, comm_threads)
+        return _lib._ConfigStruct(ctypes.sizeof(_lib._ConfigStruct), 0, float(timeout_s),
+                                  compute_threads, comm_threads, ranks_per_host)
 
     def _adopt(self, handle):
         self._handle = handle
         vals = [ctypes.c_int() for _ in range(4)]
         info = _lib.fn("fluxcpp_context_info")
         _lib.checked(info(self._handle, *[ctypes.byref(v) for v in vals]))
-        self.rank, self.world_size, self.node_rank, self.node_size = (v.value for v in vals)
+        self.rank, self.world_size, self.host_rank, self.host_size = (v.value for v in vals)
+
+    # The former names of host_rank and host_size.
+    node_rank = property(lambda self: self.host_rank)
+    node_size = property(lambda self: self.host_size)
 
     @property
     def comm(self):
@@ -247,8 +262,8 @@ class Context(_Handle):
 
     def __repr__(self):
         state = "closed" if self._handle is None else (
-            f"rank={self.rank}, world_size={self.world_size}, node_rank={self.node_rank}, "
-            f"node_size={self.node_size}")
+            f"rank={self.rank}, world_size={self.world_size}, host_rank={self.host_rank}, "
+            f"host_size={self.host_size}")
         return f"fluxcpp.Context({state})"
 
 

@@ -52,7 +52,7 @@ class Unavailable(Error, NotImplementedError):
 
 class _ConfigStruct(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("ranks_per_node", c_int), ("timeout_s", c_double),
-                ("compute_threads", c_int), ("comm_threads", c_int)]
+                ("compute_threads", c_int), ("comm_threads", c_int), ("ranks_per_host", c_int)]
 
 
 def _library_path():

@@ -55,13 +55,21 @@ std::string read_config(const fluxcpp_context_config_t* config, fluxcpp::Context
   if (n < offsetof(fluxcpp_context_config_t, ranks_per_node) + sizeof(int))
     return "context: config->struct_size=" + std::to_string(n) +
            " is too small (initialise it with FLUXCPP_CONTEXT_CONFIG_INIT)";
-  o->ranks_per_node = config->ranks_per_node;
+  o->ranks_per_host = config->ranks_per_node;  // its former name, resolved below
   if (n >= offsetof(fluxcpp_context_config_t, timeout_s) + sizeof(double))
     o->timeout_s = config->timeout_s;
   if (n >= offsetof(fluxcpp_context_config_t, compute_threads) + sizeof(int))
     o->compute_threads = config->compute_threads;
   if (n >= offsetof(fluxcpp_context_config_t, comm_threads) + sizeof(int))
     o->comm_threads = config->comm_threads;
+  if (n >= offsetof(fluxcpp_context_config_t, ranks_per_host) + sizeof(int) &&
+      config->ranks_per_host != 0) {
+    if (o->ranks_per_host != 0 && o->ranks_per_host != config->ranks_per_host)
+      return "context: config->ranks_per_host=" + std::to_string(config->ranks_per_host) +
+             " and config->ranks_per_node=" + std::to_string(o->ranks_per_host) +
+             " (its former name) differ; set one";
+    o->ranks_per_host = config->ranks_per_host;
+  }
   return "";
 }
 
@@ -181,13 +189,13 @@ fluxcpp_status_t fluxcpp_context_destroy(fluxcpp_context_t ctx) {
 }
 
 fluxcpp_status_t fluxcpp_context_info(fluxcpp_context_t ctx, int* rank, int* world_size,
-                                      int* node_rank, int* node_size) {
+                                      int* host_rank, int* host_size) {
   if (ctx == nullptr) return null_arg("fluxcpp_context_info", "ctx");
   const auto& c = *ctx->impl;
   if (rank != nullptr) *rank = c.topo().world_rank();
   if (world_size != nullptr) *world_size = c.topo().world_size();
-  if (node_rank != nullptr) *node_rank = c.topo().host_rank();
-  if (node_size != nullptr) *node_size = c.topo().host_size();
+  if (host_rank != nullptr) *host_rank = c.topo().host_rank();
+  if (host_size != nullptr) *host_size = c.topo().host_size();
   return FLUXCPP_SUCCESS;
 }
 

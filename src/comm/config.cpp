@@ -7,6 +7,8 @@
 
 #include "error_util.hpp"
 
+#include <fmt/format.h>
+
 namespace fluxcpp {
 
 // env_choice returns the index of the value in its list: the lists below follow the enums.
@@ -144,6 +146,18 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
 
 const char* binding_name(Binding b) {
   return b == Binding::kCore ? "core" : "none";
+}
+
+std::string resolve_host_grouping(ContextOptions& o) {
+  int& former = o.ranks_per_node;
+  if (former == 0 || former == o.ranks_per_host) return "";
+  if (o.ranks_per_host == 0) {
+    o.ranks_per_host = former;
+    return "";
+  }
+  return fmt::format(
+      "context: ranks_per_host={} and ranks_per_node={} (its former name) differ; set one",
+      o.ranks_per_host, former);
 }
 
 double create_timeout_s(const ContextOptions& o) {

@@ -61,6 +61,10 @@ Config resolve_config(const ContextOptions& options, int cpus_per_rank, bool ove
 // FLUXCPP_TIMEOUT_S, else the default (a malformed value is reported by the create's own checks).
 double create_timeout_s(const ContextOptions& options);
 
+// Takes ranks_per_host from its former name ranks_per_node when only that one is set; returns ""
+// or, when both are set and differ, the kInvalidArgument message (a local error of the create).
+std::string resolve_host_grouping(ContextOptions& options);
+
 const char* binding_name(Binding b);
 
 }  // namespace fluxcpp

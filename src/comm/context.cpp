@@ -76,18 +76,18 @@ void ContextImpl::release() noexcept {
     return;
   }
   runtime_.stop();
-  own_node_group_.reset();
-  node_group_ = nullptr;
+  own_host_group_.reset();
+  host_group_ = nullptr;
   group_.reset();
   net_.reset();  // frees its communicators, or closes its channel
 }
 
 std::vector<std::string> ContextImpl::allgather(const std::string& mine) {
-  return comm::allgather_strings(*node_group_, mine);
+  return comm::allgather_strings(*host_group_, mine);
 }
 
 void ContextImpl::agree(const std::function<void()>& fn) {
-  node_group_->agree(fn);
+  host_group_->agree(fn);
 }
 
 void ContextImpl::close() {
@@ -129,16 +129,16 @@ int Context::rank() const {
 int Context::world_size() const {
   return impl_->topo().world_size();
 }
-int Context::node_rank() const {
+int Context::host_rank() const {
   return impl_->topo().host_rank();
 }
-int Context::node_size() const {
+int Context::host_size() const {
   return impl_->topo().host_size();
 }
-int Context::node_id() const {
+int Context::host_id() const {
   return impl_->topo().host_id();
 }
-int Context::num_nodes() const {
+int Context::num_hosts() const {
   return impl_->topo().num_hosts();
 }
 

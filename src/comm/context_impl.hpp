@@ -73,9 +73,9 @@ class ContextImpl : public shm::HostTeam {
   // What callers outside src/ (tests, benchmarks) read of a context, by their old names.
   int world_rank() const { return topo_.world_rank(); }
   int world_size() const { return topo_.world_size(); }
-  int node_rank() const { return topo_.host_rank(); }
-  int node_size() const { return topo_.host_size(); }
-  int num_nodes() const { return topo_.num_hosts(); }
+  int host_rank() const { return topo_.host_rank(); }
+  int host_size() const { return topo_.host_size(); }
+  int num_hosts() const { return topo_.num_hosts(); }
   const Config& config() const { return runtime_.config(); }
   shm::WaitPolicy wait_policy() const { return runtime_.wait_policy(); }
   std::chrono::steady_clock::time_point deadline() const { return runtime_.deadline(); }
@@ -95,8 +95,8 @@ class ContextImpl : public shm::HostTeam {
   std::string gone_after(const Error& e) const;
 
   std::unique_ptr<comm::Network> net_;  // before the groups: they may use it
-  std::unique_ptr<comm::Group> group_, own_node_group_;
-  comm::Group* node_group_ = nullptr;  // own_node_group_, or group_ when there is one host
+  std::unique_ptr<comm::Group> group_, own_host_group_;
+  comm::Group* host_group_ = nullptr;  // own_host_group_, or group_ when there is one host
   comm::Topology topo_;
   int shared_size_ = 1;  // ranks on this rank's real host
   comm::Runtime runtime_;

@@ -27,16 +27,16 @@ ContextImpl::ContextImpl(const char (&id)[comm::kUniqueIdBytes], int world_size,
     auto group = std::make_unique<comm::ShmGroup>(parsed.segment, rank, world_size, parsed.secret);
     life_.set_host_pids(group->pids());
     group_ = std::move(group);
-    node_group_ = group_.get();
+    host_group_ = group_.get();
     topo_ = comm::Topology::one_host(rank, world_size);
     shared_size_ = world_size;
     try {
       comm::agree(*group_, [&] {
         if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank);
-        FLUXCPP_CHECK_ARG(options.ranks_per_node == 0 || options.ranks_per_node == world_size,
-                          "context: ranks_per_node={} with a context made from an id (one "
+        FLUXCPP_CHECK_ARG(options.ranks_per_host == 0 || options.ranks_per_host == world_size,
+                          "context: ranks_per_host={} with a context made from an id (one "
                           "host): pass 0 or world_size={}",
-                          options.ranks_per_node, world_size);
+                          options.ranks_per_host, world_size);
       });
       start(options);  // one host: no network (comm::no_network())
     } catch (const Error& e) {
@@ -59,7 +59,10 @@ UniqueId get_unique_id() {
   return id;
 }
 
-Context::Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options)
-    : impl_(std::make_shared<detail::ContextImpl>(id.internal, world_size, rank, options)) {}
+Context::Context(const UniqueId& id, int world_size, int rank, const ContextOptions& options) {
+  ContextOptions o = options;
+  const std::string error = resolve_host_grouping(o);
+  impl_ = std::make_shared<detail::ContextImpl>(id.internal, world_size, rank, o, error);
+}
 
 }  // namespace fluxcpp

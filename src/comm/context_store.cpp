@@ -115,11 +115,11 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
   mine.nonce = fmt::format("{:016x}", std::random_device{}() * 0x100000001ull ^
                                           static_cast<unsigned long long>(mine.pid));
   mine.error = local_error;
-  if (mine.error.empty() && options.ranks_per_node != 0)
+  if (mine.error.empty() && options.ranks_per_host != 0)
     mine.error = fmt::format(
-        "context: ranks_per_node={} with a context made from a store: hosts are told apart by "
+        "context: ranks_per_host={} with a context made from a store: hosts are told apart by "
         "the machine (FLUXCPP_HOST_ID simulates hosts); pass 0",
-        options.ranks_per_node);
+        options.ranks_per_host);
   for (char& ch : mine.error)
     if (ch == kSep) ch = ' ';
   store.set(rank_key(rank), encode(mine));
@@ -234,11 +234,11 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
                                                  world_size, deadline, several_machines);
       group_ = std::make_unique<comm::GlooGroup>(net);
       net_ = std::make_unique<comm::GlooNetwork>(std::move(net));
-      own_node_group_ = std::move(host_group);
-      node_group_ = own_node_group_.get();
+      own_host_group_ = std::move(host_group);
+      host_group_ = own_host_group_.get();
     } else {
       group_ = std::move(host_group);
-      node_group_ = group_.get();
+      host_group_ = group_.get();
     }
     // Every rank read the same arrivals (two calls under one prefix would not).
     uint64_t seen = 1469598103934665603ull;  // FNV-1a over the nonces in rank order
@@ -264,7 +264,10 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
 
 namespace fluxcpp {
 
-Context::Context(const KeyValueStore& store, int world_size, int rank, const ContextOptions& options)
-    : impl_(std::make_shared<detail::ContextImpl>(store, world_size, rank, options)) {}
+Context::Context(const KeyValueStore& store, int world_size, int rank, const ContextOptions& options) {
+  ContextOptions o = options;
+  const std::string error = resolve_host_grouping(o);
+  impl_ = std::make_shared<detail::ContextImpl>(store, world_size, rank, o, error);
+}
 
 }  // namespace fluxcpp

@@ -23,7 +23,7 @@ void free_now(MPI_Comm* c) noexcept {
 }  // namespace
 
 HostLayout::HostLayout(HostLayout&& o) noexcept
-    : node(std::exchange(o.node, MPI_COMM_NULL)),
+    : host(std::exchange(o.host, MPI_COMM_NULL)),
       rail(std::exchange(o.rail, MPI_COMM_NULL)),
       shared_size(o.shared_size),
       mixed(o.mixed),
@@ -32,9 +32,9 @@ HostLayout::HostLayout(HostLayout&& o) noexcept
 
 HostLayout& HostLayout::operator=(HostLayout&& o) noexcept {
   if (this != &o) {
-    free_now(&node);
+    free_now(&host);
     free_now(&rail);
-    node = std::exchange(o.node, MPI_COMM_NULL);
+    host = std::exchange(o.host, MPI_COMM_NULL);
     rail = std::exchange(o.rail, MPI_COMM_NULL);
     shared_size = o.shared_size;
     mixed = o.mixed;
@@ -45,11 +45,11 @@ HostLayout& HostLayout::operator=(HostLayout&& o) noexcept {
 }
 
 HostLayout::~HostLayout() {
-  free_now(&node);
+  free_now(&host);
   free_now(&rail);
 }
 
-HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
+HostLayout build_host_layout(MPI_Comm comm, int ranks_per_host, bool gave_up) {
   HostLayout h;
   const uint64_t epoch = comm_epoch();  // before the splits (orphans.hpp)
   int rank = 0, size = 1;
@@ -67,26 +67,26 @@ HostLayout build_host_layout(MPI_Comm comm, int ranks_per_node, bool gave_up) {
   free_now(&shared);
   check_mpi(rc, "MPI_Allreduce");
 
-  const int key = ranks_per_node > 0 ? rank / ranks_per_node : shared_leader;
-  check_mpi(MPI_Comm_split(comm, key, rank, &h.node), "MPI_Comm_split");
-  MPI_Comm_set_errhandler(h.node, MPI_ERRORS_RETURN);
-  note_comm(h.node, epoch);
-  int node_rank = 0;
-  MPI_Comm_rank(h.node, &node_rank);
+  const int key = ranks_per_host > 0 ? rank / ranks_per_host : shared_leader;
+  check_mpi(MPI_Comm_split(comm, key, rank, &h.host), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(h.host, MPI_ERRORS_RETURN);
+  note_comm(h.host, epoch);
+  int host_rank = 0;
+  MPI_Comm_rank(h.host, &host_rank);
   // The lowest and highest real-host leader on this host (equal unless mixed), and the host's
   // lowest world rank (its number before sorting).
   int lh[3] = {shared_leader, ~shared_leader, rank};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, lh, 3, MPI_INT, MPI_MIN, h.node), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, lh, 3, MPI_INT, MPI_MIN, h.host), "MPI_Allreduce");
   h.mixed = lh[0] != ~lh[1];
 
   h.pairs.assign(2 * static_cast<std::size_t>(size), 0);
-  int mine[2] = {lh[2], node_rank};
+  int mine[2] = {lh[2], host_rank};
   check_mpi(MPI_Allgather(mine, 2, MPI_INT, h.pairs.data(), 2, MPI_INT, comm), "MPI_Allgather");
   // Hosts are numbered by their lowest rank; the rail of host rank j orders ranks by host.
-  int node_id = 0;
+  int host_id = 0;
   for (int r = 0; r < size; ++r)
-    if (h.pairs[2 * r + 1] == 0 && h.pairs[2 * r] < lh[2]) ++node_id;
-  check_mpi(MPI_Comm_split(comm, node_rank, node_id, &h.rail), "MPI_Comm_split");
+    if (h.pairs[2 * r + 1] == 0 && h.pairs[2 * r] < lh[2]) ++host_id;
+  check_mpi(MPI_Comm_split(comm, host_rank, host_id, &h.rail), "MPI_Comm_split");
   MPI_Comm_set_errhandler(h.rail, MPI_ERRORS_RETURN);
   note_comm(h.rail, epoch);
   h.gave_up = gave_up ? rank : -1;

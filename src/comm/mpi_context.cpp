@@ -67,7 +67,7 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
   comm::check_no_orphans(user_comm, "context create", kOrphanGrace);
   // Whoever passes the entry, in time or (as an orphan's continuation) late, builds the host
   // layout on its communicator: blocking splits that every rank must join (comm/host_layout).
-  const int rpn = options.ranks_per_node;
+  const int rpn = options.ranks_per_host;
   // This call's count of missed creates, given back if the call fails before the ranks agree
   // on it (the next create carries it then).
   long long missed = g_null_creates.exchange(0);
@@ -80,7 +80,7 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
           // A late rank's layout: its communicators belong to a create that failed, and are
           // dropped, never freed (comm::free_comm says why).
           comm::HostLayout h = comm::build_host_layout(c, rpn, true);
-          h.node = h.rail = MPI_COMM_NULL;
+          h.host = h.rail = MPI_COMM_NULL;
         }));
   } catch (...) {
     g_null_creates.fetch_add(missed);
@@ -98,7 +98,7 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
             "{}). Every rank still ran the same collectives: the communicator stays usable once "
             "every rank has returned from this create",
             layout.gave_up, rank);
-    mpi->own_layout(std::exchange(layout.node, MPI_COMM_NULL),
+    mpi->own_layout(std::exchange(layout.host, MPI_COMM_NULL),
                     std::exchange(layout.rail, MPI_COMM_NULL));
     group_ = std::make_unique<comm::MpiGroup>(comm);
     rank = group_->rank();
@@ -118,22 +118,22 @@ ContextImpl::ContextImpl(const MpiComm& user, const ContextOptions& options,
     comm::agree(comm, [&] {
       if (!local_error.empty()) raise(Errc::kInvalidArgument, "{} (rank {})", local_error, rank);
       comm::check_launch(user_comm, size);
-      FLUXCPP_CHECK_ARG(options.ranks_per_node >= 0, "context: ranks_per_node={} must be >= 0",
-                        options.ranks_per_node);
+      FLUXCPP_CHECK_ARG(options.ranks_per_host >= 0, "context: ranks_per_host={} must be >= 0",
+                        options.ranks_per_host);
     });
-    comm::agree_value(comm, "context", "ranks_per_node", options.ranks_per_node);
+    comm::agree_value(comm, "context", "ranks_per_host", options.ranks_per_host);
     comm::agree(comm, [&] {
       FLUXCPP_CHECK_ARG(!layout.mixed,
-                        "context: ranks_per_node={} groups ranks of different hosts (rank {})",
-                        options.ranks_per_node, rank);
+                        "context: ranks_per_host={} groups ranks of different hosts (rank {})",
+                        options.ranks_per_host, rank);
     });
     place_ranks(layout, rank);
-    own_node_group_ = std::make_unique<comm::MpiGroup>(mpi->node_comm());
-    node_group_ = own_node_group_.get();
+    own_host_group_ = std::make_unique<comm::MpiGroup>(mpi->host_comm());
+    host_group_ = own_host_group_.get();
     // Every host rank's pid, for gone_host_peers.
     std::vector<long> pids(topo_.host_size(), 0);
     const long pid = static_cast<long>(getpid());
-    comm::allgather(&pid, pids.data(), 1, MPI_LONG, mpi->node_comm());
+    comm::allgather(&pid, pids.data(), 1, MPI_LONG, mpi->host_comm());
     life_.set_host_pids(std::move(pids));
     start(options);
   } catch (...) {
@@ -162,7 +162,10 @@ void ContextImpl::place_ranks(const comm::HostLayout& layout, int rank) {
 
 }  // namespace detail
 
-Context::Context(const MpiComm& comm, const ContextOptions& options)
-    : impl_(std::make_shared<detail::ContextImpl>(comm, options)) {}
+Context::Context(const MpiComm& comm, const ContextOptions& options) {
+  ContextOptions o = options;
+  const std::string error = resolve_host_grouping(o);
+  impl_ = std::make_shared<detail::ContextImpl>(comm, o, error);
+}
 
 }  // namespace fluxcpp

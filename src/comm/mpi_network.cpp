@@ -13,7 +13,7 @@ MpiNetwork::~MpiNetwork() {
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI
   // One that still carries an abandoned collective is freed once that completes (orphans.hpp).
-  for (MPI_Comm* c : {&rail_comm_, &node_comm_, &comm_}) free_comm(c);
+  for (MPI_Comm* c : {&rail_comm_, &host_comm_, &comm_}) free_comm(c);
 }
 
 std::unique_ptr<Transport> MpiNetwork::transport(const Parts& ctx, const char* op,
@@ -31,12 +31,12 @@ std::unique_ptr<RecordSwap> MpiNetwork::rail_swap(const Parts& /*ctx*/, std::str
   return std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what));
 }
 
-void MpiNetwork::check_hosts(int num_nodes) const {
-  if (num_nodes > 1 && thread_level_ < MPI_THREAD_MULTIPLE)
+void MpiNetwork::check_hosts(int num_hosts) const {
+  if (num_hosts > 1 && thread_level_ < MPI_THREAD_MULTIPLE)
     raise(Errc::kInvalidUsage,
           "context: ranks span {} hosts, which needs MPI initialised with MPI_THREAD_MULTIPLE "
           "(this rank has thread level {})",
-          num_nodes, thread_level_);
+          num_hosts, thread_level_);
 }
 
 bool MpiNetwork::usable() const {

@@ -26,12 +26,12 @@ class MpiNetwork final : public Network {
   // Takes the communicators over as the context's MPI constructor makes them.
   void own_world(MPI_Comm comm) { comm_ = comm; }
   void own_layout(MPI_Comm node, MPI_Comm rail) {
-    node_comm_ = node;
+    host_comm_ = node;
     rail_comm_ = rail;
   }
   // The context's duplicate of the caller's communicator, its host's and its rail's.
   MPI_Comm comm() const { return comm_; }
-  MPI_Comm node_comm() const { return node_comm_; }
+  MPI_Comm host_comm() const { return host_comm_; }
   MPI_Comm rail_comm() const { return rail_comm_; }
 
   const char* name() const override { return "MPI"; }
@@ -40,12 +40,12 @@ class MpiNetwork final : public Network {
   std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
                               int num_slots, const std::vector<int>& peers) override;
   std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override;
-  void check_hosts(int num_nodes) const override;
+  void check_hosts(int num_hosts) const override;
   bool usable() const override;
 
  private:
   int thread_level_ = MPI_THREAD_SINGLE;
-  MPI_Comm comm_ = MPI_COMM_NULL, node_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL, host_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
 };
 
 }  // namespace fluxcpp::comm

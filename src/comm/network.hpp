@@ -51,8 +51,8 @@ class Network {
   virtual std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) = 0;
 
   // Inside the agreed part of the context's create: kInvalidUsage when this network cannot
-  // carry ops between `num_nodes` hosts as it was set up (MPI without MPI_THREAD_MULTIPLE).
-  virtual void check_hosts(int num_nodes) const = 0;
+  // carry ops between `num_hosts` hosts as it was set up (MPI without MPI_THREAD_MULTIPLE).
+  virtual void check_hosts(int num_hosts) const = 0;
   // False once nothing collective can cross the network any more (MPI finalized, the gloo
   // channel failed): the context's close is then local.
   virtual bool usable() const = 0;

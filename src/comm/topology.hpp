@@ -2,7 +2,7 @@
 // (no MPI, no threads), fixed when the context is made; copies are cheap enough to keep.
 //
 // Hosts are numbered from 0 in the order of their lowest world rank; a host's ranks are numbered
-// from 0 (its "local" ranks). Several simulated hosts may share one machine (ranks_per_node,
+// from 0 (its "local" ranks). Several simulated hosts may share one machine (ranks_per_host,
 // FLUXCPP_HOST_ID).
 #pragma once
 

@@ -50,7 +50,7 @@ static inline fluxcpp_context_config_t capi_config(void) {
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   const char* rpn = getenv("FLUXCPP_TEST_RANKS_PER_NODE");
   cfg.timeout_s = 20.0;
-  if (rpn != NULL) cfg.ranks_per_node = atoi(rpn);
+  if (rpn != NULL) cfg.ranks_per_host = atoi(rpn);
   return cfg;
 }
 

@@ -84,16 +84,24 @@ static int run_rank(const fluxcpp_unique_id_t* id, int r) {
 }
 
 /* A create that must fail on this rank alone with `want`, its message containing `needle`. */
-static void fails(const fluxcpp_unique_id_t* id, int world, int r, int ranks_per_node,
-                  fluxcpp_status_t want, const char* needle) {
+/* former: the grouping set under its former name ranks_per_node (read when ranks_per_host is 0),
+ * or both names set, former on ranks_per_node. */
+static void fails_as(const fluxcpp_unique_id_t* id, int world, int r, int ranks_per_node,
+                     int former, fluxcpp_status_t want, const char* needle) {
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   cfg.timeout_s = 5.0;
-  cfg.ranks_per_node = ranks_per_node;
+  cfg.ranks_per_host = ranks_per_node;
+  cfg.ranks_per_node = former;
   fluxcpp_context_t ctx = (fluxcpp_context_t)&cfg; /* must be reset to NULL */
   fluxcpp_status_t s = fluxcpp_context_create_from_id(id, world, r, &cfg, &ctx);
   CHECK(s == want && ctx == NULL && has(fluxcpp_last_error(), needle),
         "world %d rank %d ranks_per_node %d: status %d (want %d), message '%s' (want '%s')", world,
         r, ranks_per_node, (int)s, (int)want, fluxcpp_last_error(), needle);
+}
+
+static void fails(const fluxcpp_unique_id_t* id, int world, int r, int ranks_per_node,
+                  fluxcpp_status_t want, const char* needle) {
+  fails_as(id, world, r, ranks_per_node, 0, want, needle);
 }
 
 int main(void) {
@@ -133,7 +141,10 @@ int main(void) {
     bad.internal[corrupt_at[i]] ^= 0x10;
     fails(&bad, 1, 0, 0, FLUXCPP_ERROR_INVALID_ARGUMENT, "corrupted");
   }
-  fails(&other, 1, 0, 2, FLUXCPP_ERROR_INVALID_ARGUMENT, "ranks_per_node=2");
+  fails(&other, 1, 0, 2, FLUXCPP_ERROR_INVALID_ARGUMENT, "ranks_per_host=2");
+  /* The former name alone is still read; both names with different values are refused. */
+  fails_as(&other, 1, 0, 0, 2, FLUXCPP_ERROR_INVALID_ARGUMENT, "ranks_per_host=2");
+  fails_as(&other, 1, 0, 1, 2, FLUXCPP_ERROR_INVALID_ARGUMENT, "ranks_per_node=2 (its former name)");
   /* A NULL out-pointer on a one-rank context: the create fails, saying so. */
   fluxcpp_unique_id_t third;
   fluxcpp_get_unique_id(&third);

@@ -24,18 +24,18 @@ TEST_F(ContextTest, LayoutMatchesWorld) {
   Context ctx(MPI_COMM_WORLD, test_options());
   EXPECT_EQ(ctx.rank(), world_rank());
   EXPECT_EQ(ctx.world_size(), world_size());
-  const int rpn = test_ranks_per_node();
+  const int rpn = test_ranks_per_host();
   if (rpn > 0) {
-    EXPECT_EQ(ctx.node_id(), world_rank() / rpn);
-    EXPECT_EQ(ctx.node_rank(), world_rank() % rpn);
-    EXPECT_EQ(ctx.num_nodes(), (world_size() + rpn - 1) / rpn);
-    int expect_size = std::min(rpn, world_size() - ctx.node_id() * rpn);
-    EXPECT_EQ(ctx.node_size(), expect_size);
+    EXPECT_EQ(ctx.host_id(), world_rank() / rpn);
+    EXPECT_EQ(ctx.host_rank(), world_rank() % rpn);
+    EXPECT_EQ(ctx.num_hosts(), (world_size() + rpn - 1) / rpn);
+    int expect_size = std::min(rpn, world_size() - ctx.host_id() * rpn);
+    EXPECT_EQ(ctx.host_size(), expect_size);
   } else {
     // Every rank of a test run shares this machine.
-    EXPECT_EQ(ctx.num_nodes(), 1);
-    EXPECT_EQ(ctx.node_size(), world_size());
-    EXPECT_EQ(ctx.node_rank(), world_rank());
+    EXPECT_EQ(ctx.num_hosts(), 1);
+    EXPECT_EQ(ctx.host_size(), world_size());
+    EXPECT_EQ(ctx.host_rank(), world_rank());
   }
   ctx.close();
   ctx.close();  // idempotent
@@ -72,15 +72,40 @@ void expect_code(F&& fn, Errc code, const std::string& needle) {
 TEST_F(ContextTest, BadOptionsFailOnEveryRank) {
   const int r = world_rank();
   ContextOptions o = test_options();
-  o.ranks_per_node = r == 0 ? -1 : 1;
-  expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "ranks_per_node");
+  o.ranks_per_host = r == 0 ? -1 : 1;
+  expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "ranks_per_host");
   if (world_size() > 1) {
-    o.ranks_per_node = r == 0 ? 1 : 2;
+    o.ranks_per_host = r == 0 ? 1 : 2;
     expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "disagree");
   }
   o = test_options();
   o.timeout_s = r == world_size() - 1 ? -3.0 : 1.0;
   expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidArgument, "timeout_s");
+}
+
+// ranks_per_node, the former name of ranks_per_host, still groups the hosts; both names with
+// different values fail on every rank naming both.
+TEST_F(ContextTest, FormerGroupingNameStillWorks) {
+  const ContextOptions now = test_options();
+  ContextOptions former = now;
+  former.ranks_per_host = 0;
+  former.ranks_per_node = now.ranks_per_host;
+  {
+    Context a(MPI_COMM_WORLD, now), b(MPI_COMM_WORLD, former);
+    EXPECT_EQ(b.num_hosts(), a.num_hosts());
+    EXPECT_EQ(b.host_id(), a.host_id());
+    EXPECT_EQ(b.host_rank(), a.host_rank());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    EXPECT_EQ(b.node_rank(), a.host_rank());  // the former accessors
+    EXPECT_EQ(b.num_nodes(), a.num_hosts());
+#pragma GCC diagnostic pop
+  }
+  ContextOptions both = now;
+  both.ranks_per_host = 1;
+  both.ranks_per_node = 2;
+  expect_code([&] { Context c(MPI_COMM_WORLD, both); }, Errc::kInvalidArgument,
+              "ranks_per_host=1 and ranks_per_node=2");
 }
 
 TEST_F(ContextTest, BadEnvironmentFailsOnEveryRank) {
@@ -243,16 +268,16 @@ TEST_F(ContextTest, MultiHostNeedsThreadMultiple) {
   int provided = 0;
   MPI_Query_thread(&provided);
   ContextOptions o = test_options();
-  bool multi_host = o.ranks_per_node > 0 && o.ranks_per_node < world_size();
+  bool multi_host = o.ranks_per_host > 0 && o.ranks_per_host < world_size();
   if (provided >= MPI_THREAD_MULTIPLE || !multi_host) {
     Context c(MPI_COMM_WORLD, o);  // single host: any thread level works
     SUCCEED();
     return;
   }
   expect_code([&] { Context c(MPI_COMM_WORLD, o); }, Errc::kInvalidUsage, "MPI_THREAD_MULTIPLE");
-  o.ranks_per_node = 0;
+  o.ranks_per_host = 0;
   Context single_host(MPI_COMM_WORLD, o);
-  EXPECT_EQ(single_host.num_nodes(), 1);
+  EXPECT_EQ(single_host.num_hosts(), 1);
 }
 
 }  // namespace

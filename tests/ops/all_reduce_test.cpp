@@ -71,11 +71,11 @@ Bytes random_spread(DType t, int64_t count, uint64_t seed) {
 // hosts[h] = the world ranks of host h by local rank, as the context reports them.
 std::vector<std::vector<int>> gather_hosts(const Context& ctx) {
   const int W = ctx.world_size();
-  int mine[2] = {ctx.node_id(), ctx.node_rank()};
+  int mine[2] = {ctx.host_id(), ctx.host_rank()};
   std::vector<int> all(2 * static_cast<std::size_t>(W));
   MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
-  std::vector<std::vector<int>> hosts(static_cast<std::size_t>(ctx.num_nodes()),
-                                      std::vector<int>(static_cast<std::size_t>(ctx.node_size())));
+  std::vector<std::vector<int>> hosts(static_cast<std::size_t>(ctx.num_hosts()),
+                                      std::vector<int>(static_cast<std::size_t>(ctx.host_size())));
   for (int s = 0; s < W; ++s) hosts.at(all[2 * s]).at(all[2 * s + 1]) = s;
   return hosts;
 }

@@ -136,7 +136,7 @@ std::vector<GemmShape> shapes() {
     // Two GEMM calls (131 and 130 rows) where one rank per host streams the partial to the other
     // hosts half by half: in the runs with one rank per host (hosts4). m·n makes each half
     // several messages of the all-reduce's pieces.
-    if (test_ranks_per_node() == 1) v.push_back({in, out, 261, 1024, 1536});
+    if (test_ranks_per_host() == 1) v.push_back({in, out, 261, 1024, 1536});
   }
   return v;
 }

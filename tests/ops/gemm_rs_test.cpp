@@ -300,11 +300,11 @@ TEST_F(GemmRsDeterminism, SameBitsAcrossCallsOpsAndThreadCounts) {
     setenv("FLUXCPP_COPY_OFFLOAD", saved_value.c_str(), 1);
   else
     unsetenv("FLUXCPP_COPY_OFFLOAD");
-  const int L = test_ranks_per_node();
+  const int L = test_ranks_per_host();
   if (L > 0)
     for (const Context* c : {&ctx, &ctx2, &ctx3, &ctx4}) {
-      EXPECT_EQ(c->node_id(), r / L) << "forced layout: rank " << r;
-      EXPECT_EQ(c->node_rank(), r % L) << "forced layout: rank " << r;
+      EXPECT_EQ(c->host_id(), r / L) << "forced layout: rank " << r;
+      EXPECT_EQ(c->host_rank(), r % L) << "forced layout: rank " << r;
     }
 
   std::vector<Problem> problems;

@@ -157,7 +157,7 @@ TEST_F(Misuse, DivergedCallNumbersAreNeverPaired) {
   const int W = world_size();
   if (W < 2) GTEST_SKIP() << "needs two ranks";
   detail::ContextImpl c(MPI_COMM_WORLD, test_options(1.0));
-  if (c.num_nodes() > 1) GTEST_SKIP() << "one host: the headers are in shared memory";
+  if (c.num_hosts() > 1) GTEST_SKIP() << "one host: the headers are in shared memory";
   const int victim = W - 1;
   for (bool victim_ahead : {true, false}) {
     const std::string tag = victim_ahead ? "victim ahead" : "victim behind";
@@ -193,7 +193,7 @@ TEST_F(Misuse, LateRankIsNotPairedWithTheNextCall) {
   if (W < 2) GTEST_SKIP() << "needs two ranks";
   const double timeout = 1.0;
   Context ctx(MPI_COMM_WORLD, test_options(timeout));
-  if (ctx.num_nodes() > 1) GTEST_SKIP() << "one host";
+  if (ctx.num_hosts() > 1) GTEST_SKIP() << "one host";
   const int late = W - 1;
   AllGather op(ctx, {kRows * W, kK, DType::kFloat32});
   std::vector<float> in(kRows * kK, 1.0f), out(kRows * kK * W);

@@ -106,23 +106,23 @@ struct Layout {
 
 Layout gather_layout(const Context& ctx) {
   const int W = ctx.world_size();
-  int mine[2] = {ctx.node_id(), ctx.node_rank()};
+  int mine[2] = {ctx.host_id(), ctx.host_rank()};
   std::vector<int> all(2 * static_cast<std::size_t>(W));
   MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
   Layout l;
-  l.me = ctx.node_rank();
-  l.hosts.resize(static_cast<std::size_t>(ctx.num_nodes()));
+  l.me = ctx.host_rank();
+  l.hosts.resize(static_cast<std::size_t>(ctx.num_hosts()));
   for (int s = 0; s < W; ++s) {
     const int h = all[2 * s], lr = all[2 * s + 1];
-    EXPECT_TRUE(h >= 0 && h < ctx.num_nodes()) << "rank " << s << " host " << h;
-    if (h < 0 || h >= ctx.num_nodes()) continue;
+    EXPECT_TRUE(h >= 0 && h < ctx.num_hosts()) << "rank " << s << " host " << h;
+    if (h < 0 || h >= ctx.num_hosts()) continue;
     auto& host = l.hosts[static_cast<std::size_t>(h)];
     if (static_cast<int>(host.size()) <= lr) host.resize(static_cast<std::size_t>(lr) + 1, -1);
     host[static_cast<std::size_t>(lr)] = s;
   }
   for (std::size_t h = 0; h < l.hosts.size(); ++h)
     for (int s : l.hosts[h]) EXPECT_GE(s, 0) << "host " << h << " lacks a local rank";
-  const int L = test_ranks_per_node();
+  const int L = test_ranks_per_host();
   if (L > 0) {
     for (int s = 0; s < W; ++s)
       EXPECT_EQ(all[2 * s], s / L) << "forced layout: rank " << s << " should be on host " << s / L;

@@ -27,7 +27,7 @@ class ScheduleTest : public MpiTest {
  protected:
   void SetUp() override {
     W = world_size();
-    hosts = ctx.num_nodes();
+    hosts = ctx.num_hosts();
     // The latency path needs peers whose data can ride on the handshake: one host with peers, or
     // hosts of one rank each.
     latency_layout = W > 1 && (hosts == 1 || hosts == W);

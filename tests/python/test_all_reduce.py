@@ -3,9 +3,11 @@ each rank computes the sum over ranks itself (small integers: exact in f32, bf16
 dtype; counts 1, 7, 1001, the one-shot threshold (64 KiB) and 70001 (above it), 0; 2-D, 3-D and
 0-D shapes; out=, in place (out=input), zero-copy input; bitwise identity across ranks (mpi4py
 allgather of the bytes) and the documented summation order on random data; hosts simulated with
-ranks_per_node=1; bad input (TypeError / ValueError before C, naming op, argument and values;
+ranks_per_host=1; bad input (TypeError / ValueError before C, naming op, argument and values;
 one rank's bad input fails its peers at once). Run under mpirun at W = 1, 2, 3."""
 import time
+
+import warnings
 
 import torch
 
@@ -206,11 +208,20 @@ with context(timeout_s=60) as ctx:
     else:
         raises(fluxcpp.Unavailable, lambda: fluxcpp.AllReduce(ctx, 8), "AllReduce unavailable")
 
-# Hosts simulated by ranks_per_node=1 (W hosts of one rank): the sum across hosts (over MPI: a
+# Hosts simulated by ranks_per_host=1 (W hosts of one rank): the sum across hosts (over MPI: a
 # context made without MPI has one host).
 if available("all_reduce") and W > 1 and not STORE_LAUNCH:
-    with fluxcpp.Context(ranks_per_node=1, timeout_s=60) as ctx:
-        exact_cases(ctx, "ranks_per_node=1")
-        random_cases(ctx, "ranks_per_node=1")
+    with fluxcpp.Context(ranks_per_host=1, timeout_s=60) as ctx:
+        exact_cases(ctx, "ranks_per_host=1")
+        random_cases(ctx, "ranks_per_host=1")
+    # The former name still groups the hosts, with a DeprecationWarning; node_* read host_*.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fluxcpp.Context(ranks_per_node=1, timeout_s=60) as ctx:
+            check(ctx.host_size == 1 and ctx.node_size == 1 and ctx.node_rank == ctx.host_rank == 0,
+                  f"Context(ranks_per_node=1): host_size {ctx.host_size}, node_size "
+                  f"{ctx.node_size}, host_rank {ctx.host_rank}")
+    check(any(issubclass(w.category, DeprecationWarning) and "ranks_per_host" in str(w.message)
+              for w in caught), f"Context(ranks_per_node=1) warned {[str(w.message) for w in caught]}")
 
 finish("python.all_reduce")

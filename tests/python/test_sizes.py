@@ -142,10 +142,15 @@ def boundaries(ctx):
 
 
 def context_and_functions(ctx):
-    for name in ("ranks_per_node", "compute_threads", "comm_threads"):
+    for name in ("ranks_per_host", "ranks_per_node", "compute_threads", "comm_threads"):
         for bad, exc, text in bad_values(0, True):
+            if name == "ranks_per_node" and bad is None:  # the former name's "not given"
+                continue
             expect(exc, lambda: fluxcpp.Context(**{name: bad}), "Context", name, text,
                    f"Context({name}={bad!r})")
+    raises(ValueError, lambda: fluxcpp.Context(ranks_per_host=1, ranks_per_node=2),
+           "Context(ranks_per_host=1, ranks_per_node=2)",
+           contains=("Context", "ranks_per_host=1", "ranks_per_node=2", "differ"))
     for bad in (True, "8", None):
         raises(TypeError, lambda: fluxcpp.Context(timeout_s=bad), f"Context(timeout_s={bad!r})",
                contains=("Context", "timeout_s", type(bad).__name__))

@@ -35,7 +35,7 @@ class CmaProbeTest : public MpiTest {
   // One host: every rank of the world (the test does not force a layout).
   static ContextOptions one_host() {
     ContextOptions o = test_options();
-    o.ranks_per_node = 0;
+    o.ranks_per_host = 0;
     return o;
   }
   // Policy 1 and the fakes above, until TearDown; probe_needs_grant as g_probe_needs_grant.
@@ -61,8 +61,8 @@ TEST_F(CmaProbeTest, RealProbeFindsEveryPeer) {
   detail::ContextImpl ctx(MPI_COMM_WORLD, one_host());
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
-  ASSERT_EQ(peers.pids.size(), static_cast<std::size_t>(ctx.node_size()));
-  EXPECT_EQ(peers.pids[ctx.node_rank()], getpid());
+  ASSERT_EQ(peers.pids.size(), static_cast<std::size_t>(ctx.host_size()));
+  EXPECT_EQ(peers.pids[ctx.host_rank()], getpid());
   // Where the machine allows it without help (policy 0, no Yama, or CAP_SYS_PTRACE) no grant
   // is taken; under policy 1 one is, and held only if it made the probe work.
   if (peers.ok && shm::yama_ptrace_scope() != 1) EXPECT_FALSE(grant.held());
@@ -77,7 +77,7 @@ TEST_F(CmaProbeTest, GrantsUnderRestrictedPolicyAndKeepsItWhenItHelps) {
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
   EXPECT_TRUE(peers.ok);
-  if (ctx.node_size() == 1) {
+  if (ctx.host_size() == 1) {
     EXPECT_TRUE(g_calls.empty()) << "a rank alone on its host needs no permission";
     EXPECT_FALSE(grant.held());
     return;
@@ -97,7 +97,7 @@ TEST_F(CmaProbeTest, AFailedProbeUndoesTheGrantAtOnce) {
   inject(/*probe_needs_grant=*/false);  // nothing helps
   PtracerGrant grant;
   shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
-  if (ctx.node_size() == 1) {
+  if (ctx.host_size() == 1) {
     EXPECT_TRUE(peers.ok);
     EXPECT_TRUE(g_calls.empty());
     return;

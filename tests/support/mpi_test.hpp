@@ -20,7 +20,7 @@ int world_rank();
 int world_size();
 
 // ranks_per_node for the test's contexts: FLUXCPP_TEST_RANKS_PER_NODE (0: detect hosts).
-int test_ranks_per_node();
+int test_ranks_per_host();
 
 // Options used by most tests: the forced layout, a short timeout.
 ContextOptions test_options(double timeout_s = 20.0);

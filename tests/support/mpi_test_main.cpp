@@ -101,14 +101,14 @@ int world_size() {
   return g_size;
 }
 
-int test_ranks_per_node() {
+int test_ranks_per_host() {
   const char* v = std::getenv("FLUXCPP_TEST_RANKS_PER_NODE");
   return v != nullptr ? std::atoi(v) : 0;
 }
 
 ContextOptions test_options(double timeout_s) {
   ContextOptions o;
-  o.ranks_per_node = test_ranks_per_node();
+  o.ranks_per_host = test_ranks_per_host();
   o.timeout_s = timeout_s;
   return o;
 }

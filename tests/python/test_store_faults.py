@@ -38,13 +38,16 @@ def rank_main(scenario, rank, store_path, barrier, results, entering, killed):
             entering.set()  # run() kills it inside its rendezvous
         else:
             killed.wait(60)  # the others arrive once it is dead
+    # The world_size case times nothing (the others are told when they read the victim's
+    # arrival): a long timeout, so that a victim started late on a loaded machine still arrives.
+    timeout = 60.0 if scenario == "world_size" else TIMEOUT
     t0 = time.monotonic()
     try:
         if scenario == "world_size" and rank == VICTIM:
-            fluxcpp.Context.from_store(store, rank, world, timeout_s=TIMEOUT)
+            fluxcpp.Context.from_store(store, rank, world, timeout_s=timeout)
             results.put(("error", rank, "no error", "", 0.0))
             return
-        ctx = fluxcpp.Context.from_store(store, rank, W, timeout_s=TIMEOUT)
+        ctx = fluxcpp.Context.from_store(store, rank, W, timeout_s=timeout)
         op = fluxcpp.AllReduce(ctx, 1024, torch.float32)
         x = torch.full((1024,), float(rank + 1))
         got = op.forward(x)

@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 #include "shm/cma.hpp"
@@ -114,4 +115,12 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(AllGather, AllGatherOptions, "all_gather");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllGather, "all_gather")
+
+void AllGather::forward(const void* input, int64_t m, void* output) {
+  ops::checked(impl_, "all_gather").forward(input, m, output);
+}
+
 }  // namespace fluxcpp

@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/options.hpp"
 
 namespace fluxcpp {
@@ -134,4 +135,15 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 }
 
 }  // namespace detail
+
+// The public class AllToAllSingle (include/fluxcpp/all_to_all_single.hpp): each member forwards to
+// the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
+FLUXCPP_PUBLIC_MADE_OP(AllToAllSingle, AllToAllSingleOptions, "all_to_all_single");
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllToAllSingle, "all_to_all_single")
+
+void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
+                             const int64_t* output_splits) {
+  ops::checked(impl_, "all_to_all_single").forward(input, input_splits, output, output_splits);
+}
+
 }  // namespace fluxcpp

@@ -5,6 +5,7 @@
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "ops/core/gemm_call.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
@@ -117,4 +118,17 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(GemmAr, GemmArOptions, "gemm_ar");
+
+void GemmAr::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_ar").forward(input, m, weight, bias, output);
+}
+
+void GemmAr::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_ar").forward(input, m, weight.impl(), bias, output);
+}
+
 }  // namespace fluxcpp

@@ -7,6 +7,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
@@ -239,4 +240,22 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(GemmRs, GemmRsOptions, "gemm_rs");
+
+void GemmRs::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_rs").forward(input, m, weight, bias, output);
+}
+void GemmRs::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output) {
+  ops::checked(impl_, "gemm_rs").forward(input, m, weight.impl(), bias, output);
+}
+void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
+  ops::checked(impl_, "gemm_rs").forward_gemm_only(input, m, weight);
+}
+void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
+  ops::checked(impl_, "gemm_rs").forward_comm_only(m, bias, output);
+}
+
 }  // namespace fluxcpp

@@ -7,6 +7,7 @@
 
 #include "comm/parallel_for.hpp"
 #include "error_util.hpp"
+#include "ops/core/op_base.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -142,4 +143,14 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
 }
 
 }  // namespace detail
+
+GroupedGemm::GroupedGemm(const Context& ctx, const GroupedGemmOptions& options)
+    : impl_(std::make_unique<detail::GroupedGemmImpl>(ctx.impl(), options)) {}
+FLUXCPP_PUBLIC_OP(GroupedGemm, GroupedGemmOptions, "grouped_gemm");
+
+void GroupedGemm::forward(const void* input, const int64_t* splits, const void* weight,
+                          const float* scale, void* output) {
+  ops::checked(impl_, "grouped_gemm").forward(input, splits, weight, scale, output);
+}
+
 }  // namespace fluxcpp

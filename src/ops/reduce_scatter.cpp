@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 
@@ -50,4 +51,11 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(ReduceScatter, ReduceScatterOptions, "reduce_scatter");
+
+void ReduceScatter::forward(const void* input, int64_t m, void* output) {
+  ops::checked(impl_, "reduce_scatter").forward(input, m, output);
+}
+
 }  // namespace fluxcpp

@@ -7,7 +7,6 @@
 #include "ops/core/create.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -217,25 +216,24 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
 
 // The public class AgScatterGroupedGemm (include/fluxcpp/ag_scatter_grouped_gemm.hpp): each member
 // forwards to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
-FLUXCPP_PUBLIC_MADE_OP(AgScatterGroupedGemm, MoeTpOptions, "ag_scatter_grouped_gemm");
+FLUXCPP_PUBLIC_MADE_OP(AgScatterGroupedGemm, MoeTpOptions);
 
 void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                    const int32_t* scatter_index, const void* weight,
                                    const float* scale, void* output, void* gathered_input) {
-  ops::checked(impl_, "ag_scatter_grouped_gemm")
-      .forward(input, num_tokens, splits, scatter_index, weight, scale, output, gathered_input);
+  ops::checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, scale, output,
+                              gathered_input);
 }
 void AgScatterGroupedGemm::forward_gemm_only(const void* input, int64_t num_tokens,
                                              const int64_t* splits, const int32_t* scatter_index,
                                              const void* weight, const float* scale, void* output) {
-  ops::checked(impl_, "ag_scatter_grouped_gemm")
-      .forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale, output);
+  ops::checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale,
+                                        output);
 }
 void AgScatterGroupedGemm::forward_comm_only(const void* input, int64_t num_tokens,
                                              const int64_t* splits, const int32_t* scatter_index,
                                              void* gathered_input) {
-  ops::checked(impl_, "ag_scatter_grouped_gemm")
-      .forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
+  ops::checked(impl_).forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
 }
 
 }  // namespace fluxcpp

@@ -49,11 +49,11 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
 
 }  // namespace detail
 
-FLUXCPP_PUBLIC_MADE_OP(AllReduce, AllReduceOptions, "all_reduce");
-FLUXCPP_PUBLIC_INPUT_BUFFER(AllReduce, "all_reduce")
+FLUXCPP_PUBLIC_MADE_OP(AllReduce, AllReduceOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllReduce)
 
 void AllReduce::forward(const void* input, int64_t count, void* output) {
-  ops::checked(impl_, "all_reduce").forward(input, count, output);
+  ops::checked(impl_).forward(input, count, output);
 }
 
 }  // namespace fluxcpp

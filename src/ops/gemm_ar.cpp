@@ -7,7 +7,6 @@
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -119,16 +118,8 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
 
 }  // namespace detail
 
-FLUXCPP_PUBLIC_MADE_OP(GemmAr, GemmArOptions, "gemm_ar");
+FLUXCPP_PUBLIC_MADE_OP(GemmAr, GemmArOptions);
 
-void GemmAr::forward(const void* input, int64_t m, const void* weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_ar").forward(input, m, weight, bias, output);
-}
-
-void GemmAr::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
-                     void* output) {
-  ops::checked(impl_, "gemm_ar").forward(input, m, weight.impl(), bias, output);
-}
+FLUXCPP_PUBLIC_GEMM_FORWARDS(GemmAr);
 
 }  // namespace fluxcpp

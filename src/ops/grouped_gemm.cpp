@@ -14,7 +14,6 @@ namespace detail {
 
 namespace {
 
-constexpr const char* kOp = "grouped_gemm";
 // Narrowest column slab worth a participant of its own: below it the GEMM calls get too thin
 // (the same threshold as ops::parallel_gemm).
 constexpr int64_t kMinSlab = 64;
@@ -146,11 +145,11 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
 
 GroupedGemm::GroupedGemm(const Context& ctx, const GroupedGemmOptions& options)
     : impl_(std::make_unique<detail::GroupedGemmImpl>(ctx.impl(), options)) {}
-FLUXCPP_PUBLIC_OP(GroupedGemm, GroupedGemmOptions, "grouped_gemm");
+FLUXCPP_PUBLIC_OP(GroupedGemm, GroupedGemmOptions);
 
 void GroupedGemm::forward(const void* input, const int64_t* splits, const void* weight,
                           const float* scale, void* output) {
-  ops::checked(impl_, "grouped_gemm").forward(input, splits, weight, scale, output);
+  ops::checked(impl_).forward(input, splits, weight, scale, output);
 }
 
 }  // namespace fluxcpp

@@ -214,25 +214,24 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
 
 // The public class GroupedGemmGatherRs (include/fluxcpp/grouped_gemm_gather_rs.hpp): each member
 // forwards to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
-FLUXCPP_PUBLIC_MADE_OP(GroupedGemmGatherRs, MoeTpOptions, "grouped_gemm_gather_rs");
+FLUXCPP_PUBLIC_MADE_OP(GroupedGemmGatherRs, MoeTpOptions);
 
 void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
                                   const int32_t* scatter_index, const void* weight,
                                   const float* routing_weights, void* output) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward(input, num_tokens, splits, scatter_index, weight, routing_weights, output);
+  ops::checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, routing_weights,
+                              output);
 }
 void GroupedGemmGatherRs::forward_gemm_only(const void* input, int64_t num_tokens,
                                             const int64_t* splits, const int32_t* scatter_index,
                                             const void* weight, const float* routing_weights) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward_gemm_only(input, num_tokens, splits, scatter_index, weight, routing_weights);
+  ops::checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight,
+                                        routing_weights);
 }
 void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* splits,
                                             const int32_t* scatter_index,
                                             const float* routing_weights, void* output) {
-  ops::checked(impl_, "grouped_gemm_gather_rs")
-      .forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
+  ops::checked(impl_).forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
 }
 
 }  // namespace fluxcpp

@@ -148,10 +148,10 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 
 }  // namespace detail
 
-FLUXCPP_PUBLIC_MADE_OP(MoeCombine, MoeCombineOptions, "moe_combine");
+FLUXCPP_PUBLIC_MADE_OP(MoeCombine, MoeCombineOptions);
 
 void MoeCombine::forward(const MoeCombineInput& input, void* output) {
-  ops::checked(impl_, "moe_combine").forward(input, output);
+  ops::checked(impl_).forward(input, output);
 }
 
 }  // namespace fluxcpp

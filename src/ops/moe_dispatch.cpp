@@ -199,10 +199,10 @@ void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatc
 
 }  // namespace detail
 
-FLUXCPP_PUBLIC_MADE_OP(MoeDispatch, MoeDispatchOptions, "moe_dispatch");
+FLUXCPP_PUBLIC_MADE_OP(MoeDispatch, MoeDispatchOptions);
 
 int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {
-  return ops::checked(impl_, "moe_dispatch").forward(input, output);
+  return ops::checked(impl_).forward(input, output);
 }
 
 }  // namespace fluxcpp

@@ -35,6 +35,11 @@ Impl& checked(const std::unique_ptr<Impl>& p, const char* op) {
   if (!p) raise(Errc::kInvalidUsage, "{}: use of a moved-from op", op);
   return *p;
 }
+// The same for an implementation that names its op (Impl::kOp).
+template <class Impl>
+Impl& checked(const std::unique_ptr<Impl>& p) {
+  return checked(p, Impl::kOp);
+}
 
 using Deadline = std::chrono::steady_clock::time_point;
 

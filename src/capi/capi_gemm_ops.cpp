@@ -5,7 +5,7 @@
 #include "ops/a2a_gemm.hpp"
 #include "ops/a2a_transpose_gemm.hpp"
 #include "ops/ag_gemm.hpp"
-#include "ops/core/parallel_gemm.hpp"
+#include "ops/core/tiled_gemm.hpp"
 #include "ops/gemm_a2a_transpose.hpp"
 #include "ops/gemm_ar.hpp"
 #include "ops/gemm_rs.hpp"

@@ -6,6 +6,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
@@ -108,4 +109,20 @@ void A2aGemmImpl::run(const ops::Call& call, const ops::GemmCall& a) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(A2aGemm, A2aGemmOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(A2aGemm)
+
+void A2aGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                      void* output, void* a2a_output) {
+  ops::checked(impl_).forward(input, m, weight, bias, output, a2a_output);
+}
+void A2aGemm::forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
+                                void* output) {
+  ops::checked(impl_).forward_gemm_only(input, m, weight, bias, output);
+}
+void A2aGemm::forward_comm_only(const void* input, int64_t m, void* a2a_output) {
+  ops::checked(impl_).forward_comm_only(input, m, a2a_output);
+}
+
 }  // namespace fluxcpp

@@ -6,6 +6,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
 
@@ -213,4 +214,21 @@ void A2aTransposeGemmImpl::run(const ops::Call& call, const Args& a) {
 }
 
 }  // namespace detail
+
+// The public class A2aTransposeGemm (include/fluxcpp/a2a_transpose_gemm.hpp): each member forwards
+// to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
+FLUXCPP_PUBLIC_MADE_OP(A2aTransposeGemm, A2aTransposeGemmOptions);
+void A2aTransposeGemm::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
+                               const void* bias, void* output, void* a2a_output) {
+  ops::checked(impl_).forward(input, bs, seq, weight, bias, output, a2a_output);
+}
+void A2aTransposeGemm::forward_comm_only(const void* input, int64_t bs, int64_t seq,
+                                         void* a2a_output) {
+  ops::checked(impl_).forward_comm_only(input, bs, seq, a2a_output);
+}
+void A2aTransposeGemm::forward_gemm_only(int64_t bs, int64_t seq, const void* weight,
+                                         const void* bias, void* output) {
+  ops::checked(impl_).forward_gemm_only(bs, seq, weight, bias, output);
+}
+
 }  // namespace fluxcpp

@@ -7,8 +7,8 @@
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -236,4 +236,24 @@ void AgGemmImpl::copy_out(const ops::GemmCall& a, const char* local) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(AgGemm, AgGemmOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(AgGemm)
+
+void AgGemm::forward(const void* input, int64_t m, const void* weight, const void* bias,
+                     void* output, void* gathered_input) {
+  ops::checked(impl_).forward(input, m, weight, bias, output, gathered_input);
+}
+void AgGemm::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias,
+                     void* output, void* gathered_input) {
+  ops::checked(impl_).forward(input, m, weight.impl(), bias, output, gathered_input);
+}
+void AgGemm::forward_gemm_only(const void* input, int64_t m, const void* weight, const void* bias,
+                               void* output) {
+  ops::checked(impl_).forward_gemm_only(input, m, weight, bias, output);
+}
+void AgGemm::forward_comm_only(const void* input, int64_t m, void* gathered_input) {
+  ops::checked(impl_).forward_comm_only(input, m, gathered_input);
+}
+
 }  // namespace fluxcpp

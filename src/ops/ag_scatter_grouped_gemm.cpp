@@ -5,8 +5,8 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -183,9 +183,10 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
       const int64_t L = routing_.num_local_experts();
       // A block on the link in pieces, as it lands; a host peer's whole (it is there at once).
       const int64_t pieces =
-          gather_.networked(g) ? std::clamp<int64_t>(static_cast<int64_t>(slots.size()) /
-                                                         (L * kPieceRows), 1, kMaxPieces)
-                               : 1;
+          gather_.networked(g)
+              ? std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1,
+                                    kMaxPieces)
+              : 1;
       const int64_t piece = (per + pieces - 1) / pieces;
       std::size_t next = 0;
       for (int64_t done = 0; done < per && next < slots.size();) {
@@ -212,4 +213,27 @@ void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& 
 }
 
 }  // namespace detail
+
+// The public class AgScatterGroupedGemm (include/fluxcpp/ag_scatter_grouped_gemm.hpp): each member
+// forwards to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
+FLUXCPP_PUBLIC_MADE_OP(AgScatterGroupedGemm, MoeTpOptions);
+
+void AgScatterGroupedGemm::forward(const void* input, int64_t num_tokens, const int64_t* splits,
+                                   const int32_t* scatter_index, const void* weight,
+                                   const float* scale, void* output, void* gathered_input) {
+  ops::checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, scale, output,
+                              gathered_input);
+}
+void AgScatterGroupedGemm::forward_gemm_only(const void* input, int64_t num_tokens,
+                                             const int64_t* splits, const int32_t* scatter_index,
+                                             const void* weight, const float* scale, void* output) {
+  ops::checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight, scale,
+                                        output);
+}
+void AgScatterGroupedGemm::forward_comm_only(const void* input, int64_t num_tokens,
+                                             const int64_t* splits, const int32_t* scatter_index,
+                                             void* gathered_input) {
+  ops::checked(impl_).forward_comm_only(input, num_tokens, splits, scatter_index, gathered_input);
+}
+
 }  // namespace fluxcpp

@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 #include "shm/cma.hpp"
@@ -13,13 +14,7 @@ namespace detail {
 
 void AllGatherImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AllGatherOptions o = opts_;
-  ops::agree_options(
-      c, kOp, local_error,
-      {ops::dtype("dtype", o.dtype), ops::dim("k", o.k), ops::count("max_m", o.max_m)}, [&] {
-        FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.k, "{}: max_m={} x k={} is too large",
-                          kOp, o.max_m, o.k);
-      });
-  row_ = static_cast<std::size_t>(o.k) * dtype_size(o.dtype);
+  row_ = ops::agree_row_options(c, kOp, local_error, o.dtype, "k", o.k, "max_m", o.max_m);
   const std::size_t max_shard = static_cast<std::size_t>(o.max_m / c.topo().world_size()) * row_;
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, links_, layout_, max_shard, /*needed=*/true);
@@ -114,4 +109,12 @@ void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char*
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(AllGather, AllGatherOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllGather)
+
+void AllGather::forward(const void* input, int64_t m, void* output) {
+  ops::checked(impl_).forward(input, m, output);
+}
+
 }  // namespace fluxcpp

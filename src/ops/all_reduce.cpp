@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "error_util.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 
@@ -47,4 +48,12 @@ void AllReduceImpl::forward(const void* input, int64_t count, void* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(AllReduce, AllReduceOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllReduce)
+
+void AllReduce::forward(const void* input, int64_t count, void* output) {
+  ops::checked(impl_).forward(input, count, output);
+}
+
 }  // namespace fluxcpp

@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/options.hpp"
 
 namespace fluxcpp {
@@ -11,13 +12,7 @@ namespace detail {
 
 void AllToAllSingleImpl::create(const comm::Parts& c, const std::string& local_error) {
   const AllToAllSingleOptions o = opts_;
-  ops::agree_options(
-      c, kOp, local_error,
-      {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_rows", o.max_rows)}, [&] {
-        FLUXCPP_CHECK_ARG(o.max_rows <= (int64_t{1} << 40) / o.n,
-                          "{}: max_rows={} x n={} is too large", kOp, o.max_rows, o.n);
-      });
-  row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
+  row_ = ops::agree_row_options(c, kOp, local_error, o.dtype, "n", o.n, "max_rows", o.max_rows);
   const std::size_t max_bytes = static_cast<std::size_t>(o.max_rows) * row_;
   a2a_ = ops::A2aExchange(links_, layout_, max_bytes, max_bytes, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
@@ -134,4 +129,13 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(AllToAllSingle, AllToAllSingleOptions);
+FLUXCPP_PUBLIC_INPUT_BUFFER(AllToAllSingle)
+
+void AllToAllSingle::forward(const void* input, const int64_t* input_splits, void* output,
+                             const int64_t* output_splits) {
+  ops::checked(impl_).forward(input, input_splits, output, output_splits);
+}
+
 }  // namespace fluxcpp

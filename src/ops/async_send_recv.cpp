@@ -1,5 +1,5 @@
-// AsyncSendRecv: the send side (send, isend, send_wait, send_test, send_ready) and what both sides share;
-// the receive side is in async_send_recv_recv.cpp, create in async_send_recv_setup.cpp.
+// AsyncSendRecv: the send side (send, isend, send_wait, send_test, send_ready) and what both sides
+// share; the receive side is in async_send_recv_recv.cpp, create in async_send_recv_setup.cpp.
 #include "ops/async_send_recv.hpp"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include "comm/backoff.hpp"
 #include "comm/drive_wait.hpp"
 #include "error_util.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp {
@@ -23,6 +24,13 @@ std::string list_text(const std::vector<int>& v) {
 void AsyncSendRecvImpl::check_open(const char* fn) const {
   ctx_->life().check_usable(kOp);
   if (closed_) raise(Errc::kInvalidUsage, "{}: {}: the op was destroyed", kOp, fn);
+}
+
+void AsyncSendRecvImpl::check_intact(const std::string& broken, const std::string& where,
+                                     int peer) const {
+  if (!broken.empty())
+    raise(Errc::kInvalidUsage, "{}: {} rank {}: the pair failed earlier: {}", kOp, where, peer,
+          broken);
 }
 
 AsyncSendRecvImpl::Pair& AsyncSendRecvImpl::pair(const char* fn, const char* arg, int peer) {
@@ -76,9 +84,7 @@ uint64_t AsyncSendRecvImpl::send(int dst, const void* data, int64_t m, bool asyn
                     opts_.max_m, r);
   FLUXCPP_CHECK_ARG(m == 0 || data != nullptr,
                     "{}: {} to rank {}: data is NULL with m={} (rank {})", kOp, fn, dst, m, r);
-  if (!p.send_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: {} to rank {}: the pair failed earlier: {}", kOp, fn, dst,
-          p.send_broken);
+  check_intact(p.send_broken, fmt::format("{} to", fn), dst);
   const uint64_t q = p.sent + 1;
   const uint64_t S = static_cast<uint64_t>(slots_);
   const std::size_t bytes = static_cast<std::size_t>(m) * row_;
@@ -141,9 +147,7 @@ void AsyncSendRecvImpl::send_wait(int dst, uint64_t seq) {
   ops::ContextEntry entry(*ctx_, kOp);
   Pair& p = sent_pair("send_wait", dst, seq);
   if (shm::signal_load(p.copied) >= seq) return;
-  if (!p.send_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: send_wait to rank {}: the pair failed earlier: {}", kOp, dst,
-          p.send_broken);
+  check_intact(p.send_broken, "send_wait to", dst);
   uint64_t seen = 0;
   if (!wait(p.copied, seq, ctx_->runtime().deadline(), &seen))
     timeout(p.send_broken,
@@ -162,9 +166,7 @@ bool AsyncSendRecvImpl::send_ready(int dst) {
   ops::ContextEntry entry(*ctx_, kOp);
   check_open("send_ready");
   Pair& p = pair("send_ready", "dst", dst);
-  if (!p.send_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: send_ready to rank {}: the pair failed earlier: {}", kOp, dst,
-          p.send_broken);
+  check_intact(p.send_broken, "send_ready to", dst);
   const uint64_t q = p.sent + 1;
   const uint64_t S = static_cast<uint64_t>(slots_);
   if (q <= S) return true;
@@ -180,4 +182,38 @@ bool AsyncSendRecvImpl::send_ready(int dst) {
 }
 
 }  // namespace detail
+
+AsyncSendRecv::AsyncSendRecv(const Context& ctx, const AsyncSendRecvOptions& options)
+    : impl_(std::make_unique<detail::AsyncSendRecvImpl>(ctx.impl(), options)) {}
+FLUXCPP_PUBLIC_OP(AsyncSendRecv, AsyncSendRecvOptions);
+
+uint64_t AsyncSendRecv::send(int dst, const void* data, int64_t m) {
+  return ops::checked(impl_).send(dst, data, m, false);
+}
+uint64_t AsyncSendRecv::isend(int dst, const void* data, int64_t m) {
+  return ops::checked(impl_).send(dst, data, m, true);
+}
+void AsyncSendRecv::send_wait(int dst, uint64_t seq) {
+  ops::checked(impl_).send_wait(dst, seq);
+}
+bool AsyncSendRecv::send_test(int dst, uint64_t seq) {
+  return ops::checked(impl_).send_test(dst, seq);
+}
+int64_t AsyncSendRecv::recv(int src, void* out, int64_t out_rows) {
+  return ops::checked(impl_).recv(src, out, out_rows);
+}
+bool AsyncSendRecv::send_ready(int dst) {
+  return ops::checked(impl_).send_ready(dst);
+}
+
+int64_t AsyncSendRecv::probe(int src) {
+  return ops::checked(impl_).probe(src);
+}
+void AsyncSendRecv::close() {
+  if (impl_) impl_->close();
+}
+const std::vector<int>& AsyncSendRecv::peers() const {
+  return ops::checked(impl_).peers();
+}
+
 }  // namespace fluxcpp

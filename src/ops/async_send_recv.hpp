@@ -61,6 +61,9 @@ class AsyncSendRecvImpl {
   // progresses the messages between hosts.
   Pair& sent_pair(const char* fn, int dst, uint64_t seq);
   void check_open(const char* fn) const;
+  // kInvalidUsage "<op>: <where> rank <peer>: the pair failed earlier: <broken>" unless the pair's
+  // side (its send_broken or recv_broken) is intact; where: "send to", "probe of", ...
+  void check_intact(const std::string& broken, const std::string& where, int peer) const;
   // The copy of message q into its slot and its publication; on the caller or a comm stream.
   void deliver(Pair& p, uint64_t q, const char* data, std::size_t bytes, int64_t m) noexcept;
   // Waits until `s` reaches target, driving the network when this rank has messages in flight

@@ -20,9 +20,7 @@ int64_t AsyncSendRecvImpl::recv(int src, void* out, int64_t out_rows) {
   FLUXCPP_CHECK_ARG(out_rows == 0 || out != nullptr,
                     "{}: recv from rank {}: out is NULL with out_rows={} (rank {})", kOp, src,
                     out_rows, ctx_->topo().world_rank());
-  if (!p.recv_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: recv from rank {}: the pair failed earlier: {}", kOp, src,
-          p.recv_broken);
+  check_intact(p.recv_broken, "recv from", src);
   const SteadyTime deadline = ctx_->runtime().deadline();
   if (p.local >= 0) return recv_local(p, out, out_rows, deadline);
   try {
@@ -93,9 +91,7 @@ int64_t AsyncSendRecvImpl::probe(int src) {
   ops::ContextEntry entry(*ctx_, kOp);
   check_open("probe");
   Pair& p = pair("probe", "src", src);
-  if (!p.recv_broken.empty())
-    raise(Errc::kInvalidUsage, "{}: probe of rank {}: the pair failed earlier: {}", kOp, src,
-          p.recv_broken);
+  check_intact(p.recv_broken, "probe of", src);
   if (p.local < 0) {
     std::size_t bytes = 0;
     try {

@@ -36,26 +36,19 @@ void AsyncSendRecvImpl::create(const std::string& local_error) {
   const AsyncSendRecvOptions& o = opts_;
   serial_ = c.life().creating_serial();
   std::vector<int> list = o.peers ? *o.peers : ops::Links::ring_neighbours(r, W);
-  ops::agree_options(c, kOp, local_error,
-                     {ops::dtype("dtype", o.dtype),
-                      ops::dim("n", o.n),
-                      ops::count("max_m", o.max_m),
-                      {"num_slots", o.num_slots, ops::Field::Kind::kRange, 1, 4096}},
-                     [&] {
-                       FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n,
-                                         "{}: max_m={} x n={} is too large", kOp, o.max_m, o.n);
-                       std::vector<int> seen;
-                       for (int p : list) {
-                         FLUXCPP_CHECK_ARG(p >= 0 && p < W,
-                                           "{}: peers lists rank {}, outside [0, {}) (rank {})",
-                                           kOp, p, W, r);
-                         FLUXCPP_CHECK_ARG(p != r, "{}: peers lists this rank itself ({})", kOp, r);
-                         FLUXCPP_CHECK_ARG(std::find(seen.begin(), seen.end(), p) == seen.end(),
-                                           "{}: peers lists rank {} twice (rank {})", kOp, p, r);
-                         seen.push_back(p);
-                       }
-                     });
-  row_ = static_cast<std::size_t>(o.n) * dtype_size(o.dtype);
+  row_ = ops::agree_row_options(
+      c, kOp, local_error, o.dtype, "n", o.n, "max_m", o.max_m,
+      {{"num_slots", o.num_slots, ops::Field::Kind::kRange, 1, 4096}}, [&] {
+        std::vector<int> seen;
+        for (int p : list) {
+          FLUXCPP_CHECK_ARG(p >= 0 && p < W, "{}: peers lists rank {}, outside [0, {}) (rank {})",
+                            kOp, p, W, r);
+          FLUXCPP_CHECK_ARG(p != r, "{}: peers lists this rank itself ({})", kOp, r);
+          FLUXCPP_CHECK_ARG(std::find(seen.begin(), seen.end(), p) == seen.end(),
+                            "{}: peers lists rank {} twice (rank {})", kOp, p, r);
+          seen.push_back(p);
+        }
+      });
   slot_bytes_ = static_cast<std::size_t>(o.max_m) * row_;
   slots_ = o.num_slots;
   // Every rank's list, padded with -1: the symmetry check and the slot positions need them all.

@@ -7,6 +7,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/tiled_gemm.hpp"
 #include "ops/ulysses_shapes.hpp"
 
@@ -138,4 +139,20 @@ void GemmA2aTransposeImpl::run(const ops::Call& call, const char* input, int64_t
 }
 
 }  // namespace detail
+
+// The public class GemmA2aTranspose (include/fluxcpp/gemm_a2a_transpose.hpp): each member forwards
+// to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
+FLUXCPP_PUBLIC_MADE_OP(GemmA2aTranspose, GemmA2aTransposeOptions);
+void GemmA2aTranspose::forward(const void* input, int64_t bs, int64_t seq, const void* weight,
+                               const void* bias, void* output) {
+  ops::checked(impl_).forward(input, bs, seq, weight, bias, output);
+}
+void GemmA2aTranspose::forward_gemm_only(const void* input, int64_t bs, int64_t seq,
+                                         const void* weight, const void* bias) {
+  ops::checked(impl_).forward_gemm_only(input, bs, seq, weight, bias);
+}
+void GemmA2aTranspose::forward_comm_only(int64_t bs, int64_t seq, void* output) {
+  ops::checked(impl_).forward_comm_only(bs, seq, output);
+}
+
 }  // namespace fluxcpp

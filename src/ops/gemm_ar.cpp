@@ -5,8 +5,8 @@
 #include "error_util.hpp"
 #include "kernels/cast.hpp"
 #include "ops/core/gemm_call.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
-#include "ops/core/parallel_gemm.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
@@ -117,4 +117,9 @@ void GemmArImpl::gemm(const char* input, int64_t m, const void* bias, char* part
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(GemmAr, GemmArOptions);
+
+FLUXCPP_PUBLIC_GEMM_FORWARDS(GemmAr);
+
 }  // namespace fluxcpp

@@ -7,6 +7,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/gemm_call.hpp"
 #include "ops/core/offload.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
@@ -239,4 +240,15 @@ void GemmRsImpl::forward_comm_only(int64_t m, const void* bias, void* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(GemmRs, GemmRsOptions);
+
+FLUXCPP_PUBLIC_GEMM_FORWARDS(GemmRs);
+void GemmRs::forward_gemm_only(const void* input, int64_t m, const void* weight) {
+  ops::checked(impl_).forward_gemm_only(input, m, weight);
+}
+void GemmRs::forward_comm_only(int64_t m, const void* bias, void* output) {
+  ops::checked(impl_).forward_comm_only(m, bias, output);
+}
+
 }  // namespace fluxcpp

@@ -7,13 +7,13 @@
 
 #include "comm/parallel_for.hpp"
 #include "error_util.hpp"
+#include "ops/core/op_base.hpp"
 
 namespace fluxcpp {
 namespace detail {
 
 namespace {
 
-constexpr const char* kOp = "grouped_gemm";
 // Narrowest column slab worth a participant of its own: below it the GEMM calls get too thin
 // (the same threshold as ops::parallel_gemm).
 constexpr int64_t kMinSlab = 64;
@@ -142,4 +142,14 @@ void GroupedGemmImpl::forward(const void* input, const int64_t* splits, const vo
 }
 
 }  // namespace detail
+
+GroupedGemm::GroupedGemm(const Context& ctx, const GroupedGemmOptions& options)
+    : impl_(std::make_unique<detail::GroupedGemmImpl>(ctx.impl(), options)) {}
+FLUXCPP_PUBLIC_OP(GroupedGemm, GroupedGemmOptions);
+
+void GroupedGemm::forward(const void* input, const int64_t* splits, const void* weight,
+                          const float* scale, void* output) {
+  ops::checked(impl_).forward(input, splits, weight, scale, output);
+}
+
 }  // namespace fluxcpp

@@ -24,6 +24,7 @@ class GroupedGemmImpl {
   void forward(const void* input, const int64_t* splits, const void* weight, const float* scale,
                void* output);
   const GroupedGemmOptions& options() const { return opts_; }
+  static constexpr const char* kOp = "grouped_gemm";
 
   // One participant's share of a forward: rows [row0, row1) of the concatenated groups, columns
   // [col0, col1) of every group.

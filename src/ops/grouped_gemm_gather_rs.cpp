@@ -7,6 +7,7 @@
 #include "kernels/moe_combine_kernel.hpp"
 #include "kernels/reduce.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/tiled_gemm.hpp"
 
@@ -197,8 +198,8 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
   // about kGatherRsPieceRows rows or more per destination; below that the split costs the BLAS more
   // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
   // and the shape: the same GEMM calls on every call with the same routing).
-  per_destination_ =
-      routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kGatherRsPieceRows;
+  per_destination_ = routing_.rows() >=
+                     static_cast<int64_t>(W) * routing_.num_local_experts() * kGatherRsPieceRows;
   if (call.compute() && !per_destination_) all_rows(a);
   // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
   // each published as soon as it is done; our own last.
@@ -210,4 +211,27 @@ void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a
 }
 
 }  // namespace detail
+
+// The public class GroupedGemmGatherRs (include/fluxcpp/grouped_gemm_gather_rs.hpp): each member
+// forwards to the implementation above, through ops::checked (a moved-from op is kInvalidUsage).
+FLUXCPP_PUBLIC_MADE_OP(GroupedGemmGatherRs, MoeTpOptions);
+
+void GroupedGemmGatherRs::forward(const void* input, int64_t num_tokens, const int64_t* splits,
+                                  const int32_t* scatter_index, const void* weight,
+                                  const float* routing_weights, void* output) {
+  ops::checked(impl_).forward(input, num_tokens, splits, scatter_index, weight, routing_weights,
+                              output);
+}
+void GroupedGemmGatherRs::forward_gemm_only(const void* input, int64_t num_tokens,
+                                            const int64_t* splits, const int32_t* scatter_index,
+                                            const void* weight, const float* routing_weights) {
+  ops::checked(impl_).forward_gemm_only(input, num_tokens, splits, scatter_index, weight,
+                                        routing_weights);
+}
+void GroupedGemmGatherRs::forward_comm_only(int64_t num_tokens, const int64_t* splits,
+                                            const int32_t* scatter_index,
+                                            const float* routing_weights, void* output) {
+  ops::checked(impl_).forward_comm_only(num_tokens, splits, scatter_index, routing_weights, output);
+}
+
 }  // namespace fluxcpp

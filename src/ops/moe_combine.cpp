@@ -7,6 +7,7 @@
 #include "kernels/moe_combine_kernel.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 
 namespace fluxcpp {
@@ -42,8 +43,8 @@ void MoeCombineImpl::create(const comm::Parts& c, const std::string& local_error
 
 std::string MoeCombineImpl::validate(const MoeCombineInput& in, const void* output) const {
   // The counts' ranges first, then the pointers each count needs.
-  std::string e = ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens, {},
-                                   "max_tokens");
+  std::string e =
+      ops::check_count(*ctx_, kOp, "num_tokens", in.num_tokens, opts_.max_tokens, {}, "max_tokens");
   if (e.empty())
     e = ops::check_count(*ctx_, kOp, "num_rows", in.num_rows, opts_.max_recv_rows,
                          {{"input", in.input}}, "max_recv_rows");
@@ -146,4 +147,11 @@ void MoeCombineImpl::run(const MoeCombineInput& in, void* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(MoeCombine, MoeCombineOptions);
+
+void MoeCombine::forward(const MoeCombineInput& input, void* output) {
+  ops::checked(impl_).forward(input, output);
+}
+
 }  // namespace fluxcpp

@@ -6,6 +6,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/mailbox.hpp"
+#include "ops/core/op_base.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -197,4 +198,11 @@ void MoeDispatchImpl::unpack_meta(int s, const ops::Inbox& box, const MoeDispatc
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(MoeDispatch, MoeDispatchOptions);
+
+int64_t MoeDispatch::forward(const MoeDispatchInput& input, const MoeDispatchOutput& output) {
+  return ops::checked(impl_).forward(input, output);
+}
+
 }  // namespace fluxcpp

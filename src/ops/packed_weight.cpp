@@ -3,8 +3,8 @@
 
 #include "error_util.hpp"
 #include "kernels/gemm_packed_weight.hpp"
-#include "ops/core/parallel_gemm.hpp"
-#include "ops/core/pimpl.hpp"
+#include "ops/core/op_base.hpp"
+#include "ops/core/tiled_gemm.hpp"
 
 namespace fluxcpp {
 

@@ -4,6 +4,7 @@
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
+#include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 
@@ -12,12 +13,7 @@ namespace detail {
 
 void ReduceScatterImpl::create(const comm::Parts& c, const std::string& local_error) {
   const ReduceScatterOptions o = opts_;
-  ops::agree_options(
-      c, kOp, local_error,
-      {ops::dtype("dtype", o.dtype), ops::dim("n", o.n), ops::count("max_m", o.max_m)}, [&] {
-        FLUXCPP_CHECK_ARG(o.max_m <= (int64_t{1} << 40) / o.n, "{}: max_m={} x n={} is too large",
-                          kOp, o.max_m, o.n);
-      });
+  ops::agree_row_options(c, kOp, local_error, o.dtype, "n", o.n, "max_m", o.max_m);
   acc_ = o.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
   const std::size_t elems = static_cast<std::size_t>(o.max_m / c.topo().world_size()) * o.n;
   reduce_ = ops::ReduceExchange(c, links_, layout_, elems * dtype_size(o.dtype),
@@ -50,4 +46,11 @@ void ReduceScatterImpl::run(const char* input, int64_t m, char* output) {
 }
 
 }  // namespace detail
+
+FLUXCPP_PUBLIC_MADE_OP(ReduceScatter, ReduceScatterOptions);
+
+void ReduceScatter::forward(const void* input, int64_t m, void* output) {
+  ops::checked(impl_).forward(input, m, output);
+}
+
 }  // namespace fluxcpp

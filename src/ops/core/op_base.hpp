@@ -64,3 +64,46 @@ std::unique_ptr<Impl> make_op(std::shared_ptr<detail::ContextImpl> ctx, const Op
 }
 
 }  // namespace fluxcpp::ops
+
+// The public op classes (include/fluxcpp/<op>.hpp) hold their implementation behind a
+// std::unique_ptr and are movable; each op's .cpp defines its class's members after the
+// implementation, with these. The move constructor, move assignment and destructor of public
+// class `Class`, defined where its implementation type is complete.
+#define FLUXCPP_PIMPL_MOVES(Class)                     \
+  Class::Class(Class&&) noexcept = default;            \
+  Class& Class::operator=(Class&&) noexcept = default; \
+  Class::~Class() = default
+
+// Those, and the options() every public op has: `const Options& Class::options() const`.
+#define FLUXCPP_PUBLIC_OP(Class, Options) \
+  FLUXCPP_PIMPL_MOVES(Class);             \
+  const Options& Class::options() const { \
+    return ops::checked(impl_).options(); \
+  }                                       \
+  static_assert(true, "")
+
+// Those, and the constructor of a public op made collectively by ops::make_op from its
+// implementation detail::<Class>Impl.
+#define FLUXCPP_PUBLIC_MADE_OP(Class, Options)                           \
+  Class::Class(const Context& ctx, const Options& options)               \
+      : impl_(ops::make_op<detail::Class##Impl>(ctx.impl(), options)) {} \
+  FLUXCPP_PUBLIC_OP(Class, Options)
+
+// The zero-copy input_buffer() of a public op.
+#define FLUXCPP_PUBLIC_INPUT_BUFFER(Class)     \
+  void* Class::input_buffer() {                \
+    return ops::checked(impl_).input_buffer(); \
+  }
+
+// The two forwards of a GEMM op with one output (GemmRs, GemmAr): the weight as a pointer, or
+// packed (fluxcpp/packed_weight.hpp).
+#define FLUXCPP_PUBLIC_GEMM_FORWARDS(Class)                                                       \
+  void Class::forward(const void* input, int64_t m, const void* weight, const void* bias,         \
+                      void* output) {                                                             \
+    ops::checked(impl_).forward(input, m, weight, bias, output);                                  \
+  }                                                                                               \
+  void Class::forward(const void* input, int64_t m, const PackedWeight& weight, const void* bias, \
+                      void* output) {                                                             \
+    ops::checked(impl_).forward(input, m, weight.impl(), bias, output);                           \
+  }                                                                                               \
+  static_assert(true, "")

@@ -17,6 +17,7 @@
 
 #include "comm/parts.hpp"
 #include "comm/transport.hpp"
+#include "error_util.hpp"
 #include "fault.hpp"
 #include "kernels/blas_threads.hpp"
 #include "ops/core/handshake.hpp"
@@ -25,6 +26,20 @@
 #include "shm/symmetric_buffer.hpp"
 
 namespace fluxcpp::ops {
+
+// The implementation behind a public op class (include/fluxcpp/<op>.hpp holds it through a
+// std::unique_ptr), or kInvalidUsage "<op>: use of a moved-from op": the first of a call's
+// usability rules, before OpCore::run's.
+template <class Impl>
+Impl& checked(const std::unique_ptr<Impl>& p, const char* op) {
+  if (!p) raise(Errc::kInvalidUsage, "{}: use of a moved-from op", op);
+  return *p;
+}
+// The same for an implementation that names its op (Impl::kOp).
+template <class Impl>
+Impl& checked(const std::unique_ptr<Impl>& p) {
+  return checked(p, Impl::kOp);
+}
 
 using Deadline = std::chrono::steady_clock::time_point;
 

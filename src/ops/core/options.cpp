@@ -1,5 +1,6 @@
 #include "ops/core/options.hpp"
 
+#include <utility>
 #include <vector>
 
 #include "error_util.hpp"
@@ -31,7 +32,7 @@ void check_field(const char* op, const Field& f, int rank) {
 }  // namespace
 
 void agree_options(const comm::Parts& c, const char* op, const std::string& local_error,
-                   std::initializer_list<Field> fields, const std::function<void()>& extra) {
+                   std::vector<Field> fields, const std::function<void()>& extra) {
   // close() is collective, so this local check gives the same answer on every rank.
   if (c.life().closed()) raise(Errc::kInvalidUsage, "{}: the context was closed", op);
   const int r = c.topo().world_rank();
@@ -48,6 +49,21 @@ void agree_options(const comm::Parts& c, const char* op, const std::string& loca
     values.push_back(f.value);
   }
   comm::agree_values(comm, op, names.data(), values.data(), static_cast<int>(values.size()));
+}
+
+std::size_t agree_row_options(const comm::Parts& c, const char* op, const std::string& local_error,
+                              DType dtype, const char* width_name, int64_t width,
+                              const char* rows_name, int64_t rows, const std::vector<Field>& more,
+                              const std::function<void()>& extra) {
+  std::vector<Field> fields = {ops::dtype("dtype", dtype), dim(width_name, width),
+                               count(rows_name, rows)};
+  fields.insert(fields.end(), more.begin(), more.end());
+  agree_options(c, op, local_error, std::move(fields), [&] {
+    FLUXCPP_CHECK_ARG(rows <= (int64_t{1} << 40) / width, "{}: {}={} x {}={} is too large", op,
+                      rows_name, rows, width_name, width);
+    if (extra) extra();
+  });
+  return static_cast<std::size_t>(width) * dtype_size(dtype);
 }
 
 }  // namespace fluxcpp::ops

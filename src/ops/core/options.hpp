@@ -5,9 +5,11 @@
 #pragma once
 
 #include <climits>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "comm/parts.hpp"
 #include "fluxcpp/types.hpp"
@@ -48,6 +50,16 @@ inline Field same(const char* name, long long v) {
 // op's own checks, which may rely on every field being in range); the first failure is raised as
 // the same Error on every rank. Then every field must have the same value on every rank.
 void agree_options(const comm::Parts& c, const char* op, const std::string& local_error,
-                   std::initializer_list<Field> fields, const std::function<void()>& extra = {});
+                   std::vector<Field> fields, const std::function<void()>& extra = {});
+
+// The options of an op over rows of `width` elements of one dtype (AllGather, ReduceScatter,
+// AllToAllSingle, AsyncSendRecv): the fields "dtype", width_name (a dim), rows_name (a count),
+// then `more`; before `extra`, the rule that rows x width stay within 2^40 elements
+// ("<op>: max_m=<v> x n=<v> is too large"). Returns the bytes of one row.
+std::size_t agree_row_options(const comm::Parts& c, const char* op, const std::string& local_error,
+                              DType dtype, const char* width_name, int64_t width,
+                              const char* rows_name, int64_t rows,
+                              const std::vector<Field>& more = {},
+                              const std::function<void()>& extra = {});
 
 }  // namespace fluxcpp::ops

@@ -1,4 +1,8 @@
-// A GEMM over row tiles with transfer progress in between: while the network moves a block between
+// The GEMM of an op's block, in two splits: row tiles with transfer progress in between
+// (tiled_gemm), each tile split into column slabs over the context's compute workers
+// (parallel_gemm).
+//
+// Row tiles: while the network moves a block between
 // hosts, the kernel and the NIC do the work, but MPI only advances inside MPI calls (gloo's TCP
 // transport needs no driving). Calling the transport between tiles keeps the link busy without a
 // thread that wakes into the GEMM's core (measured: this hides more of the link than a progress
@@ -8,10 +12,23 @@
 #include <cstdint>
 #include <functional>
 
+#include "comm/parts.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_packed_weight.hpp"
 #include "ops/core/op_core.hpp"
 
 namespace fluxcpp::ops {
+
+// The column slabs parallel_gemm splits [n0, n1) into for `workers` compute workers: one per
+// worker, multiples of 64 columns, at least 64 each (a packed weight is packed for them).
+kernels::ColumnSlabs column_slabs(int workers, int64_t n0, int64_t n1);
+
+// C[0:rows, n0:n1] = A · op(B)[:, n0:n1] (+ bias), as kernels::gemm_tile (out.c points at column
+// n0 of row 0), split into the column slabs above: each worker reads only its part of the weight
+// and writes only its part of the output. The calling thread computes the first slab and waits
+// for the others.
+void parallel_gemm(const comm::Parts& c, const kernels::GemmWeight& w, const void* a, int64_t lda,
+                   int64_t rows, int64_t n0, int64_t n1, const kernels::GemmOut& out);
 
 // How tiled_gemm splits its rows. The engine's results depend on how a GEMM is split into calls
 // (its edge kernels round differently), so an op whose bits must not depend on timing uses a

@@ -36,7 +36,9 @@ with tempfile.TemporaryDirectory() as tmp:
         sock.bind(("127.0.0.1", 0))
         command.insert(3, f"--master_port={sock.getsockname()[1]}")
     print("running:", " ".join(command), flush=True)
-    proc = subprocess.Popen(command, cwd=tmp, start_new_session=True)
+    # TMPDIR: torchrun's own log folder (torchelastic_*, which torchrun never removes) goes with ours.
+    proc = subprocess.Popen(command, cwd=tmp, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=tmp))
     try:
         sys.exit(proc.wait(timeout=240))
     except subprocess.TimeoutExpired:

@@ -57,7 +57,8 @@ def main():
     before = shm_entries()
     tmp = tempfile.mkdtemp(prefix="fluxcpp_faults_")
     atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
-    env = dict(os.environ, FAULT=a.fault, FLUXCPP_FAULTS_RANK="1")
+    # TMPDIR: torchrun's own log folder (torchelastic_*, never removed by torchrun) goes with ours.
+    env = dict(os.environ, FAULT=a.fault, FLUXCPP_FAULTS_RANK="1", TMPDIR=tmp)
     port = str(free_port())
     procs = []
     if a.launcher == "torchrun":

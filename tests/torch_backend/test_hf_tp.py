@@ -66,6 +66,9 @@ command[command.index(name)] = worker
 # 2. The model, by the README's first block, in a folder of this test's own.
 tmp = tempfile.mkdtemp(prefix="fluxcpp_hf_tp_")
 atexit.register(shutil.rmtree, tmp, True)
+# torchrun keeps a log folder of its own in the temp dir (torchelastic_*) and never removes it:
+# the children take ours, which goes at exit.
+os.environ["TMPDIR"] = tmp
 cwd = os.getcwd()
 os.chdir(tmp)
 try:

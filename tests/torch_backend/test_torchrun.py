@@ -19,6 +19,9 @@ W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_")
 atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
+# torchrun keeps a log folder of its own in the temp dir (torchelastic_*) and never removes it:
+# the children take ours, which goes at exit.
+os.environ["TMPDIR"] = tmp
 results = {}
 for backend in ("fluxcpp", "gloo"):
     out = os.path.join(tmp, f"{backend}.pt")

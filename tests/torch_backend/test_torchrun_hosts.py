@@ -17,6 +17,9 @@ per_host = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="fluxcpp_torchrun_hosts_")
 atexit.register(shutil.rmtree, tmp, True)  # its logs and files go with it
+# torchrun keeps a log folder of its own in the temp dir (torchelastic_*) and never removes it:
+# the children take ours, which goes at exit.
+os.environ["TMPDIR"] = tmp
 port = free_port()
 agents = []
 for node in range(2):

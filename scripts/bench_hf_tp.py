@@ -270,7 +270,7 @@ def launch(args, mode, dtype, folder, work, tag):
             sock.bind(("127.0.0.1", 0))
             cmd[1:1] = ["-m", "torch.distributed.run", f"--nproc_per_node={args.world}",
                         f"--master_port={sock.getsockname()[1]}"]
-    env = dict(os.environ)
+    env = dict(os.environ, TMPDIR=work)  # torchrun's own log folder (never removed) goes with the run's
     if mode.startswith("autotp"):  # DeepSpeed's CPU accelerator; its shared-memory op needs LOCAL_SIZE = W
         env.update(DS_ACCELERATOR="cpu", LOCAL_SIZE=str(args.world), TORCH_EXTENSIONS_DIR=env.get(
             "TORCH_EXTENSIONS_DIR", os.path.join(ROOT, "build", "peers", "torch_extensions")))

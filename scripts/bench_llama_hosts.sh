@@ -11,7 +11,10 @@ rate=${1:-10gbit}; shift || true
 per_host=${1:-1}; shift || true
 export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1
-exec unshare -n bash -c '
+# torchrun's own log folders (torchelastic_*, never removed) and the logs: one folder, gone at exit.
+export TMPDIR=$(mktemp -d)
+trap 'rm -rf "$TMPDIR"' EXIT
+unshare -n bash -c '
   ip link set lo up && tc qdisc add dev lo root tbf rate "$0" burst 512kb latency 100ms || exit 1
   per_host=$1; shift
   port=29600
@@ -24,9 +27,9 @@ exec unshare -n bash -c '
         "$PWD/scripts/python" -m torch.distributed.run --nnodes 2 --node_rank $node \
         --nproc_per_node "$per_host" --master_addr 127.0.0.1 --master_port $port \
         --redirects 1 --tee 1 python/examples/llama_tp.py $variant --no-progress "$@" \
-        > /tmp/bench_llama_hosts.$node.log 2>&1 &
+        > $TMPDIR/bench_llama_hosts.$node.log 2>&1 &
     done
     wait
-    grep -h "llama_tp:\|TTFT" /tmp/bench_llama_hosts.0.log | sed "s/^\[default0\]://"
+    grep -h "llama_tp:\|TTFT" $TMPDIR/bench_llama_hosts.0.log | sed "s/^\[default0\]://"
   done
 ' "$rate" "$per_host" "$@"

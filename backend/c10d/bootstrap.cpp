@@ -59,33 +59,12 @@ int store_get(void* user, const char* key, void* value, size_t capacity, size_t*
 }
 
 // FLUXCPP_BACKEND_RANKS_PER_NODE=n (tests): the group's ranks in consecutive groups of n act as
-// hosts of one machine. The library tells hosts apart by FLUXCPP_HOST_ID (context_store.cpp),
-// which this sets for the create and puts back after; the creates of a process run one at a
-// time (torch makes groups on the calling thread).
-class SimulatedHost {
- public:
-  explicit SimulatedHost(int rank) {
-    const char* rpn = std::getenv("FLUXCPP_BACKEND_RANKS_PER_NODE");
-    const int n = rpn == nullptr ? 0 : std::atoi(rpn);
-    if (n <= 0) return;
-    if (const char* old = std::getenv("FLUXCPP_HOST_ID")) saved_ = old, had_ = true;
-    setenv("FLUXCPP_HOST_ID", ("backend-host-" + std::to_string(rank / n)).c_str(), 1);
-    active_ = true;
-  }
-  ~SimulatedHost() {
-    if (!active_) return;
-    if (had_)
-      setenv("FLUXCPP_HOST_ID", saved_.c_str(), 1);
-    else
-      unsetenv("FLUXCPP_HOST_ID");
-  }
-  SimulatedHost(const SimulatedHost&) = delete;
-  SimulatedHost& operator=(const SimulatedHost&) = delete;
-
- private:
-  bool active_ = false, had_ = false;
-  std::string saved_;
-};
+// hosts of one machine (the config's ranks_per_host); 0 or unset: hosts are machines.
+int simulated_ranks_per_host() {
+  const char* rpn = std::getenv("FLUXCPP_BACKEND_RANKS_PER_NODE");
+  const int n = rpn == nullptr ? 0 : std::atoi(rpn);
+  return n > 0 ? n : 0;
+}
 
 }  // namespace
 
@@ -93,6 +72,7 @@ fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int
                                std::chrono::milliseconds timeout) {
   fluxcpp_context_config_t cfg = FLUXCPP_CONTEXT_CONFIG_INIT;
   cfg.timeout_s = static_cast<double>(timeout.count()) / 1000.0;
+  cfg.ranks_per_host = simulated_ranks_per_host();
   // The keys follow docs/design.md "Store keys": the job is "c10d" (the store is the group's
   // own PrefixStore), the generation the creation's number. Creations under one store are
   // numbered by arrival: the n-th creation's ranks arrive as n*size + 1 .. (n+1)*size, so a
@@ -102,7 +82,6 @@ fluxcpp_context_t make_context(const c10::intrusive_ptr<c10d::Store>& store, int
   // The library makes the context from the store whatever launched the job (torchrun,
   // multiprocessing, mpirun): the ranks of a host meet in shared memory, hosts over its TCP
   // channel (its network choice, docs/design.md "The network channels").
-  const SimulatedHost simulated(rank);
   fluxcpp_context_t ctx = nullptr;
   StoreUser user{store.get(), root + "/ctx/0/"};  // one attempt per generation
   fluxcpp_store_t cs{&user, store_set, store_wait, store_get};

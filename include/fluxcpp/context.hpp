@@ -74,7 +74,8 @@ class FLUXCPP_API Context {
   // Without MPI, from the caller's store, ranks on one host or several: collective over the
   // `world_size` processes that pass a store (or prefix) of the context's own. Hosts meet over
   // gloo's TCP transport (fluxcpp_context_create_from_store says how they are told apart and
-  // which interface is used).
+  // which interface is used). options.ranks_per_host = n > 0: the ranks of one machine in
+  // consecutive groups of n act as hosts of their own (the same n on every rank).
   Context(const KeyValueStore& store, int world_size, int rank,
           const ContextOptions& options = {});
   Context(Context&&) noexcept = default;

@@ -115,7 +115,9 @@ FLUXCPP_API fluxcpp_status_t fluxcpp_context_create_from_id(const fluxcpp_unique
  * FLUXCPP_ERROR_SYSTEM naming the key); they may be called from the calling thread only, during
  * the create. A rank that never arrives: FLUXCPP_ERROR_TIMEOUT naming it. A timeout on the
  * network (a host lost mid-call) closes the context's TCP channel: every later call on the
- * context fails and it can only be destroyed. config->ranks_per_host must be 0. */
+ * context fails and it can only be destroyed. config->ranks_per_host = n > 0: the ranks of one
+ * machine in consecutive groups of n act as hosts of their own (the same n on every rank, each
+ * group on one machine, else FLUXCPP_ERROR_INVALID_ARGUMENT on every rank). */
 typedef struct {
   void* user;
   /* Stores `bytes` bytes of `value` under `key`. */

@@ -92,7 +92,7 @@ class Context(_Handle):
 
     @classmethod
     def from_store(cls, store=None, rank=None, world_size=None, *, timeout_s=0.0,
-                   compute_threads=0, comm_threads=0, key=None):
+                   compute_threads=0, comm_threads=0, key=None, ranks_per_host=0):
         """A context without MPI for ranks on one host or several (as torchrun, multiprocessing
         or a serving stack starts them): rank 0 sets a fresh id in `store` (a torch.distributed
         Store: TCPStore, FileStore, ...) under `key`, the others wait for it there, and every
@@ -120,7 +120,11 @@ class Context(_Handle):
         FLUXCPP_TIMEOUT_S or 60 s), every other store call and the create by timeout_s (0:
         FLUXCPP_TIMEOUT_S or 60 s), whatever the store offers. Rank 0 removes the id and the
         claims once every rank has read it; a failed call gives its claim back, so a retry under
-        the same key works."""
+        the same key works.
+
+        ranks_per_host 0: hosts are machines; n > 0: ranks 0..n-1, n..2n-1, ... of one machine act
+        as hosts of their own (the multi-host paths on one machine); the same on every rank, and a
+        group must share a machine, else INVALID_ARGUMENT on every rank."""
         where = "Context.from_store"
         hint = ""
         if key is None:
@@ -128,7 +132,8 @@ class Context(_Handle):
             key = meeting_key(job_tag(), Context._from_store_count)
             hint = (f" (the default key names the job by its parent process, {job_tag()}: "
                     "ranks of one job started by different parents pass a key of their own)")
-        cfg = cls._config(where, 0, timeout_s, compute_threads, comm_threads)  # checks first
+        cfg = cls._config(where, ranks_per_host, timeout_s, compute_threads,
+                          comm_threads)  # checks first
         if world_size is not None:
             world_size = size(where, "world_size", world_size, 1, INT32_MAX)
         if rank is not None:

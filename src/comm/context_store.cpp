@@ -19,7 +19,7 @@ namespace fluxcpp::detail {
 
 namespace {
 
-constexpr char kMagic[] = "fluxcpp-store-1";
+constexpr char kMagic[] = "fluxcpp-store-2";
 constexpr char kSep = '\x1e';
 
 double left_s(SteadyTime deadline) {
@@ -41,19 +41,19 @@ std::vector<std::string> split(const std::string& s) {
 
 // What a rank publishes: the fields below, in this order.
 struct Arrival {
-  long long world_size = 0, rank = -1, pid = 0;
+  long long world_size = 0, rank = -1, pid = 0, per_host = 0;
   std::string host, boot, name, nonce, error;
 };
 
 std::string encode(const Arrival& a) {
-  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", kMagic, kSep, a.world_size, kSep, a.rank,
-                     kSep, a.pid, kSep, a.host, kSep, a.boot, kSep, a.name, kSep, a.nonce, kSep,
-                     a.error);
+  return fmt::format("{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}", kMagic, kSep, a.world_size, kSep,
+                     a.rank, kSep, a.pid, kSep, a.per_host, kSep, a.host, kSep, a.boot, kSep,
+                     a.name, kSep, a.nonce, kSep, a.error);
 }
 
 Arrival decode(const std::string& text, int key_rank) {
   const std::vector<std::string> f = split(text);
-  if (f.size() != 9 || f[0] != kMagic)
+  if (f.size() != 10 || f[0] != kMagic)
     raise(Errc::kInvalidUsage,
           "context create: the store's key for rank {} does not hold a fluxcpp arrival (another "
           "program or library version wrote it: give each context a store prefix of its own)",
@@ -63,15 +63,16 @@ Arrival decode(const std::string& text, int key_rank) {
     a.world_size = std::stoll(f[1]);
     a.rank = std::stoll(f[2]);
     a.pid = std::stoll(f[3]);
+    a.per_host = std::stoll(f[4]);
   } catch (const std::exception&) {
     raise(Errc::kInvalidUsage, "context create: the store's key for rank {} is corrupted",
           key_rank);
   }
-  a.host = f[4];
-  a.boot = f[5];
-  a.name = f[6];
-  a.nonce = f[7];
-  a.error = f[8];
+  a.host = f[5];
+  a.boot = f[6];
+  a.name = f[7];
+  a.nonce = f[8];
+  a.error = f[9];
   return a;
 }
 
@@ -94,6 +95,30 @@ std::string host_identity() {
   return fmt::format("{}/{}", comm::this_boot_id(), comm::this_host_name());
 }
 
+// ranks_per_host = n > 0: ranks 0..n-1, n..2n-1, ... act as hosts of their own (tests and
+// benchmarks of the multi-host paths on one machine, as the MPI context's grouping). Every rank
+// reads the same arrivals: the same verdict on every rank.
+void group_simulated_hosts(std::vector<Arrival>& all) {
+  const long long n = all[0].per_host;
+  for (const Arrival& a : all)
+    if (a.per_host != n)
+      throw AgreedError(Errc::kInvalidArgument,
+                        fmt::format("context create: ranks_per_host={} on rank 0 but {} on rank "
+                                    "{}: pass the same on every rank",
+                                    n, a.per_host, a.rank));
+  if (n <= 0) return;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::size_t first = r / static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    if (all[r].host != all[first].host)
+      throw AgreedError(Errc::kInvalidArgument,
+                        fmt::format("context create: ranks_per_host={} groups ranks of different "
+                                    "hosts (rank {} and rank {}): a group must share a machine",
+                                    n, first, r));
+  }
+  for (std::size_t r = 0; r < all.size(); ++r)
+    all[r].host += fmt::format("/group{}", r / static_cast<std::size_t>(n));
+}
+
 }  // namespace
 
 ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
@@ -114,12 +139,10 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
   mine.name = comm::this_host_name();
   mine.nonce = fmt::format("{:016x}", std::random_device{}() * 0x100000001ull ^
                                           static_cast<unsigned long long>(mine.pid));
+  mine.per_host = options.ranks_per_host;
   mine.error = local_error;
-  if (mine.error.empty() && options.ranks_per_host != 0)
-    mine.error = fmt::format(
-        "context: ranks_per_host={} with a context made from a store: hosts are told apart by "
-        "the machine (FLUXCPP_HOST_ID simulates hosts); pass 0",
-        options.ranks_per_host);
+  if (mine.error.empty() && options.ranks_per_host < 0)
+    mine.error = fmt::format("context: ranks_per_host={} must be >= 0", options.ranks_per_host);
   for (char& ch : mine.error)
     if (ch == kSep) ch = ' ';
   store.set(rank_key(rank), encode(mine));
@@ -151,6 +174,7 @@ ContextImpl::ContextImpl(const comm::KvStore& store, int world_size, int rank,
       throw AgreedError(Errc::kInvalidArgument,
                         r == rank ? all[r].error
                                   : fmt::format("{} (reported by rank {})", all[r].error, r));
+  group_simulated_hosts(all);
   if (all[rank].nonce != mine.nonce)
     raise(Errc::kInvalidUsage,
           "context create: another process (pid {} on host '{}') also claims rank {} under this "

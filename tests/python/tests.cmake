@@ -112,6 +112,12 @@ else()
            COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_store_identity.py)
   set_tests_properties(python.store_identity PROPERTIES TIMEOUT 300 LABELS fault
                        ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
+  # ranks_per_host on a store context: groups as simulated hosts, agreement
+  # (tests/python/test_store_grouping.py).
+  add_test(NAME python.store_grouping
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_store_grouping.py)
+  set_tests_properties(python.store_grouping PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
   add_test(NAME python.llama_tp.help
            COMMAND ${FLUXCPP_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/examples/llama_tp.py --help)
   set_tests_properties(python.llama_tp.help PROPERTIES TIMEOUT 60

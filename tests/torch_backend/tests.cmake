@@ -46,8 +46,8 @@ add_test(NAME torch_backend.llama.np2
                  ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)
 set_tests_properties(torch_backend.llama.np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${_py_env}" FIXTURES_REQUIRED fluxcpp_shm_clean)
-# The same on 2 simulated hosts of one rank (FLUXCPP_BACKEND_RANKS_PER_NODE: the backend sets
-# FLUXCPP_HOST_ID for the create): the group's legs between hosts go over the TCP channel.
+# The same on 2 simulated hosts of one rank (FLUXCPP_BACKEND_RANKS_PER_NODE: the context's
+# ranks_per_host): the group's legs between hosts go over the TCP channel.
 add_test(NAME torch_backend.llama.np2.hosts2
          COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${FLUXCPP_MPIEXEC_FLAGS}
                  ${FLUXCPP_TEST_PYTHON} ${_tb}/test_llama_dist.py)

@@ -6,30 +6,28 @@
 #include <memory>
 
 #include "comm/gloo_net.hpp"
-#include "comm/network.hpp"
+#include "comm/network_over.hpp"
 
 namespace fluxcpp::comm {
 
-class GlooNetwork final : public Network {
+class GlooTransport;
+class GlooP2pNet;
+using GlooNetworkBase = NetworkOver<std::shared_ptr<GlooNet>, GlooTransport, GlooP2pNet>;
+extern template class NetworkOver<std::shared_ptr<GlooNet>, GlooTransport, GlooP2pNet>;
+
+class GlooNetwork final : public GlooNetworkBase {
  public:
-  explicit GlooNetwork(std::shared_ptr<GlooNet> net) : net_(std::move(net)) {}
+  explicit GlooNetwork(std::shared_ptr<GlooNet> net) : GlooNetworkBase(std::move(net)) {}
 
   // The channel (the context's control plane rides on it too).
-  const std::shared_ptr<GlooNet>& net() const { return net_; }
+  const std::shared_ptr<GlooNet>& net() const { return channel_; }
 
   const char* name() const override { return "gloo"; }
-  std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
-                                       std::size_t chunk_bytes) override;
-  std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
-                              int num_slots, const std::vector<int>& peers) override;
   std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int) const override {}
   // A channel that failed (a host gone, the link cut) was reported by the call that hit it;
   // nothing collective can cross it any more.
-  bool usable() const override { return net_->failure().empty(); }
-
- private:
-  std::shared_ptr<GlooNet> net_;
+  bool usable() const override { return channel_->failure().empty(); }
 };
 
 }  // namespace fluxcpp::comm

@@ -3,8 +3,6 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 
 #include "comm/gloo_net.hpp"
 #include "error_util.hpp"
@@ -12,7 +10,6 @@
 namespace fluxcpp::comm {
 
 namespace {
-constexpr int kGlooSwapText = 512;
 
 // Every member sends the first `send_bytes` of its record (all + bytes * me) to every other and
 // receives theirs into all + bytes * member (a shorter message fills the record's start);
@@ -93,20 +90,15 @@ std::vector<int> GlooRecordSwap::swap(std::size_t send_bytes, Deadline deadline,
   return late;
 }
 
-std::vector<std::pair<int, std::array<int64_t, 2>>> GlooRecordSwap::retractions() {
-  return {};  // a late member finds the channel closed instead
-}
-
 std::vector<std::string> GlooRecordSwap::gather_texts(const std::string& mine, Deadline deadline,
                                                       const BackoffPolicy& /*wait*/,
                                                       const std::function<std::string()>& missing) {
-  std::vector<char> texts(static_cast<std::size_t>(kGlooSwapText) * size_, '\0');
-  std::snprintf(&texts[static_cast<std::size_t>(kGlooSwapText) * rank_], kGlooSwapText, "%s",
-                mine.c_str());
+  std::vector<char> texts(static_cast<std::size_t>(kText) * size_, '\0');
+  put_text(mine, &texts[static_cast<std::size_t>(kText) * rank_]);
   std::string error;
   std::vector<int> late;
   try {
-    late = exchange(*net_, members_, rank_, texts.data(), kGlooSwapText, kGlooSwapText,
+    late = exchange(*net_, members_, rank_, texts.data(), kText, kText,
                     GlooNet::op_slot(serial_, GlooNet::kRailTextSlot, 0), deadline, what_, &error);
   } catch (...) {
     (void)new std::vector<char>(std::move(texts));  // see exchange()
@@ -116,12 +108,7 @@ std::vector<std::string> GlooRecordSwap::gather_texts(const std::string& mine, D
     (void)new std::vector<char>(std::move(texts));
     raise(Errc::kTimeout, "{}", missing());
   }
-  std::vector<std::string> out;
-  for (int n = 0; n < size_; ++n) {
-    const char* t = &texts[static_cast<std::size_t>(kGlooSwapText) * n];
-    out.emplace_back(t, strnlen(t, kGlooSwapText - 1));
-  }
-  return out;
+  return texts_of(texts.data());
 }
 
 }  // namespace fluxcpp::comm

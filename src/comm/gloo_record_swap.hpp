@@ -24,7 +24,6 @@ class GlooRecordSwap : public RecordSwap {
 
   std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
                         std::array<int64_t, 2> retraction) override;
-  std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() override;
   std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
                                         const BackoffPolicy& wait,
                                         const std::function<std::string()>& missing) override;

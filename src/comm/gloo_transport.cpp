@@ -44,11 +44,9 @@ struct GlooTransport::Batch {
 
 GlooTransport::GlooTransport(const Parts& ctx, std::shared_ptr<GlooNet> net, const char* op,
                              std::size_t chunk_bytes)
-    : ctx_(&ctx),
+    : Transport(ctx, op, chunk_bytes),
       net_(std::move(net)),
-      op_(op),
-      serial_(ctx.life().creating_serial()),
-      chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {}
+      serial_(ctx.life().creating_serial()) {}
 
 GlooTransport::~GlooTransport() {
   if (!idle()) abandon(Error(Errc::kInternal, op_ + ": transfers abandoned by destroy"));
@@ -243,21 +241,13 @@ void GlooTransport::abandon(const Error& why) noexcept {
 }
 
 std::string GlooTransport::missing() const {
-  const Parts& c = *ctx_;
   std::lock_guard<std::mutex> lk(batch_->mu);
   for (const Batch::Stream& s : batch_->streams) {
     if (s.done == s.chunks) continue;
-    return fmt::format(
-        "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over TCP: {} {} of "
-        "{} bytes{} (this is rank {})",
-        op_, c.runtime().config().timeout_s, s.t.peer, c.topo().host_of(s.t.peer),
-        c.topo().local_of(s.t.peer), s.t.send ? "it received" : "received",
-        std::min(s.t.bytes, s.done * s.chunk), s.t.bytes,
-        s.t.send && s.posted < s.chunks ? " (this rank had not produced the rest)" : "",
-        c.topo().world_rank());
+    return timeout_text("TCP", &s.t, std::min(s.t.bytes, s.done * s.chunk),
+                        s.t.send && s.posted < s.chunks);
   }
-  return fmt::format("{}: timed out after {} s in TCP transfers (this is rank {})", op_,
-                     c.runtime().config().timeout_s, c.topo().world_rank());
+  return timeout_text("TCP", nullptr, 0, false);
 }
 
 }  // namespace fluxcpp::comm

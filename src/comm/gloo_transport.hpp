@@ -32,11 +32,8 @@ class GlooTransport : public Transport {
   // Not collective: the op's slots on the context's channel `net`.
   GlooTransport(const Parts& ctx, std::shared_ptr<GlooNet> net, const char* op,
                 std::size_t chunk_bytes);
-  GlooTransport(const GlooTransport&) = delete;
-  GlooTransport& operator=(const GlooTransport&) = delete;
   ~GlooTransport() override;
 
-  std::size_t chunk_bytes() const override { return chunk_; }
   void post(std::vector<Transfer> batch) override;
   bool progress() noexcept override;
   bool idle() const override;
@@ -46,20 +43,15 @@ class GlooTransport : public Transport {
   void raise_if_failed() const override;
   bool failed() const override;
   void abandon(const Error& why) noexcept override;
-  bool poisoned() const override { return poisoned_; }
 
   struct Batch;  // shared with the waiter jobs
 
  private:
   std::string missing() const;
 
-  const Parts* ctx_ = nullptr;
   std::shared_ptr<GlooNet> net_;
-  std::string op_;
   uint64_t serial_ = 0;
-  std::size_t chunk_ = 0;
   std::shared_ptr<Batch> batch_;
-  bool poisoned_ = false;
 };
 
 }  // namespace fluxcpp::comm

@@ -13,19 +13,10 @@ MpiNetwork::~MpiNetwork() {
   MPI_Finalized(&finalized);
   if (finalized) return;  // communicators died with MPI
   // One that still carries an abandoned collective is freed once that completes (orphans.hpp).
-  for (MPI_Comm* c : {&rail_comm_, &host_comm_, &comm_}) free_comm(c);
+  for (MPI_Comm* c : {&rail_comm_, &host_comm_, &channel_}) free_comm(c);
 }
 
-std::unique_ptr<Transport> MpiNetwork::transport(const Parts& ctx, const char* op,
-                                                 std::size_t chunk_bytes) {
-  return std::make_unique<MpiTransport>(ctx, comm_, op, chunk_bytes);
-}
-
-std::unique_ptr<P2pNet> MpiNetwork::p2p(const Parts& ctx, const char* op,
-                                        std::size_t slot_bytes, int num_slots,
-                                        const std::vector<int>& peers) {
-  return std::make_unique<MpiP2pNet>(ctx, comm_, op, slot_bytes, num_slots, peers);
-}
+template class NetworkOver<MPI_Comm, MpiTransport, MpiP2pNet>;
 
 std::unique_ptr<RecordSwap> MpiNetwork::rail_swap(const Parts& /*ctx*/, std::string what) {
   return std::make_unique<MpiRecordSwap>(rail_comm_, std::move(what));

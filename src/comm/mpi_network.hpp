@@ -11,41 +11,44 @@
 
 #include <mpi.h>
 
-#include "comm/network.hpp"
+#include "comm/network_over.hpp"
 
 namespace fluxcpp::comm {
 
-class MpiNetwork final : public Network {
+class MpiTransport;
+class MpiP2pNet;
+using MpiNetworkBase = NetworkOver<MPI_Comm, MpiTransport, MpiP2pNet>;
+extern template class NetworkOver<MPI_Comm, MpiTransport, MpiP2pNet>;
+
+// Its channel is the context's duplicate of the caller's communicator.
+class MpiNetwork final : public MpiNetworkBase {
  public:
   // thread_level: what MPI was initialised with (MPI_Query_thread).
-  explicit MpiNetwork(int thread_level) : thread_level_(thread_level) {}
+  explicit MpiNetwork(int thread_level)
+      : MpiNetworkBase(MPI_COMM_NULL), thread_level_(thread_level) {}
   ~MpiNetwork() override;
   MpiNetwork(const MpiNetwork&) = delete;
   MpiNetwork& operator=(const MpiNetwork&) = delete;
 
   // Takes the communicators over as the context's MPI constructor makes them.
-  void own_world(MPI_Comm comm) { comm_ = comm; }
+  void own_world(MPI_Comm comm) { channel_ = comm; }
   void own_layout(MPI_Comm node, MPI_Comm rail) {
     host_comm_ = node;
     rail_comm_ = rail;
   }
   // The context's duplicate of the caller's communicator, its host's and its rail's.
-  MPI_Comm comm() const { return comm_; }
+  MPI_Comm comm() const { return channel_; }
   MPI_Comm host_comm() const { return host_comm_; }
   MPI_Comm rail_comm() const { return rail_comm_; }
 
   const char* name() const override { return "MPI"; }
-  std::unique_ptr<Transport> transport(const Parts& ctx, const char* op,
-                                       std::size_t chunk_bytes) override;
-  std::unique_ptr<P2pNet> p2p(const Parts& ctx, const char* op, std::size_t slot_bytes,
-                              int num_slots, const std::vector<int>& peers) override;
   std::unique_ptr<RecordSwap> rail_swap(const Parts& ctx, std::string what) override;
   void check_hosts(int num_hosts) const override;
   bool usable() const override;
 
  private:
   int thread_level_ = MPI_THREAD_SINGLE;
-  MPI_Comm comm_ = MPI_COMM_NULL, host_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
+  MPI_Comm host_comm_ = MPI_COMM_NULL, rail_comm_ = MPI_COMM_NULL;
 };
 
 }  // namespace fluxcpp::comm

@@ -1,8 +1,6 @@
 #include "comm/mpi_record_swap.hpp"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "comm/bounded.hpp"
@@ -13,7 +11,6 @@ namespace fluxcpp::comm {
 namespace {
 constexpr int kMpiRecordTag = 1;   // (the swap's own communicator)
 constexpr int kMpiRetractTag = 2;  // "I gave this swap up", after the record
-constexpr int kMpiText = 512;
 }  // namespace
 
 MpiRecordSwap::MpiRecordSwap(MPI_Comm base, std::string what)
@@ -79,20 +76,15 @@ std::vector<std::string> MpiRecordSwap::gather_texts(const std::string& mine, De
                                                      const BackoffPolicy& wait,
                                                      const std::function<std::string()>& missing) {
   Records& b = *records_;
-  b.text.assign(kMpiText, '\0');
-  std::snprintf(b.text.data(), kMpiText, "%s", mine.c_str());
-  b.texts.assign(static_cast<std::size_t>(kMpiText) * size_, '\0');
+  b.text.assign(kText, '\0');
+  put_text(mine, b.text.data());
+  b.texts.assign(static_cast<std::size_t>(kText) * size_, '\0');
   MPI_Request req;
-  check_mpi(MPI_Iallgather(b.text.data(), kMpiText, MPI_CHAR, b.texts.data(), kMpiText, MPI_CHAR,
+  check_mpi(MPI_Iallgather(b.text.data(), kText, MPI_CHAR, b.texts.data(), kText, MPI_CHAR,
                            comm_.get(), &req),
             "MPI_Iallgather");
   wait_bounded(req, comm_.get(), deadline, records_, missing, nullptr, wait);
-  std::vector<std::string> out;
-  for (int n = 0; n < size_; ++n) {
-    const char* t = &b.texts[static_cast<std::size_t>(kMpiText) * n];
-    out.emplace_back(t, strnlen(t, kMpiText - 1));
-  }
-  return out;
+  return texts_of(b.texts.data());
 }
 
 }  // namespace fluxcpp::comm

@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 MpiTransport::MpiTransport(const Parts& ctx, MPI_Comm base, const char* op,
                            std::size_t chunk_bytes)
-    : ctx_(&ctx), op_(op), chunk_(std::max<std::size_t>(chunk_bytes, 4096)) {
+    : Transport(ctx, op, chunk_bytes) {
   // MPI counts are int: one message stays well below 2 GiB whatever the block size.
   chunk_ = std::min<std::size_t>(chunk_, std::size_t{1} << 30);
   comm_ = dup(base);
@@ -204,21 +204,13 @@ void MpiTransport::abandon_locked() noexcept {
 }
 
 std::string MpiTransport::missing_locked() const {
-  const Parts& c = *ctx_;
   for (const Stream& s : streams_) {
     if (s.done == s.chunks) continue;
     const std::size_t have =
         s.t.send ? std::min(s.t.bytes, s.done * s.chunk) : std::min(s.t.bytes, s.prefix * s.chunk);
-    return fmt::format(
-        "{}: timed out after {} s waiting for rank {} (host {}, local rank {}) over MPI: {} {} of "
-        "{} bytes{} (this is rank {})",
-        op_, c.runtime().config().timeout_s, s.t.peer, c.topo().host_of(s.t.peer),
-        c.topo().local_of(s.t.peer), s.t.send ? "it received" : "received", have, s.t.bytes,
-        s.t.send && s.posted < s.chunks ? " (this rank had not produced the rest)" : "",
-        c.topo().world_rank());
+    return timeout_text("MPI", &s.t, have, s.t.send && s.posted < s.chunks);
   }
-  return fmt::format("{}: timed out after {} s in MPI transfers (this is rank {})", op_,
-                     c.runtime().config().timeout_s, c.topo().world_rank());
+  return timeout_text("MPI", nullptr, 0, false);
 }
 
 }  // namespace fluxcpp::comm

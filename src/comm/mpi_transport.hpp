@@ -25,11 +25,7 @@ class MpiTransport : public Transport {
   // Collective over the context: a communicator of its own (a duplicate of `base`, the
   // context's), so no other op or the caller can match its messages.
   MpiTransport(const Parts& ctx, MPI_Comm base, const char* op, std::size_t chunk_bytes);
-  MpiTransport(const MpiTransport&) = delete;
-  MpiTransport& operator=(const MpiTransport&) = delete;
   ~MpiTransport() override;
-
-  std::size_t chunk_bytes() const override { return chunk_; }
 
   // Starts this call's transfers (the previous batch must be complete). Zero-byte transfers are
   // skipped: both sides agree on every size, so neither waits for them.
@@ -47,8 +43,6 @@ class MpiTransport : public Transport {
   // Abandons the batch (cancels receives, gives sends a grace period) and fails the transport
   // with `why` unless it already failed. noexcept: used on error paths and in destructors.
   void abandon(const Error& why) noexcept override;
-  // True if an abandoned transfer may still touch its buffer.
-  bool poisoned() const override { return poisoned_; }
 
  private:
   struct Stream {
@@ -64,11 +58,8 @@ class MpiTransport : public Transport {
   void abandon_locked() noexcept;
   std::string missing_locked() const;
 
-  const Parts* ctx_ = nullptr;
-  std::string op_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ProcessOwner creator_;  // the destructor does nothing in a fork's copy
-  std::size_t chunk_ = 0;
   mutable std::mutex mu_;
   std::vector<Stream> streams_;                     // guarded by mu_
   std::vector<MPI_Request> reqs_;                   // guarded by mu_
@@ -76,7 +67,6 @@ class MpiTransport : public Transport {
   std::atomic<std::size_t> pending_{0};             // messages not yet completed in this batch
   std::atomic<bool> failed_{false};
   std::unique_ptr<Error> error_;  // guarded by mu_; set once
-  bool poisoned_ = false;
 };
 
 }  // namespace fluxcpp::comm

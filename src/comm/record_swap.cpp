@@ -1,6 +1,8 @@
 #include "comm/record_swap.hpp"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 namespace fluxcpp::comm {
 
@@ -29,6 +31,19 @@ void RecordSwap::prepare(std::size_t bytes) {
 
 char* RecordSwap::record(int member) const {
   return records_->all() + bytes_ * static_cast<std::size_t>(member);
+}
+
+void RecordSwap::put_text(const std::string& mine, char* slot) {
+  std::snprintf(slot, kText, "%s", mine.c_str());
+}
+
+std::vector<std::string> RecordSwap::texts_of(const char* slots) const {
+  std::vector<std::string> out;
+  for (int n = 0; n < size_; ++n) {
+    const char* t = slots + static_cast<std::size_t>(kText) * n;
+    out.emplace_back(t, strnlen(t, kText - 1));
+  }
+  return out;
 }
 
 }  // namespace fluxcpp::comm

@@ -26,8 +26,8 @@
 
 namespace fluxcpp::comm {
 
-// One network's swap: the records are common (here); swap, retractions and gather_texts are the
-// network's.
+// One network's swap: the records and the texts' slots are common (here); swap, retractions (none
+// unless the network sends them) and gather_texts are the network's.
 class RecordSwap {
  public:
   explicit RecordSwap(std::string what) : what_(std::move(what)) {}
@@ -48,8 +48,9 @@ class RecordSwap {
   // not arrive by `deadline`; each of them is told (see above) that this member gave up.
   virtual std::vector<int> swap(std::size_t send_bytes, Deadline deadline,
                                 const BackoffPolicy& wait, std::array<int64_t, 2> retraction) = 0;
-  // The retractions that reached this member since the last swap: (member, its two words).
-  virtual std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() = 0;
+  // The retractions that reached this member since the last swap: (member, its two words). None
+  // where a late member finds the channel closed instead (gloo).
+  virtual std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() { return {}; }
   // Every member's text (at most 511 bytes of `mine`); every member must call it. `missing`
   // words the timeout.
   virtual std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
@@ -66,6 +67,13 @@ class RecordSwap {
    private:
     std::vector<char> all_;
   };
+  // A member's text in gather_texts travels in a slot of kText bytes: put_text writes `mine` into
+  // one (at most kText - 1 bytes, zero-terminated); texts_of reads every member's from size()
+  // slots in member order.
+  static constexpr int kText = 512;
+  static void put_text(const std::string& mine, char* slot);
+  std::vector<std::string> texts_of(const char* slots) const;
+
   std::string what_;
   int rank_ = 0, size_ = 1;
   std::size_t bytes_ = 0;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fluxcpp/error.hpp"
@@ -51,8 +52,11 @@ class Transport {
   };
 
   virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
 
-  virtual std::size_t chunk_bytes() const = 0;
+  // The message size between hosts (at least 4 KiB; a network may cap it).
+  std::size_t chunk_bytes() const { return chunk_; }
   // Starts this call's transfers (the previous batch must be complete). Zero-byte transfers are
   // skipped: both sides agree on every size, so neither waits for them.
   virtual void post(std::vector<Transfer> batch) = 0;
@@ -72,7 +76,22 @@ class Transport {
   // with `why` unless it already failed. noexcept: used on error paths and in destructors.
   virtual void abandon(const Error& why) noexcept = 0;
   // True if an abandoned transfer may still touch its buffer.
-  virtual bool poisoned() const = 0;
+  bool poisoned() const { return poisoned_; }
+
+ protected:
+  // Op `op`'s transfers on the context's network, in messages of chunk_bytes (at least 4 KiB).
+  Transport(const Parts& ctx, const char* op, std::size_t chunk_bytes);
+
+  // The text of the kTimeout at complete()'s deadline: the first transfer still short (`late`,
+  // `have` of its bytes moved; `unproduced`: a send whose rest this rank had not produced), or,
+  // with none, the batch. `network` names the wire ("MPI", "TCP").
+  std::string timeout_text(const char* network, const Transfer* late, std::size_t have,
+                           bool unproduced) const;
+
+  const Parts* ctx_ = nullptr;
+  std::string op_;
+  std::size_t chunk_ = 0;
+  bool poisoned_ = false;  // set by a network's abandon()
 };
 
 // The context's network's transport for op `op` (Network::transport): collective over the

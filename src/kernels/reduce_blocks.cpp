@@ -30,24 +30,20 @@ struct Plain {
     std::copy(acc, acc + n, static_cast<T*>(dst));
   }
 };
-struct BF16 {
+// A 16-bit floating type (bf16, f16): accumulates in f32 through the type's converters.
+template <void (*ToF32)(const uint16_t*, float*, int64_t),
+          void (*FromF32)(const float*, uint16_t*, int64_t)>
+struct Half {
   using Acc = float;
   static void widen(const void* src, int64_t n, Acc* acc) {
-    bf16_to_f32(static_cast<const uint16_t*>(src), acc, n);
+    ToF32(static_cast<const uint16_t*>(src), acc, n);
   }
   static void narrow(const Acc* acc, int64_t n, void* dst) {
-    f32_to_bf16(acc, static_cast<uint16_t*>(dst), n);
+    FromF32(acc, static_cast<uint16_t*>(dst), n);
   }
 };
-struct F16 {
-  using Acc = float;
-  static void widen(const void* src, int64_t n, Acc* acc) {
-    f16_to_f32(static_cast<const uint16_t*>(src), acc, n);
-  }
-  static void narrow(const Acc* acc, int64_t n, void* dst) {
-    f32_to_f16(acc, static_cast<uint16_t*>(dst), n);
-  }
-};
+using BF16 = Half<bf16_to_f32, f32_to_bf16>;
+using F16 = Half<f16_to_f32, f32_to_f16>;
 struct Bool {  // accumulates 0 or 1, so "and", "or" and "not equal" are &, | and ^
   using Acc = uint8_t;
   static void widen(const void* src, int64_t n, Acc* acc) {

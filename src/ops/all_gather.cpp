@@ -19,7 +19,11 @@ void AllGatherImpl::create(const comm::Parts& c, const std::string& local_error)
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, links_, layout_, max_shard, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
-  make_core(ops::OpCore::Spec::of(kOp, {"m"}).releasing());
+  // Across hosts of one rank each, small blocks travel in the handshake (kLatency); on one host
+  // the copies are the same either way, so there is no payload room.
+  const std::size_t payload =
+      links_.networked() ? ops::latency_payload_bytes(links_, max_shard, /*across_hosts=*/true) : 0;
+  make_core(ops::OpCore::Spec::of(kOp, {"m"}).releasing().with_payload(payload));
   single_copy_.probe(*core_);
 }
 
@@ -36,6 +40,10 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
   // zero-copy buffer, from our segment: 0 says so.
   d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
   if (d.error.empty()) schedule_ = plan(m);
+  if (d.error.empty() && schedule_ == Schedule::kLatency) {
+    d.payload = [input, shard](char* slot) { std::memcpy(slot, input, shard); };
+    d.payload_len = shard;
+  }
   core_->run(ops::Path::kFused, d, m == 0, [&](const ops::Call&) {
     run(static_cast<const char*>(input), zero_copy, shard, static_cast<char*>(output));
   });
@@ -43,10 +51,19 @@ void AllGatherImpl::forward(const void* input, int64_t m, void* output) {
 
 AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
   const std::size_t shard = static_cast<std::size_t>(m / ctx_->topo().world_size()) * row_;
+  if (shard > 0 && shard <= core_->handshake().payload_bytes()) return Schedule::kLatency;
   return single_copy_.worth(shard) ? Schedule::kSingleCopy : Schedule::kStaged;
 }
 
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
+  if (schedule_ == Schedule::kLatency) {  // every rank's block came with its descriptor
+    const int W = ctx_->topo().world_size(), me = ctx_->topo().world_rank();
+    for (int g = 0; g < W; ++g) {
+      const char* from = g == me ? input : core_->handshake().payload_of(g);
+      if (from != output + shard * g) std::memcpy(output + shard * g, from, shard);
+    }
+    return;
+  }
   gather_.begin(*core_, shard);
   // Other hosts receive our block from our segment: staged there first, unless it is there.
   const bool staged = zero_copy || gather_.stage_for_hosts(input, shard);

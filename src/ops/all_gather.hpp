@@ -29,6 +29,8 @@ class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
   enum class Schedule {
     kSingleCopy,  // each peer's input read straight from its address space (one copy)
     kStaged,      // blocks staged in the segments chunk by chunk, peers pulling each as it lands
+    kLatency,  // across hosts of one rank each, a small block: it rides on the handshake's rail
+               // records (one exchange, no transfer after it)
   };
 
   void forward(const void* input, int64_t m, void* output);

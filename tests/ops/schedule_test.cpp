@@ -148,12 +148,26 @@ TEST_F(ScheduleTest, AllReduceAndGemmArDecodeIsLatency) {
                                                      : detail::GemmArImpl::Schedule::kWhole);
 }
 
-TEST_F(ScheduleTest, AllGatherSmallBlocksAreStaged) {
+TEST_F(ScheduleTest, AllGatherSmallBlocksAreStagedOrRideOnTheHandshake) {
+  using Kind = detail::AllGatherImpl::Schedule;
   AllGatherOptions o;
-  o.max_m = 64 * W, o.k = 4;
+  o.max_m = 1 << 16, o.k = 4;
   auto op = ops::make_op<detail::AllGatherImpl>(ctx.impl(), o);
-  // 64 rows of 16 bytes: below FLUXCPP_CMA_MIN_KB (16 KiB), staged in the segments.
-  EXPECT_EQ(op->plan(64 * W), detail::AllGatherImpl::Schedule::kStaged);
+  // 64 rows of 16 bytes: across hosts of one rank each, in the handshake's rail records; on a
+  // host with peers below FLUXCPP_CMA_MIN_KB (16 KiB), staged in the segments.
+  const bool rail_payload = hosts > 1 && hosts == W;
+  EXPECT_EQ(op->plan(64 * W), rail_payload ? Kind::kLatency : Kind::kStaged);
+  // A block past the payload room (256 KiB across 2 hosts) leaves through the transfers.
+  if (hosts > 1) EXPECT_NE(op->plan(o.max_m), Kind::kLatency);
+  // A real call runs the planned schedule and gathers every rank's block.
+  const int64_t m = 64 * W;
+  std::vector<float> in(static_cast<std::size_t>(64 * 4), static_cast<float>(ctx.rank() + 1));
+  std::vector<float> out(static_cast<std::size_t>(m * 4), -1.0f);
+  op->forward(in.data(), m, out.data());
+  EXPECT_EQ(op->last_schedule(), rail_payload ? Kind::kLatency : Kind::kStaged);
+  for (int g = 0; g < W; ++g)
+    EXPECT_EQ(out[static_cast<std::size_t>(g) * 64 * 4 + 7], static_cast<float>(g + 1))
+        << "rank " << g << "'s block";
 }
 
 }  // namespace

@@ -14,10 +14,9 @@ namespace detail {
 
 namespace {
 // Another host's block is computed in up to kMaxPieces pieces as it lands, each with about
-// kPieceRows rows per local expert at least: every GEMM call re-blocks its expert's weight, so
-// smaller pieces cost more than the earlier start wins.
+// MoeTpRouting::kPieceRows rows per local expert at least: every GEMM call re-blocks its expert's
+// weight, so smaller pieces cost more than the earlier start wins.
 constexpr int64_t kMaxPieces = 4;
-constexpr int64_t kPieceRows = 128;
 }  // namespace
 
 void AgScatterGroupedGemmImpl::create(const comm::Parts& c, const std::string& local_error) {
@@ -74,11 +73,8 @@ void AgScatterGroupedGemmImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   hashes_[0] = d.error.empty() ? static_cast<int64_t>(routing_.hash()) : 0;
   d.vector = hashes_;
   d.agreed_check = [this] { return ops::check_agreed_routing(*ctx_, kOp, core_->handshake()); };
-  core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
-}
-
-bool AgScatterGroupedGemmImpl::pipelined(int W) const {
-  return routing_.rows() >= static_cast<int64_t>(W) * routing_.num_local_experts() * kPieceRows;
+  if (d.error.empty()) schedule_ = plan(path, routing_.rows());
+  core_->run(path, d, a.T == 0, [&](const ops::Call&) { run(schedule_, a); });
 }
 
 void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin,
@@ -125,90 +121,116 @@ void AgScatterGroupedGemmImpl::compute(const std::vector<ops::RoutedSlot>& slots
   }
 }
 
-void AgScatterGroupedGemmImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
-  const comm::Parts& c = *ctx_;
-  const int r = c.topo().world_rank();
-  const int64_t per = a.T / c.topo().world_size();
-  const std::size_t blk = static_cast<std::size_t>(per) * in_row_;
-  const bool comm = call.comm(), computes = call.compute();
+void AgScatterGroupedGemmImpl::run(const Schedule& s, const ops::MoeTpCall& a) {
   weights_.begin(a.weight);
+  if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
+  if (s.path == ops::Path::kGemmOnly) return run_gemm_only(s, a);
+  switch (s.kind) {
+    case Schedule::Kind::kAllRows: return run_all_rows(a);
+    case Schedule::Kind::kByRank: return run_by_rank(a);
+  }
+}
 
-  if (comm) {
-    gather_.begin(*core_, blk);
-    gather_.stage(a.input, blk, /*zero_copy=*/false);
+void AgScatterGroupedGemmImpl::run_all_rows(const ops::MoeTpCall& a) {
+  // Pieces per source would be too small for the GEMM engine (each call re-blocks its expert's
+  // weight): once every block with rows here has landed, one GEMM per expert over all rows,
+  // still read straight from the segments.
+  stage(a);
+  compute_all_rows(a, /*held=*/false);
+  copy_gathered(a);
+}
+
+void AgScatterGroupedGemmImpl::run_by_rank(const ops::MoeTpCall& a) {
+  // 1. Own tokens first: they need nothing from anyone. 2. Host peers in ring order, then the
+  // other hosts' ranks in the order their blocks reach this host: each source's rows start once
+  // its tokens have landed — a host peer's block read straight from its segment, another host's
+  // in pieces as the transport brings it.
+  const int r = ctx_->topo().world_rank();
+  stage(a);
+  const auto& own = routing_.slots_from(r);
+  compute(own, 0, own.size(), rows_of(a.input, r * per(a)), a);
+  for (int g : gather_.others()) compute_landing(g, a);
+  copy_gathered(a);
+}
+
+void AgScatterGroupedGemmImpl::run_gemm_only(const Schedule& s, const ops::MoeTpCall& a) {
+  // The schedule's GEMMs on whatever the buffers hold (no waits).
+  if (s.kind == Schedule::Kind::kAllRows) return compute_all_rows(a, /*held=*/true);
+  const int r = ctx_->topo().world_rank();
+  const auto& own = routing_.slots_from(r);
+  compute(own, 0, own.size(), rows_of(a.input, r * per(a)), a);
+  for (int g : gather_.others()) {
+    const auto& slots = routing_.slots_from(g);
+    compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), g * per(a)), a);
   }
-  auto rows_of = [&](const char* block, int64_t t0) {
-    return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
-  };
-  if (computes && !pipelined(c.topo().world_size())) {
-    // Pieces per source would be too small for the GEMM engine (each call re-blocks its expert's
-    // weight): once every block with rows here has landed, one GEMM per expert over all rows,
-    // still read straight from the segments.
-    std::vector<const char*> block(static_cast<std::size_t>(c.topo().world_size()), nullptr);
-    block[r] = a.input;
-    all_.clear();
-    for (int g = 0; g < c.topo().world_size(); ++g) {
-      const auto& slots = routing_.slots_from(g);
-      all_.insert(all_.end(), slots.begin(), slots.end());
-      if (g == r || slots.empty()) continue;
-      if (call.path == ops::Path::kGemmOnly) {
-        block[g] = gather_.data_of(g);
-      } else {
-        const ops::Inbox in = gather_.from(g);
-        in.wait_all();
-        block[g] = in.data();
-      }
-    }
-    compute(
-        all_, 0, all_.size(), [&](int32_t t) { return block[t / per] + (t % per) * in_row_; }, a);
-  } else if (computes) {
-    // 1. Own tokens first: they need nothing from anyone.
-    const auto& own = routing_.slots_from(r);
-    compute(own, 0, own.size(), rows_of(a.input, r * per), a);
-    // 2. Host peers in ring order, then the other hosts' ranks in the order their blocks reach
-    // this host: each source's rows start once its tokens have landed — a host peer's block read
-    // straight from its segment, another host's in pieces as the transport brings it.
-    // gemm-only computes every source on whatever the buffers hold.
-    auto local = [&](int g) {
-      if (call.path != ops::Path::kGemmOnly) return false;
-      const auto& slots = routing_.slots_from(g);
-      compute(slots, 0, slots.size(), rows_of(gather_.data_of(g), g * per), a);
-      return true;
-    };
-    for (int g : gather_.others()) {
-      const auto& slots = routing_.slots_from(g);
-      const int64_t t0 = g * per;
-      if (local(g) || slots.empty()) continue;
-      const ops::Inbox in = gather_.from(g);
-      const int64_t L = routing_.num_local_experts();
-      // A block on the link in pieces, as it lands; a host peer's whole (it is there at once).
-      const int64_t pieces =
-          gather_.networked(g)
-              ? std::clamp<int64_t>(static_cast<int64_t>(slots.size()) / (L * kPieceRows), 1,
-                                    kMaxPieces)
-              : 1;
-      const int64_t piece = (per + pieces - 1) / pieces;
-      std::size_t next = 0;
-      for (int64_t done = 0; done < per && next < slots.size();) {
-        const int64_t want = std::min(per, done + piece);
-        const int64_t have =
-            static_cast<int64_t>(in.wait(static_cast<std::size_t>(want) * in_row_) / in_row_);
-        std::size_t end = next;
-        while (end < slots.size() && slots[end].t - t0 < have) ++end;
-        compute(slots, next, end, rows_of(in.data(), t0), a);
-        next = end;
-        done = have;
-      }
-    }
-  }
-  // 3. The gathered tokens, when asked for.
-  if (comm && a.gathered != nullptr) {
-    std::memcpy(a.gathered + blk * r, a.input, blk);
-    for (int g : gather_.others()) {
+}
+
+void AgScatterGroupedGemmImpl::run_comm_only(const ops::MoeTpCall& a) {
+  stage(a);
+  copy_gathered(a);
+}
+
+void AgScatterGroupedGemmImpl::stage(const ops::MoeTpCall& a) {
+  gather_.begin(*core_, block(a));
+  gather_.stage(a.input, block(a), /*zero_copy=*/false);
+}
+
+void AgScatterGroupedGemmImpl::compute_all_rows(const ops::MoeTpCall& a, bool held) {
+  const int W = ctx_->topo().world_size(), r = ctx_->topo().world_rank();
+  const int64_t per = this->per(a);
+  std::vector<const char*> block(static_cast<std::size_t>(W), nullptr);
+  block[r] = a.input;
+  all_.clear();
+  for (int g = 0; g < W; ++g) {
+    const auto& slots = routing_.slots_from(g);
+    all_.insert(all_.end(), slots.begin(), slots.end());
+    if (g == r || slots.empty()) continue;
+    if (held) {
+      block[g] = gather_.data_of(g);
+    } else {
       const ops::Inbox in = gather_.from(g);
       in.wait_all();
-      std::memcpy(a.gathered + blk * g, in.data(), blk);
+      block[g] = in.data();
     }
+  }
+  compute(
+      all_, 0, all_.size(), [&](int32_t t) { return block[t / per] + (t % per) * in_row_; }, a);
+}
+
+void AgScatterGroupedGemmImpl::compute_landing(int g, const ops::MoeTpCall& a) {
+  const auto& slots = routing_.slots_from(g);
+  if (slots.empty()) return;
+  const int64_t per = this->per(a), t0 = g * per;
+  const ops::Inbox in = gather_.from(g);
+  const int64_t L = routing_.num_local_experts();
+  // A block on the link in pieces, as it lands; a host peer's whole (it is there at once).
+  const int64_t pieces = gather_.networked(g)
+                             ? std::clamp<int64_t>(static_cast<int64_t>(slots.size()) /
+                                                       (L * ops::MoeTpRouting::kPieceRows),
+                                                   1, kMaxPieces)
+                             : 1;
+  const int64_t piece = (per + pieces - 1) / pieces;
+  std::size_t next = 0;
+  for (int64_t done = 0; done < per && next < slots.size();) {
+    const int64_t want = std::min(per, done + piece);
+    const int64_t have =
+        static_cast<int64_t>(in.wait(static_cast<std::size_t>(want) * in_row_) / in_row_);
+    std::size_t end = next;
+    while (end < slots.size() && slots[end].t - t0 < have) ++end;
+    compute(slots, next, end, rows_of(in.data(), t0), a);
+    next = end;
+    done = have;
+  }
+}
+
+void AgScatterGroupedGemmImpl::copy_gathered(const ops::MoeTpCall& a) {
+  if (a.gathered == nullptr) return;
+  const int r = ctx_->topo().world_rank();
+  std::memcpy(a.gathered + block(a) * r, a.input, block(a));
+  for (int g : gather_.others()) {
+    const ops::Inbox in = gather_.from(g);
+    in.wait_all();
+    std::memcpy(a.gathered + block(a) * g, in.data(), block(a));
   }
 }
 

@@ -35,19 +35,44 @@ class AgScatterGroupedGemmImpl : public ops::OpBase<MoeTpOptions> {
   void forward_comm_only(const void* input, int64_t T, const int64_t* splits,
                          const int32_t* scatter_index, void* gathered_input);
 
+  // How a call runs (ops::MoeTpSchedule): its GEMMs over all rows at once, or rank by rank.
+  using Schedule = ops::MoeTpSchedule;
+  // The schedule of a call on `path` with `rows` routed rows on this rank, and the last call's.
+  Schedule plan(ops::Path path, int64_t rows) const { return routing_.plan(path, rows); }
+  const Schedule& last_schedule() const { return schedule_; }
+
  private:
   void call(ops::Path path, const ops::MoeTpCall& a);
-  void run(const ops::Call& call, const ops::MoeTpCall& a);
+  void run(const Schedule& s, const ops::MoeTpCall& a);
+  // One function per schedule (ag_scatter_grouped_gemm.cpp), and the steps they share.
+  void run_all_rows(const ops::MoeTpCall& a);
+  void run_by_rank(const ops::MoeTpCall& a);
+  void run_gemm_only(const Schedule& s, const ops::MoeTpCall& a);
+  void run_comm_only(const ops::MoeTpCall& a);
+  // Starts the gather and publishes this rank's tokens.
+  void stage(const ops::MoeTpCall& a);
+  // kAllRows' GEMMs: one per expert over every source's rows, read from the segments once they
+  // have landed (held: as the buffers hold them, without waiting).
+  void compute_all_rows(const ops::MoeTpCall& a, bool held);
+  // Source g's rows as its block lands: in pieces when it is on the link.
+  void compute_landing(int g, const ops::MoeTpCall& a);
+  // The gathered tokens, when asked for.
+  void copy_gathered(const ops::MoeTpCall& a);
   // Where global token t's row is read.
   using RowSource = std::function<const char*(int32_t t)>;
+  // Token t's row in `block`, the rows of tokens from t0 on.
+  RowSource rows_of(const char* block, int64_t t0) const {
+    return [block, t0, this](int32_t t) { return block + (t - t0) * in_row_; };
+  }
   // The rows of slots [begin, end) of `slots`: gathered expert by expert, one GEMM per expert.
   void compute(const std::vector<ops::RoutedSlot>& slots, std::size_t begin, std::size_t end,
                const RowSource& src, const ops::MoeTpCall& a);
-  // Whether this call computes source by source (own tokens first, then each block as it lands):
-  // when a local expert gets about kPieceRows rows or more per source (a function of the routing
-  // and the shape, the same on every call with the same routing).
-  bool pipelined(int W) const;
+  int64_t per(const ops::MoeTpCall& a) const { return a.T / ctx_->topo().world_size(); }
+  std::size_t block(const ops::MoeTpCall& a) const {
+    return static_cast<std::size_t>(per(a)) * in_row_;
+  }
 
+  Schedule schedule_;                     // the current (or last) call's
   std::size_t in_row_ = 0, out_row_ = 0;  // bytes of a token row, an output row
   ops::MoeTpRouting routing_;
   int64_t hashes_[ops::kMoeTpVector] = {};  // this call's, published in the handshake

@@ -14,10 +14,6 @@
 namespace fluxcpp {
 namespace detail {
 
-namespace {
-constexpr int64_t kGatherRsPieceRows = 128;
-}  // namespace
-
 void GroupedGemmGatherRsImpl::create(const comm::Parts& c, const std::string& local_error) {
   const MoeTpOptions o = opts_;
   ops::check_moe_tp_create(c, kOp, o, local_error);
@@ -88,7 +84,8 @@ void GroupedGemmGatherRsImpl::call(ops::Path path, const ops::MoeTpCall& a) {
   d.vector = hashes_;
   d.agreed_check = [this] { return ops::check_agreed_routing(*ctx_, kOp, core_->handshake()); };
   share_ = ok ? static_cast<std::size_t>(a.T / ctx_->topo().world_size()) * acc_row_ : 0;
-  core_->run(path, d, a.T == 0, [&](const ops::Call& call) { run(call, a); });
+  if (ok) schedule_ = plan(path, routing_.rows());
+  core_->run(path, d, a.T == 0, [&](const ops::Call&) { run(schedule_, a); });
 }
 
 void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* rows, int64_t n,
@@ -98,7 +95,7 @@ void GroupedGemmGatherRsImpl::gemm(const kernels::GemmWeight& w, const char* row
                   ops::Tiling::kSerialAcrossHosts);
 }
 
-void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
+void GroupedGemmGatherRsImpl::partial(const Schedule& s, int t, const ops::MoeTpCall& a) {
   const auto& slots = routing_.slots_from(t);
   const int64_t per = routing_.tokens_per_rank(), t0 = t * per, H = opts_.hidden;
   char* share = share_of(t);
@@ -106,14 +103,31 @@ void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
   if (slots.empty()) return;
   const std::size_t n_slots = slots.size();
   y_of_.resize(n_slots);
-  if (!per_destination_) {  // every row's GEMM is done (all_rows): row i is Y row i
+  // 1. The GEMM rows of these slots, in the accumulator type: computed now, or (kAllRows) every
+  // row's are done and row i is Y row i.
+  if (s.kind == Schedule::Kind::kByRank) {
+    destination_rows(slots, a);
+  } else {
     for (std::size_t i = 0; i < n_slots; ++i) y_of_[i] = slots[i].row;
   }
-  // 1. The GEMM rows of these slots, expert by expert, in the accumulator type. The split into
-  // GEMM calls depends on the routing only (fixed tiles, this thread): the same bits every call.
-  if (per_destination_) ops::bucket_by_expert(slots, 0, slots.size(), routing_, order_, first_);
-  if (per_destination_ && y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
-  for (int64_t l = 0; per_destination_ && l < routing_.num_local_experts(); ++l) {
+  // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    const ops::RoutedSlot& slot = slots[i];
+    const float* w = a.factors != nullptr ? a.factors + slot.t * opts_.topk + slot.k : nullptr;
+    char* part = share + static_cast<std::size_t>(slot.t - t0) * acc_row_;
+    const char* y = y_rows_.data() + static_cast<std::size_t>(y_of_[i]) * acc_row_;
+    kernels::add_weighted_row(acc_, part, y, H, w);
+  }
+}
+
+void GroupedGemmGatherRsImpl::destination_rows(const std::vector<ops::RoutedSlot>& slots,
+                                               const ops::MoeTpCall& a) {
+  // Expert by expert. The split into GEMM calls depends on the routing only (fixed tiles, this
+  // thread): the same bits every call.
+  const std::size_t n_slots = slots.size();
+  ops::bucket_by_expert(slots, 0, n_slots, routing_, order_, first_);
+  if (y_rows_.size() < n_slots * acc_row_) y_rows_.resize(n_slots * acc_row_);
+  for (int64_t l = 0; l < routing_.num_local_experts(); ++l) {
     const int64_t n = first_[l + 1] - first_[l];
     if (n == 0) continue;
     const int32_t* idx = order_.data() + first_[l];
@@ -134,17 +148,9 @@ void GroupedGemmGatherRsImpl::partial(int t, const ops::MoeTpCall& a) {
     }
     kernels::GemmOut o;
     o.c = y_rows_.data() + static_cast<std::size_t>(first_[l]) * acc_row_;
-    o.ldc = H;
+    o.ldc = opts_.hidden;
     o.dtype = acc_;
     gemm(weights_.of(l), arows, n, o);
-  }
-  // 2. Per token, its slots in k order: part <- part + w·Y (slots are sorted by (t, k)).
-  for (std::size_t i = 0; i < n_slots; ++i) {
-    const ops::RoutedSlot& s = slots[i];
-    const float* w = a.factors != nullptr ? a.factors + s.t * opts_.topk + s.k : nullptr;
-    char* part = share + static_cast<std::size_t>(s.t - t0) * acc_row_;
-    const char* y = y_rows_.data() + static_cast<std::size_t>(y_of_[i]) * acc_row_;
-    kernels::add_weighted_row(acc_, part, y, H, w);
   }
 }
 
@@ -189,25 +195,31 @@ void GroupedGemmGatherRsImpl::reduce(const ops::MoeTpCall& a) {
   }
 }
 
-void GroupedGemmGatherRsImpl::run(const ops::Call& call, const ops::MoeTpCall& a) {
-  const comm::Parts& c = *ctx_;
-  const int W = c.topo().world_size(), r = c.topo().world_rank();
+void GroupedGemmGatherRsImpl::run(const Schedule& s, const ops::MoeTpCall& a) {
   weights_.begin(a.weight);
-  if (call.comm()) a2a_.begin(*core_, ops::equal_blocks(share_));
-  // GEMMs per destination (each part published as soon as it is done) when a local expert gets
-  // about kGatherRsPieceRows rows or more per destination; below that the split costs the BLAS more
-  // than the earlier publication wins, and all rows' GEMMs come first (a function of the routing
-  // and the shape: the same GEMM calls on every call with the same routing).
-  per_destination_ = routing_.rows() >=
-                     static_cast<int64_t>(W) * routing_.num_local_experts() * kGatherRsPieceRows;
-  if (call.compute() && !per_destination_) all_rows(a);
-  // Partials for the other ranks first, in ring order (peers do not all wait for the same rank),
-  // each published as soon as it is done; our own last.
+  if (s.path == ops::Path::kGemmOnly) return compute(s, a, /*publish=*/false);
+  if (s.path == ops::Path::kCommOnly) return run_comm_only(a);
+  a2a_.begin(*core_, ops::equal_blocks(share_));
+  compute(s, a, /*publish=*/true);
+  reduce(a);
+}
+
+void GroupedGemmGatherRsImpl::compute(const Schedule& s, const ops::MoeTpCall& a, bool publish) {
+  const int r = ctx_->topo().world_rank();
+  if (s.kind == Schedule::Kind::kAllRows) all_rows(a);
   for (int t : core_->links().up_self()) {
-    if (call.compute()) partial(t, a);
-    if (call.comm() && t != r) a2a_.to(t).publish_all();
+    partial(s, t, a);
+    if (publish && t != r) a2a_.to(t).publish_all();
   }
-  if (call.comm()) reduce(a);
+}
+
+void GroupedGemmGatherRsImpl::run_comm_only(const ops::MoeTpCall& a) {
+  // The partials are whatever the last gemm-only left: publish them for this call, then reduce.
+  const int r = ctx_->topo().world_rank();
+  a2a_.begin(*core_, ops::equal_blocks(share_));
+  for (int t : core_->links().up_self())
+    if (t != r) a2a_.to(t).publish_all();
+  reduce(a);
 }
 
 }  // namespace detail

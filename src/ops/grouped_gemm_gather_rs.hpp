@@ -34,13 +34,25 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   void forward_comm_only(int64_t T, const int64_t* splits, const int32_t* scatter_index,
                          const float* routing_weights, void* output);
 
+  // How a call runs (ops::MoeTpSchedule): its GEMMs over all rows at once, or rank by rank.
+  using Schedule = ops::MoeTpSchedule;
+  // The schedule of a call on `path` with `rows` routed rows on this rank, and the last call's.
+  Schedule plan(ops::Path path, int64_t rows) const { return routing_.plan(path, rows); }
+  const Schedule& last_schedule() const { return schedule_; }
+
  private:
   void call(ops::Path path, const ops::MoeTpCall& a);
-  void run(const ops::Call& call, const ops::MoeTpCall& a);
-  // This rank's partial of rank t's tokens into share t: the GEMM rows of those tokens' slots,
-  // expert by expert, then per token the k-ordered weighted sum.
-  void partial(int t, const ops::MoeTpCall& a);
-  // Y for all of this rank's rows, one GEMM per expert (when not per destination).
+  void run(const Schedule& s, const ops::MoeTpCall& a);
+  // The partials for the other ranks first, in ring order (peers do not all wait for the same
+  // rank), each published as soon as it is done when `publish`; our own last.
+  void compute(const Schedule& s, const ops::MoeTpCall& a, bool publish);
+  void run_comm_only(const ops::MoeTpCall& a);
+  // This rank's partial of rank t's tokens into share t: per token the k-ordered weighted sum of
+  // its slots' GEMM rows (kByRank: computed here, expert by expert; kAllRows: all_rows').
+  void partial(const Schedule& s, int t, const ops::MoeTpCall& a);
+  // kByRank: the GEMM rows of `slots`, expert by expert, into y_rows_ (y_of_: where).
+  void destination_rows(const std::vector<ops::RoutedSlot>& slots, const ops::MoeTpCall& a);
+  // kAllRows: Y for all of this rank's rows, one GEMM per expert.
   void all_rows(const ops::MoeTpCall& a);
   // The fixed-order sum over the source ranks of this rank's block, rounded once into output.
   void reduce(const ops::MoeTpCall& a);
@@ -48,10 +60,10 @@ class GroupedGemmGatherRsImpl : public ops::OpBase<MoeTpOptions> {
   void gemm(const kernels::GemmWeight& w, const char* rows, int64_t n, const kernels::GemmOut& o);
   char* share_of(int t) const;  // this rank's partial for rank t, in our out slot
 
+  Schedule schedule_;  // the current (or last) call's
   DType acc_ = DType::kFloat32;
   std::size_t in_row_ = 0, acc_row_ = 0;  // bytes of an input row, an accumulator row
   std::size_t share_ = 0;                 // bytes of one share in the current call
-  bool per_destination_ = true;           // this call's GEMMs run destination by destination
   ops::MoeTpRouting routing_;
   int64_t hashes_[ops::kMoeTpVector] = {};  // this call's, published in the handshake
   ops::ExpertWeights weights_;              // [L], prepared once per call when used

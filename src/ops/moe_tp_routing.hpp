@@ -11,6 +11,7 @@
 #include "comm/parts.hpp"
 #include "fluxcpp/moe_tp_options.hpp"
 #include "ops/core/handshake.hpp"
+#include "ops/core/op_core.hpp"
 
 namespace fluxcpp::ops {
 
@@ -34,6 +35,22 @@ struct MoeTpCall {
   const float* factors;
   char* output;
   char* gathered = nullptr;  // ag_scatter_grouped_gemm: the gathered input, or NULL
+};
+
+// How a call of either op runs, chosen by MoeTpRouting::plan from the routed rows (the agreed
+// routing) and the shape: the same schedule, and so the split into GEMM calls and the bits, on
+// every call with the same routing. gemm-only runs the kind's GEMMs on what the buffers hold;
+// comm-only the op's data movement, the same for both kinds.
+struct MoeTpSchedule {
+  enum class Kind {
+    kAllRows,  // every row's GEMMs in one pass, one per expert (ag_scatter_grouped_gemm: once every
+               // block with rows here has landed; grouped_gemm_gather_rs: before the partials)
+    kByRank,   // rank by rank: ag_scatter_grouped_gemm source by source as the blocks land (own
+               // first, another host's in pieces), grouped_gemm_gather_rs destination by
+               // destination, each partial published when done
+  };
+  Kind kind = Kind::kAllRows;
+  Path path = Path::kFused;  // which steps run: all, the GEMMs, the data movement
 };
 
 struct RoutedSlot {
@@ -68,6 +85,18 @@ class MoeTpRouting {
   // This rank's routed slots whose token belongs to world rank s, by (t, k).
   const std::vector<RoutedSlot>& slots_from(int s) const { return by_src_[s]; }
   int64_t num_local_experts() const { return L_; }
+
+  // Rows per local expert and rank from which a call's GEMMs go rank by rank (MoeTpSchedule).
+  static constexpr int64_t kPieceRows = 128;
+  // Whether a call with `rows` routed rows on this rank goes rank by rank: when a local expert
+  // gets about kPieceRows rows or more per rank. Below that each split costs the GEMM engine more
+  // (every call re-blocks its expert's weight) than the earlier start wins. A function of the
+  // routing and the shape: the same GEMM calls on every call with the same routing.
+  bool by_rank(int64_t rows) const { return rows >= static_cast<int64_t>(W_) * L_ * kPieceRows; }
+  // The schedule of a call on `path` with `rows` routed rows on this rank.
+  MoeTpSchedule plan(Path path, int64_t rows) const {
+    return {by_rank(rows) ? MoeTpSchedule::Kind::kByRank : MoeTpSchedule::Kind::kAllRows, path};
+  }
 
  private:
   const char* op_ = "";

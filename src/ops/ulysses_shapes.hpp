@@ -19,6 +19,15 @@ struct UlyssesDims {
 };
 UlyssesDims ulysses_dims(int W, int64_t bs, int64_t seq, int64_t nheads, int64_t head_dim);
 
+// A call of either op, on any of its paths (what a path does not use is NULL).
+struct UlyssesCall {
+  const char* input;
+  int64_t bs, seq;
+  const void* weight;
+  const void* bias;
+  char* output;
+};
+
 // Create-time checks of both ops (collective); `gemm_n` x `gemm_k` is the GEMM each rank runs.
 // `own`: the op's own name and value of the GEMM dimension it takes (hidden or n), agreed under
 // that name before the generic checks. Sizes are checked before any product is formed.

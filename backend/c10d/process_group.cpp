@@ -54,15 +54,20 @@ void ProcessGroupFluxcpp::check_open(const char* name) const {
 c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const char* name,
                                                            CallSpec spec,
                                                            std::function<void()> body,
-                                                           Tensors outputs) {
+                                                           Tensors outputs, Carry carry) {
   check_open(name);
   auto work = c10::make_intrusive<FluxWork>(rank_, type, std::move(outputs), exec_);
   auto task = std::make_shared<Task>();
   task->name = name;
   spec.name = name;
   ++calls_;
-  task->run = [this, name, spec = std::move(spec), body = std::move(body)] {
+  const bool carried = size_ > 1 && carry.finish && carry.bytes >= 0 &&
+                       carry.bytes <= CallCheck::kCarryBytes;
+  task->run = [this, name, spec = std::move(spec), body = std::move(body), carried,
+               carry = std::move(carry)] {
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows
+      if (carried)  // every rank made this call, and its data came with the check
+        return carry.finish(coll_->agree_carrying(spec, carry.data, carry.bytes));
       coll_->agree(spec);  // every rank made this call, before a byte moves
       body();
     } catch (const Failure& f) {
@@ -78,16 +83,30 @@ auto ProcessGroupFluxcpp::broadcast(Tensors& ts, const c10d::BroadcastOptions& o
   const at::Tensor& t = single(ts, "broadcast");
   check_rank(o.rootRank, size_, "broadcast", "rootRank");
   const int root = static_cast<int>(o.rootRank);
+  const int64_t b = nbytes(t);
+  Carry carry{bytes_of(t), b, [this, t, root, b](const std::vector<const char*>& blocks) {
+    if (rank_ != root && b > 0) std::memcpy(bytes_of(t), blocks[root], static_cast<std::size_t>(b));
+  }};
   return enqueue(OpType::BROADCAST, "broadcast", spec_of(t, "", root),
-                 [this, t, root] { coll_->broadcast(bytes_of(t), nbytes(t), root); }, ts);
+                 [this, t, root] { coll_->broadcast(bytes_of(t), nbytes(t), root); }, ts,
+                 std::move(carry));
 }
 
 auto ProcessGroupFluxcpp::allreduce(Tensors& ts, const c10d::AllreduceOptions& o) -> Ptr<Work> {
   const at::Tensor& t = single(ts, "allreduce");
   const Reduction r = reduction_of(t, o.reduceOp, "allreduce");
+  // Small: every rank's tensor travels with the call check and each rank reduces them in rank
+  // order (the library's reduce_blocks), where that is the order the op path has.
+  check_open("allreduce");  // before coll_ is asked
+  Carry carry{bytes_of(t), coll_->rank_order(r.scalar, r.reduce) ? nbytes(t) : -1,
+              [this, t, r](const std::vector<const char*>& blocks) {
+    if (r.count > 0)
+      reduce_blocks(r.scalar, r.reduce, reinterpret_cast<const void* const*>(blocks.data()),
+                    size_, r.count, bytes_of(t), size_);
+  }};
   return enqueue(OpType::ALLREDUCE, "allreduce", spec_of(t, reduce_name(r.reduce)), [this, t, r] {
     coll_->all_reduce(r.scalar, r.reduce, bytes_of(t), bytes_of(t), r.count);
-  }, ts);
+  }, ts, std::move(carry));
 }
 
 auto ProcessGroupFluxcpp::allreduce_coalesced(Tensors& ts,
@@ -125,6 +144,11 @@ auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
               outs.size());
   check_list(outs[0], in, size_, "allgather", "output_tensor_list");
   Tensors parts = outs[0];
+  const int64_t nb = nbytes(in);
+  Carry carry{bytes_of(in), nb, [this, parts, nb](const std::vector<const char*>& blocks) {
+    for (int t = 0; t < size_; ++t)
+      if (nb > 0) std::memcpy(bytes_of(parts[t]), blocks[t], static_cast<std::size_t>(nb));
+  }};
   return enqueue(OpType::ALLGATHER, "allgather", spec_of(in), [this, in, parts] {
     const int64_t b = nbytes(in);
     if (adjacent(parts, b)) return coll_->all_gather(bytes_of(in), b, bytes_of(parts[0]));
@@ -140,7 +164,7 @@ auto ProcessGroupFluxcpp::allgather(std::vector<Tensors>& outs, Tensors& ins,
     char* all = coll_->staging(static_cast<std::size_t>(b) * size_);
     coll_->all_gather(bytes_of(in), b, all);
     unpack(all, parts, b);
-  }, outs[0]);
+  }, outs[0], std::move(carry));
 }
 
 auto ProcessGroupFluxcpp::_allgather_base(at::Tensor& out, at::Tensor& in,
@@ -152,9 +176,14 @@ auto ProcessGroupFluxcpp::_allgather_base(at::Tensor& out, at::Tensor& in,
   TORCH_CHECK(out.numel() == in.numel() * size_, "ProcessGroupFluxcpp::_allgather_base: output "
               "has ", out.numel(), " elements; expected world size ", size_, " x input's ",
               in.numel());
+  const int64_t b = nbytes(in);
+  Carry carry{bytes_of(in), b, [this, out, b](const std::vector<const char*>& blocks) {
+    for (int t = 0; t < size_; ++t)
+      if (b > 0) std::memcpy(bytes_of(out) + b * t, blocks[t], static_cast<std::size_t>(b));
+  }};
   return enqueue(OpType::_ALLGATHER_BASE, "_allgather_base", spec_of(in),
                  [this, in, out] { coll_->all_gather(bytes_of(in), nbytes(in), bytes_of(out)); },
-                 {out});
+                 {out}, std::move(carry));
 }
 
 auto ProcessGroupFluxcpp::allgather_coalesced(std::vector<Tensors>& outs, Tensors& ins,

@@ -76,9 +76,21 @@ class ProcessGroupFluxcpp : public c10d::Backend {
   Ptr<Work> recvAnysource(Tensors& tensors, int tag) override;
 
  private:
-  // A Work whose task runs `body` on the executor; `outputs` become the future's value.
+  // A small call's data that can travel with the call check (at most CallCheck::kCarryBytes):
+  // `finish` completes the call from every rank's bytes instead of the body's own exchange.
+  struct Carry {
+    const void* data = nullptr;
+    int64_t bytes = -1;  // -1: nothing carried
+    std::function<void(const std::vector<const char*>& blocks)> finish;
+  };
+  // A Work whose task runs `body` on the executor (or `carry.finish`, when the data is small
+  // enough to travel with the call check); `outputs` become the future's value.
   Ptr<Work> enqueue(c10d::OpType type, const char* name, CallSpec spec, std::function<void()> body,
-                    Tensors outputs);
+                    Tensors outputs, Carry carry);
+  Ptr<Work> enqueue(c10d::OpType type, const char* name, CallSpec spec, std::function<void()> body,
+                    Tensors outputs) {
+    return enqueue(type, name, std::move(spec), std::move(body), std::move(outputs), Carry());
+  }
   Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
   void check_open(const char* name) const;  // raises once shut down
 

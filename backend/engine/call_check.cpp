@@ -20,6 +20,12 @@ struct Record {
 };
 static_assert(sizeof(Record) == 128, "a record is 64 bf16 units");
 constexpr int64_t kUnits = sizeof(Record) / 2;
+// The data's room per rank, in bf16 units: a size class, so that ranks making the same call
+// gather the same rows.
+int64_t carry_units(int64_t bytes) {
+  if (bytes <= 0) return 0;
+  return bytes <= 1024 ? 512 : CallCheck::kCarryBytes / 2;
+}
 
 template <std::size_t N>
 void put(char (&dst)[N], const std::string& s) {
@@ -60,12 +66,42 @@ CallCheck::~CallCheck() {
   if (op_ != nullptr) fluxcpp_all_gather_destroy(op_);
 }
 
-void CallCheck::agree(const CallSpec& spec) {
-  if (size_ == 1) return;
-  if (op_ == nullptr)
-    check(fluxcpp_all_gather_create(ctx_, size_, kUnits, FLUXCPP_BFLOAT16, &op_),
+void CallCheck::agree(const CallSpec& spec) { agree_carrying(spec, nullptr, 0); }
+
+// Every rank holds the same records (`block` bytes apart): the same verdict everywhere. Named:
+// the first rank whose call differs from rank 0's.
+void CallCheck::compare(const char* all, std::size_t block) const {
+  auto record = [&](int r) { return reinterpret_cast<const Record*>(all + block * r); };
+  for (int r = 1; r < size_; ++r) {
+    if (std::memcmp(record(r), record(0), sizeof(Record)) == 0) continue;
+    std::string msg = "fluxcpp backend: the ranks' calls disagree (call " +
+                      std::to_string(record(0)->call) + " of the group";
+    if (record(r)->call != record(0)->call)
+      msg += "; rank " + std::to_string(r) + " counts it as call " +
+             std::to_string(record(r)->call);
+    msg += "): rank 0 called " + spec_of(*record(0)).words() + ", rank " + std::to_string(r) +
+           " called " + spec_of(*record(r)).words() +
+           "; every rank must make the same calls in the same order. Nothing was sent; the "
+           "group stays usable.";
+    throw Failure(FLUXCPP_ERROR_INVALID_ARGUMENT, msg);
+  }
+}
+
+const std::vector<const char*>& CallCheck::agree_carrying(const CallSpec& spec, const void* data,
+                                                          int64_t bytes) {
+  blocks_.assign(static_cast<std::size_t>(size_), nullptr);
+  if (size_ == 1) {
+    blocks_[0] = static_cast<const char*>(data);
+    return blocks_;
+  }
+  if (op_ == nullptr)  // rows of one unit: a call gathers (record + its size class) per rank
+    check(fluxcpp_all_gather_create(ctx_, size_ * (kUnits + carry_units(kCarryBytes)), 1,
+                                    FLUXCPP_BFLOAT16, &op_),
           "call check create");
-  Record mine{};
+  const int64_t units = kUnits + carry_units(bytes);
+  const std::size_t block = static_cast<std::size_t>(units) * 2;
+  mine_.assign(block, 0);
+  Record& mine = *reinterpret_cast<Record*>(mine_.data());
   put(mine.name, spec.name);
   put(mine.reduce, spec.reduce);
   put(mine.dtype, spec.dtype);
@@ -73,22 +109,25 @@ void CallCheck::agree(const CallSpec& spec) {
   mine.parts = spec.parts;
   mine.root = spec.root;
   mine.call = calls_++;
-  std::vector<Record> all(static_cast<std::size_t>(size_));
-  check(fluxcpp_all_gather_forward(op_, &mine, size_, all.data()), spec.name.c_str());
-  // Every rank holds the same records: the same verdict everywhere. Named: the first rank whose
-  // call differs from rank 0's.
-  for (int r = 1; r < size_; ++r) {
-    if (std::memcmp(&all[r], &all[0], sizeof(Record)) == 0) continue;
-    std::string msg = "fluxcpp backend: the ranks' calls disagree (call " +
-                      std::to_string(all[0].call) + " of the group";
-    if (all[r].call != all[0].call)
-      msg += "; rank " + std::to_string(r) + " counts it as call " + std::to_string(all[r].call);
-    msg += "): rank 0 called " + spec_of(all[0]).words() + ", rank " + std::to_string(r) +
-           " called " + spec_of(all[r]).words() +
-           "; every rank must make the same calls in the same order. Nothing was sent; the "
-           "group stays usable.";
-    throw Failure(FLUXCPP_ERROR_INVALID_ARGUMENT, msg);
+  if (bytes > 0) std::memcpy(mine_.data() + sizeof(Record), data, static_cast<std::size_t>(bytes));
+  all_.resize(block * static_cast<std::size_t>(size_));
+  const fluxcpp_status_t st = fluxcpp_all_gather_forward(op_, mine_.data(), size_ * units,
+                                                         all_.data());
+  if (st == FLUXCPP_ERROR_INVALID_ARGUMENT) {
+    // The rows differ (data of another size class; the gather says so on every rank): the
+    // records alone, gathered once more, name the calls.
+    const std::string first = fluxcpp_last_error();
+    check(fluxcpp_all_gather_forward(op_, mine_.data(), size_ * kUnits, all_.data()),
+          spec.name.c_str());
+    compare(all_.data(), sizeof(Record));
+    throw Failure(st, "fluxcpp backend: the ranks' calls carry data of different sizes (call " +
+                          std::to_string(mine.call) + " of the group; this rank: " + spec.words() +
+                          ", " + std::to_string(bytes) + " bytes): " + first);
   }
+  check(st, spec.name.c_str());
+  compare(all_.data(), block);
+  for (int r = 0; r < size_; ++r) blocks_[r] = all_.data() + block * r + sizeof(Record);
+  return blocks_;
 }
 
 }  // namespace fluxcpp::backend

@@ -33,7 +33,13 @@ int64_t padded(int64_t bytes) { return bytes + (bytes & 1); }
 }  // namespace
 
 Collectives::Collectives(fluxcpp_context_t ctx, int rank, int size)
-    : ctx_(ctx), rank_(rank), size_(size), calls_(std::make_unique<CallCheck>(ctx, rank, size)) {}
+    : ctx_(ctx), rank_(rank), size_(size), calls_(std::make_unique<CallCheck>(ctx, rank, size)) {
+  check(fluxcpp_context_info(ctx, nullptr, nullptr, nullptr, &host_size_), "context info");
+}
+
+bool Collectives::rank_order(Scalar s, Reduce r) const {
+  return !native_sum(s, r) || host_size_ == 1 || host_size_ == size_;
+}
 
 Collectives::~Collectives() {
   calls_.reset();

@@ -31,7 +31,16 @@ class Collectives {
 
   // Every rank's call is `spec` (call_check.hpp): the first step of each backend call.
   void agree(const CallSpec& spec) { calls_->agree(spec); }
+  // agree, with a small call's data beside the records (CallCheck::agree_carrying): rank t's
+  // bytes at [t].
+  const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
+                                                 int64_t bytes) {
+    return calls_->agree_carrying(spec, data, bytes);
+  }
 
+  // Whether reduce_blocks over every rank's block in rank order gives all_reduce's bits: always
+  // but for the native sums across hosts of several ranks, which AllReduce adds host by host.
+  bool rank_order(Scalar s, Reduce r) const;
   // out = in reduced over ranks (count elements; in may equal out). Sums of f32/bf16/f64 run on
   // AllReduce's fixed order; everything else gathers the blocks and reduces them in rank order.
   void all_reduce(Scalar s, Reduce r, const void* in, void* out, int64_t count);
@@ -70,6 +79,7 @@ class Collectives {
 
   fluxcpp_context_t ctx_;
   int rank_, size_;
+  int host_size_ = 1;
   std::unique_ptr<CallCheck> calls_;
   std::map<std::pair<int, int>, Op> ops_;  // (kind, dtype) -> op
   std::vector<char> scratch_[4];

@@ -356,6 +356,16 @@ def check_from_group():
     dist.all_reduce(x)  # plain calls go on beside the fused op
     assert torch.equal(x, torch.full((8,), float(W)))
     op.close()
+    # A float sum has the library AllReduce's bits whether its data travels with the call check
+    # (small tensors) or through the group's AllReduce: random values, rounding in every add.
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        for n in (1000, 100000):
+            g = torch.Generator().manual_seed(77 + RANK)
+            x = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
+            with fluxcpp.AllReduce(ctx, n, dtype) as lib:
+                want = lib.forward(x.clone())
+            dist.all_reduce(x)
+            assert torch.equal(x, want), f"all_reduce {dtype} n={n}: not the AllReduce's bits"
     ctx.close()
 
 

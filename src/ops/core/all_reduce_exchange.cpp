@@ -28,6 +28,8 @@ AllReduceExchange::AllReduceExchange(const comm::Parts& c, const Links& links, s
       acc_size_(dtype_size(acc_)),
       max_count_(max_count) {
   const int L = links.host_size(), N = links.hosts();
+  part_ = L == 1 ? in_ : acc_;
+  part_size_ = dtype_size(part_);
   const auto max_chunk = static_cast<std::size_t>(chunk_of(max_count, L));
   one_shot_max_ = latency_payload_bytes(links, static_cast<std::size_t>(max_count) * in_size_,
                                         /*across_hosts=*/true);
@@ -36,7 +38,7 @@ AllReduceExchange::AllReduceExchange(const comm::Parts& c, const Links& links, s
   input_ready_ = layout.signals("ar-input-ready", L);
   results_ = layout.slots("ar-result", L > 1 ? 1 : 0, max_chunk * out_size_);
   result_ready_ = layout.signals("ar-result-ready", 1);
-  if (N > 1) partials_ = GatherExchange(c, links, layout, max_chunk * acc_size_, /*needed=*/true);
+  if (N > 1) partials_ = GatherExchange(c, links, layout, max_chunk * part_size_, /*needed=*/true);
 }
 
 char* AllReduceExchange::input_slot() const {
@@ -87,8 +89,8 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   // summed piece, each sent as it is produced; otherwise it is produced whole first.
   const bool stream = produce && streams();
   if (N > 1)
-    partials_.begin(core, static_cast<std::size_t>(chunk_) * acc_size_,
-                    stream ? static_cast<std::size_t>(step_) * acc_size_ : 0);
+    partials_.begin(core, static_cast<std::size_t>(chunk_) * part_size_,
+                    stream ? static_cast<std::size_t>(step_) * part_size_ : 0);
   if (produce && !stream) produce(count);
   if (L > 1) stage(input, staged);
   const int64_t b = chunk_begin(me);
@@ -167,8 +169,13 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, char* copy,
       res.publish(static_cast<std::size_t>(e1) * out_size_);
       if (copy != nullptr) copy_piece(dst, copy, e0, e1);
     } else {
-      kernels::reduce_sum(in_, srcs.data(), L, acc_, partial.data() + e0 * acc_size_, e1 - e0);
-      partial.publish(static_cast<std::size_t>(e1) * acc_size_);  // (drives the transport)
+      // Alone on the host (part_ is in_): the input piece as it is; else the host's sum.
+      if (L == 1)
+        std::memcpy(partial.data() + e0 * part_size_, srcs[0],
+                    static_cast<std::size_t>(e1 - e0) * part_size_);
+      else
+        kernels::reduce_sum(in_, srcs.data(), L, acc_, partial.data() + e0 * acc_size_, e1 - e0);
+      partial.publish(static_cast<std::size_t>(e1) * part_size_);  // (drives the transport)
     }
   }
   if (N == 1) {
@@ -184,13 +191,15 @@ void AllReduceExchange::sum_chunk(const char* input, char* dst, char* copy,
     const int64_t e1 = std::min(len, e0 + step_);
     for (int n = 0; n < N; ++n) {
       if (n == nid) {
-        hosts[n] = partial.data() + e0 * acc_size_;
+        hosts[n] = partial.data() + e0 * part_size_;
         continue;
       }
-      remote[n].wait(static_cast<std::size_t>(e1) * acc_size_);
-      hosts[n] = remote[n].data() + e0 * acc_size_;
+      remote[n].wait(static_cast<std::size_t>(e1) * part_size_);
+      hosts[n] = remote[n].data() + e0 * part_size_;
     }
-    kernels::reduce_sum(acc_, hosts.data(), N, out_, dst + e0 * out_size_, e1 - e0);
+    // In f32 (f64) whatever part_ is, rounded once: a bf16 input widened here is the f32 sum
+    // its host would have sent.
+    kernels::reduce_sum(part_, hosts.data(), N, out_, dst + e0 * out_size_, e1 - e0);
     if (L > 1) res.publish(static_cast<std::size_t>(e1) * out_size_);
     if (copy != nullptr) copy_piece(dst, copy, e0, e1);
   }

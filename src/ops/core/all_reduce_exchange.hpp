@@ -80,7 +80,10 @@ class AllReduceExchange {
   const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
   DType in_ = DType::kFloat32, out_ = DType::kFloat32, acc_ = DType::kFloat32;
-  std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0, one_shot_max_ = 0;
+  // What a host sends the other hosts: its sum in the accumulation type, or, alone on its host,
+  // its input as it is (bf16 half the bytes; widened on arrival, the same bits).
+  DType part_ = DType::kFloat32;
+  std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0, part_size_ = 0, one_shot_max_ = 0;
   int64_t max_count_ = 0, count_ = 0, chunk_ = 0, step_ = 0;
   shm::SlotArray inputs_, results_;
   shm::SignalArray input_ready_;   // [L] by chunk

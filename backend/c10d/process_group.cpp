@@ -66,8 +66,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const c
   task->run = [this, name, spec = std::move(spec), body = std::move(body), carried,
                carry = std::move(carry)] {
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows
-      if (carried)  // every rank made this call, and its data came with the check
-        return carry.finish(coll_->agree_carrying(spec, carry.data, carry.bytes));
+      if (carried) {  // every rank made this call, and (on every rank) its data came with it
+        const std::vector<const char*>& blocks =
+            coll_->agree_carrying(spec, carry.data, carry.bytes);
+        if (!blocks.empty()) return carry.finish(blocks);
+        return body();  // too large on some rank: the call's own exchange
+      }
       coll_->agree(spec);  // every rank made this call, before a byte moves
       body();
     } catch (const Failure& f) {
@@ -335,7 +339,7 @@ auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,
   spec.dtype = dtype_name(in);
   return enqueue(OpType::ALLTOALL_BASE, "alltoall_base", spec, [this, in, out, send, recv] {
     coll_->all_to_all(bytes_of(in), send.data(), bytes_of(out), recv.data(), -1);
-  }, {out});
+  }, {out}, carry_all_to_all(in, out, send, recv));
 }
 
 auto ProcessGroupFluxcpp::alltoall(Tensors& outs, Tensors& ins, const c10d::AllToAllOptions&)

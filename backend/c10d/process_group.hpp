@@ -82,6 +82,7 @@ class ProcessGroupFluxcpp : public c10d::Backend {
     const void* data = nullptr;
     int64_t bytes = -1;  // -1: nothing carried
     std::function<void(const std::vector<const char*>& blocks)> finish;
+    std::vector<char> owned;  // the data when the call assembles it (data points into it)
   };
   // A Work whose task runs `body` on the executor (or `carry.finish`, when the data is small
   // enough to travel with the call check); `outputs` become the future's value.
@@ -92,6 +93,8 @@ class ProcessGroupFluxcpp : public c10d::Backend {
     return enqueue(type, name, std::move(spec), std::move(body), std::move(outputs), Carry());
   }
   Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
+  Carry carry_all_to_all(const at::Tensor& in, const at::Tensor& out,
+                         const std::vector<int64_t>& send, const std::vector<int64_t>& recv);
   void check_open(const char* name) const;  // raises once shut down
 
   std::chrono::milliseconds timeout_;

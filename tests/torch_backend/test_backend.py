@@ -280,6 +280,34 @@ def check_errors():
     dist.barrier()
 
 
+def check_all_to_all_carried():
+    """Small all_to_all_single calls travel with the call check: uneven splits whose data falls in
+    different size classes on different ranks (the call's own exchange then), and splits that
+    disagree between ranks (an error on every rank naming both, the group goes on)."""
+    if W < 2:
+        return
+    for dtype in (torch.float32, torch.bfloat16):
+        # Rank 0 sends 2 elements to each rank (under 1 KiB), the others 600 (over 1 KiB).
+        size = lambda r: 2 if r == 0 else 600
+        send = [size(RANK)] * W
+        recv = [size(s) for s in range(W)]
+        inp = torch.cat([data(10 * RANK + t, send[t], dtype) for t in range(W)])
+        out = torch.empty(sum(recv), dtype=dtype)
+        dist.all_to_all_single(out, inp, recv, send)
+        assert torch.equal(out, torch.cat([data(10 * s + RANK, recv[s], dtype)
+                                           for s in range(W)])), f"alltoall classes {dtype}"
+    # Rank 0 expects 2 elements from rank 1, which sends it 1.
+    send = [1] * W
+    recv = [2 if RANK == 0 and s == 1 else 1 for s in range(W)]
+    inp = torch.ones(W)
+    out = torch.empty(sum(recv))
+    expect_error(lambda: dist.all_to_all_single(out, inp, recv, send), "rank 1 sends 4 bytes to "
+                 "rank 0, which expects 8")
+    x = torch.ones(5)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((5,), float(W)))
+
+
 def check_mismatched_calls():
     """Ranks that make different calls: an error on every rank naming rank 0's call and the
     other ranks' in words, before a byte moves; the group goes on."""
@@ -401,7 +429,8 @@ def main():
                             + ".pg", rank=RANK, world_size=W)
     assert dist.get_backend() == "fluxcpp" or dist.get_backend() == "FLUXCPP"
     for check in (check_all_reduce, check_movement, check_reductions_to_parts,
-                  check_async_and_groups, check_p2p, check_errors, check_mismatched_calls,
+                  check_async_and_groups, check_p2p, check_errors, check_all_to_all_carried,
+                  check_mismatched_calls,
                   check_wait_timeout, check_from_group, check_ddp, check_torch2_calls):
         check()
         print(f"rank {RANK}: {check.__name__} ok", flush=True)

@@ -16,13 +16,12 @@ import tempfile
 
 from procs import join_all
 
-failures = []
+problems = []  # what went wrong, said at the end (every case runs)
 
 
-def check(cond, what):
+def expect(cond, what):
     if not cond:
-        failures.append(what)
-        print(f"FAIL: {what}", file=sys.stderr, flush=True)
+        problems.append(what)
 
 
 def rank_main(store_path, key, rank, world, per_host, results):
@@ -48,7 +47,7 @@ def run(ctx, path, key, per_host):
     for p in procs:
         p.start()
     hung = join_all(procs)
-    check(not hung, f"{key}: process(es) {hung} still running after 120 s (watchdog)")
+    expect(not hung, f"{key}: process(es) {hung} still running after 120 s (watchdog)")
     out = {}
     while not results.empty():
         rank, kind, detail = results.get()
@@ -65,21 +64,23 @@ def main():
         out = run(ctx, os.path.join(tmp, "grouped"), "grouped", [2, 2, 2, 2])
         for r in range(4):
             got = out.get(r, ("missing", ""))
-            check(got == ("ok", (r % 2, 2, True)), f"grouped: rank {r}: {got}")
+            expect(got == ("ok", (r % 2, 2, True)), f"grouped: rank {r}: {got}")
         out = run(ctx, os.path.join(tmp, "disagree"), "disagree", [2, 0, 0, 0])
         for r in range(4):
             kind, text = out.get(r, ("missing", ""))
-            check(kind == "INVALID_ARGUMENT" and "ranks_per_host=2 on rank 0 but 0 on rank 1" in
+            expect(kind == "INVALID_ARGUMENT" and "ranks_per_host=2 on rank 0 but 0 on rank 1" in
                   text, f"disagree: rank {r}: {kind}: {text}")
         try:
             fluxcpp.Context.from_store(None, 0, 1, ranks_per_host=-1)
-            check(False, "negative: no error")
+            expect(False, "negative: no error")
         except ValueError as e:
-            check("ranks_per_host" in str(e), f"negative: {e}")
+            expect("ranks_per_host" in str(e), f"negative: {e}")
     finally:
         shutil.rmtree(tmp, True)
-    if failures:
-        sys.exit(f"{len(failures)} failure(s)")
+    for what in problems:
+        print(f"FAIL: {what}", file=sys.stderr)
+    if problems:
+        sys.exit(f"{len(problems)} failure(s)")
     print("store grouping: all passed")
 
 

@@ -17,7 +17,13 @@ void AllToAllSingleImpl::create(const comm::Parts& c, const std::string& local_e
   a2a_ = ops::A2aExchange(links_, layout_, max_bytes, max_bytes, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
   // The handshake vector: input_splits, then output_splits.
-  make_core(ops::OpCore::Spec::of(kOp).with_vector(2 * c.topo().world_size()).releasing());
+  // Across hosts of one rank each, a small input rides on the handshake's rail records whole.
+  const std::size_t payload =
+      links_.networked() ? ops::latency_payload_bytes(links_, max_bytes, /*across_hosts=*/true) : 0;
+  make_core(ops::OpCore::Spec::of(kOp)
+                .with_vector(2 * c.topo().world_size())
+                .releasing()
+                .with_payload(payload));
   single_copy_.probe(*core_);
 }
 
@@ -85,9 +91,28 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
   // zero-copy buffer, from our segment: 0 says so.
   d.word = zero_copy ? 0 : reinterpret_cast<uintptr_t>(input);
   d.agreed_check = [&] { return check_splits(); };
+  // Small enough to ride on the handshake: the payload is sent whatever the others' sizes; the
+  // call then takes it if every rank's input fits (run(), from the agreed splits).
+  const std::size_t in_bytes = static_cast<std::size_t>(in_rows) * row_;
+  if (d.error.empty() && in_bytes > 0 && in_bytes <= core_->handshake().payload_bytes()) {
+    d.payload = [input, in_bytes](char* slot) { std::memcpy(slot, input, in_bytes); };
+    d.payload_len = in_bytes;
+  }
   core_->run(ops::Path::kFused, d, /*noop=*/false, [&](const ops::Call&) {
     run(static_cast<const char*>(input), zero_copy, static_cast<char*>(output));
   });
+}
+
+bool AllToAllSingleImpl::rides_on_handshake() const {
+  const std::size_t room = core_->handshake().payload_bytes();
+  if (room == 0) return false;
+  const int W = ctx_->topo().world_size();
+  for (int s = 0; s < W; ++s) {
+    int64_t rows = 0;
+    for (int t = 0; t < W; ++t) rows += input_splits_of(s)[t];
+    if (static_cast<std::size_t>(rows) * row_ > room) return false;
+  }
+  return true;
 }
 
 void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
@@ -106,6 +131,13 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
     return static_cast<std::size_t>(o) * row_;
   };
   auto bytes = [&](int s, int t) { return static_cast<std::size_t>(rows(s, t)) * row_; };
+  if (rides_on_handshake()) {  // every rank's input came whole with its descriptor
+    for (int s = 0; s < ctx_->topo().world_size(); ++s) {
+      const char* from = s == r ? input : hs.payload_of(s);
+      if (bytes(s, r) > 0) std::memcpy(output + out_off(r, s), from + in_off(s, r), bytes(s, r));
+    }
+    return;
+  }
   // Our staged input mirrors the input's layout; other hosts' rows land at our output offsets.
   // Host peers may read our blocks straight from our input (single copy: the exchange decides
   // from the block sizes and the copy engine), or, when it is the zero-copy buffer, from our

@@ -39,6 +39,10 @@ class AllToAllSingleImpl : public ops::OpBase<AllToAllSingleOptions> {
   const int64_t* output_splits_of(int s) const {
     return core_->handshake().vector(s) + ctx_->topo().world_size();
   }
+  // Across hosts of one rank each: whether every rank's input fits the handshake's payload room
+  // (from the agreed splits: the same answer on every rank), so that it came whole with the
+  // descriptors and no transfer follows.
+  bool rides_on_handshake() const;
   void run(const char* input, bool zero_copy, char* output);
 
   std::size_t row_ = 0;   // bytes per row

@@ -7,6 +7,23 @@
 
 namespace fluxcpp::backend {
 
+auto ProcessGroupFluxcpp::carry_reduce_scatter(const at::Tensor& in, const at::Tensor& out,
+                                               const Reduction& r) -> Carry {
+  Carry c;
+  std::vector<int> order = coll_->reduce_scatter_order(r.scalar, r.reduce);
+  if (order.empty()) return c;
+  c.data = bytes_of(in);
+  c.bytes = nbytes(in);
+  const int64_t block = nbytes(out);
+  c.finish = [this, out, r, block, order](const std::vector<const char*>& blocks) {
+    if (r.count == 0) return;
+    std::vector<const void*> mine;
+    for (int s : order) mine.push_back(blocks[s] + block * rank_);
+    reduce_blocks(r.scalar, r.reduce, mine.data(), size_, r.count, bytes_of(out), size_);
+  };
+  return c;
+}
+
 // A small all_to_all_single travels with the call check whole: every rank's send and receive
 // sizes, then its input. Every rank then holds every rank's sizes and checks every pair (the same
 // verdict everywhere) before it takes its blocks.

@@ -297,10 +297,11 @@ auto ProcessGroupFluxcpp::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
               "input has ", in.numel(), " elements; expected world size ", size_,
               " x output's ", out.numel());
   const Reduction r = reduction_of(out, o.reduceOp, "_reduce_scatter_base");
+  check_open("_reduce_scatter_base");  // before coll_ is asked
   return enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
                  spec_of(out, reduce_name(r.reduce)), [this, in, out, r] {
     coll_->reduce_scatter(r.scalar, r.reduce, bytes_of(in), bytes_of(out), r.count);
-  }, {out});
+  }, {out}, carry_reduce_scatter(in, out, r));
 }
 
 auto ProcessGroupFluxcpp::alltoall_base(at::Tensor& out, at::Tensor& in,

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "../engine/collectives.hpp"
+#include "tensor_args.hpp"
 #include "../engine/executor.hpp"
 
 namespace fluxcpp::backend {
@@ -93,6 +94,8 @@ class ProcessGroupFluxcpp : public c10d::Backend {
     return enqueue(type, name, std::move(spec), std::move(body), std::move(outputs), Carry());
   }
   Ptr<Work> transfer(const char* name, bool send, at::Tensor tensor, int peer, int tag);
+  // Every rank's whole input travels; each reduces its block in reduce_scatter's own order.
+  Carry carry_reduce_scatter(const at::Tensor& in, const at::Tensor& out, const Reduction& r);
   Carry carry_all_to_all(const at::Tensor& in, const at::Tensor& out,
                          const std::vector<int64_t>& send, const std::vector<int64_t>& recv);
   void check_open(const char* name) const;  // raises once shut down

@@ -37,6 +37,14 @@ Collectives::Collectives(fluxcpp_context_t ctx, int rank, int size)
   check(fluxcpp_context_info(ctx, nullptr, nullptr, nullptr, &host_size_), "context info");
 }
 
+std::vector<int> Collectives::reduce_scatter_order(Scalar s, Reduce r) const {
+  std::vector<int> order;
+  if (!rank_order(s, r)) return order;
+  const bool ring = native_sum(s, r) && host_size_ == size_ && size_ > 1;
+  for (int i = 0; i < size_; ++i) order.push_back(ring ? (rank_ - 1 - i + 2 * size_) % size_ : i);
+  return order;
+}
+
 bool Collectives::rank_order(Scalar s, Reduce r) const {
   return !native_sum(s, r) || host_size_ == 1 || host_size_ == size_;
 }

@@ -41,6 +41,11 @@ class Collectives {
   // Whether reduce_blocks over every rank's block in rank order gives all_reduce's bits: always
   // but for the native sums across hosts of several ranks, which AllReduce adds host by host.
   bool rank_order(Scalar s, Reduce r) const;
+  // The order in which reduce_scatter adds the ranks' blocks for this rank (reduce_blocks over
+  // them in it gives reduce_scatter's bits), or empty across hosts of several ranks (native sums:
+  // ReduceScatter adds host by host). Native sums on one host: ReduceScatter's ring, r-1, r-2,
+  // ..., r; hosts of one rank each, and every other reduction: rank order.
+  std::vector<int> reduce_scatter_order(Scalar s, Reduce r) const;
   // out = in reduced over ranks (count elements; in may equal out). Sums of f32/bf16/f64 run on
   // AllReduce's fixed order; everything else gathers the blocks and reduces them in rank order.
   void all_reduce(Scalar s, Reduce r, const void* in, void* out, int64_t count);

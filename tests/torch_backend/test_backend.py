@@ -394,6 +394,13 @@ def check_from_group():
                 want = lib.forward(x.clone())
             dist.all_reduce(x)
             assert torch.equal(x, want), f"all_reduce {dtype} n={n}: not the AllReduce's bits"
+            # The same for reduce_scatter (ReduceScatter's own order: a ring on one host).
+            x = torch.randn(n * W, generator=g, dtype=torch.float64).to(dtype)
+            with fluxcpp.ReduceScatter(ctx, W, n, dtype) as lib:
+                want = lib.forward(x.view(W, n)).view(n)
+            got = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter_tensor(got, x)
+            assert torch.equal(got, want), f"reduce_scatter {dtype} n={n}: not ReduceScatter's bits"
     ctx.close()
 
 

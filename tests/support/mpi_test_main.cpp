@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -157,15 +158,15 @@ void MpiTest::TearDown() {
 
 namespace {
 
-// When this process started (seconds since the epoch, to the clock tick), from /proc.
+// When this process started (seconds since the epoch, to the clock tick), from /proc: its start
+// in ticks since boot, and the boot's wall-clock time from the two clocks now (to the
+// microsecond; /proc/stat's btime is whole seconds).
 double process_start_time() {
-  double boot = 0.0;
-  if (FILE* f = std::fopen("/proc/stat", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr)
-      if (std::sscanf(line, "btime %lf", &boot) == 1) break;
-    std::fclose(f);
-  }
+  timespec real{}, since_boot{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  clock_gettime(CLOCK_BOOTTIME, &since_boot);
+  const double boot = static_cast<double>(real.tv_sec - since_boot.tv_sec) +
+                      static_cast<double>(real.tv_nsec - since_boot.tv_nsec) * 1e-9;
   unsigned long long ticks = 0;
   if (FILE* f = std::fopen("/proc/self/stat", "r")) {
     char buf[1024] = {};
@@ -188,14 +189,17 @@ std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
   std::vector<std::string> out;
   const std::string mine = "fluxcpp-" + std::to_string(static_cast<long>(getpid())) + "-";
   // A segment named after this pid but made before this process started is a dead process's
-  // whose pid was reused (pid_max is 32768 here: pids wrap within a test run), not ours.
+  // whose pid was reused (pid_max is 32768 here: pids wrap within a test run), or a neighbour's
+  // in another PID namespace (fault.shm_neighbours' squatter makes names for coming pids), not
+  // ours. Compared to the clock tick (10 ms), with a tick and a little of slack.
   const double started = own_only ? process_start_time() : 0.0;
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* e = readdir(d)) {
       if (std::string(e->d_name).find(own_only ? mine : "fluxcpp") == std::string::npos) continue;
       struct stat st {};
       if (own_only && fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
-          static_cast<double>(st.st_mtime) < started - 1.0)
+          static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9 <
+              started - 0.05)
         continue;
       out.push_back(e->d_name);
     }

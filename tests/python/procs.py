@@ -38,9 +38,8 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def kill_tree(pid):
-    """SIGKILL pid and every process below it, whatever session or group they made for
-    themselves (torch 2.x's torchrun starts each worker in a session of its own)."""
+def tree(pid):
+    """pid and every process below it now, whatever session or group they made for themselves."""
     children = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -50,12 +49,18 @@ def kill_tree(pid):
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(d))
-    todo, tree = [pid], []
+    todo, found = [pid], []
     while todo:
         p = todo.pop()
-        tree.append(p)
+        found.append(p)
         todo.extend(children.get(p, []))
-    for p in tree:
+    return found
+
+
+def kill_tree(pid):
+    """SIGKILL pid and every process below it, whatever session or group they made for
+    themselves (torch 2.x's torchrun starts each worker in a session of its own)."""
+    for p in tree(pid):
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from procs import free_port, kill_tree  # tests/python (on PYTHONPATH in the suite)
+from procs import free_port, kill_tree, tree  # tests/python (on PYTHONPATH in the suite)
 
 TIMEOUT_S = 8
 W = 3
@@ -75,6 +75,9 @@ def main():
                                           start_new_session=True))
     deadline = time.monotonic() + TIMEOUT_S + 90
     status = 0
+    # The processes of this job (segment names carry their creator's pid): tests running beside
+    # this one have live segments of their own.
+    ours = {p.pid for p in procs}
     try:
         if a.launcher == "torchrun":
             # torchrun waits for a stopped worker forever, as it would with gloo: read the
@@ -82,6 +85,7 @@ def main():
             ok = 0
             while ok < W - 1 and time.monotonic() < deadline and procs[0].poll() is None:
                 time.sleep(0.5)
+                ours.update(q for p in procs for q in tree(p.pid))
                 logs = "".join(open(os.path.join(d, f), errors="replace").read()
                                for d, _, fs in os.walk(tmp) for f in fs if f == "stdout.log")
                 ok = sum(f"rank {r}: RuntimeError" in logs for r in range(W) if r != VICTIM)
@@ -101,6 +105,7 @@ def main():
         status = 1
     finally:
         for p in procs:
+            ours.update(tree(p.pid))
             kill_tree(p.pid)
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -108,7 +113,8 @@ def main():
                 pass
             p.wait()
     time.sleep(0.5)
-    left = [f for f in shm_entries() if f not in before]
+    left = [f for f in shm_entries() if f not in before and
+            any(f.startswith(f"fluxcpp-{pid}-") for pid in ours)]
     if left:
         print(f"left in /dev/shm: {left}")
         status = 1

@@ -10,11 +10,13 @@
 namespace fluxcpp::backend {
 namespace {
 
-// How long the worker leaves a new call to its caller, how often it looks for calls, and after
-// how many empty looks it sleeps until woken (see loop()).
+// How long the worker leaves a new call to its caller; how often it looks for calls (from kPoll,
+// doubling after every look that found none it had to run, up to kPollMax); after how long
+// without a submitted call it sleeps until woken (see loop()).
 constexpr std::chrono::microseconds kGrace{50};
 constexpr std::chrono::microseconds kPoll{250};
-constexpr int kPollsBeforeSleep = 400;  // 100 ms
+constexpr std::chrono::microseconds kPollMax{4000};
+constexpr std::chrono::milliseconds kQuiet{100};
 
 // Whether a failed call leaves the ranks out of step: every failure but an argument error,
 // which the library raises on every rank alike (a rank-local failure, e.g. a context in use by
@@ -55,6 +57,7 @@ void Executor::submit(std::shared_ptr<Task> task) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    last_submit_ = task->submitted;
     queue_.push_back(std::move(task));
     wake = asleep_ || stopping_;
   }
@@ -206,8 +209,8 @@ void Executor::help(const std::shared_ptr<Task>& task) {
 }
 
 void Executor::loop() {
-  int idle = 0;        // passes without progress while transfers are parked
-  int quiet = 0;       // polls that found no call
+  int idle = 0;  // passes without progress while transfers are parked
+  auto poll = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kPoll);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -217,11 +220,14 @@ void Executor::loop() {
         if (parked) {
           if (idle >= 64)  // spin, then yield, then nap until a transfer can move
             cv_.wait_for(lock, std::chrono::microseconds(idle < 256 ? 20 : 200));
-        } else if (quiet < kPollsBeforeSleep) {
-          // Poll instead of being woken: a blocking call's caller runs its call itself (help),
-          // and a call nobody waits for yet (async_op) starts within a poll.
-          cv_.wait_for(lock, kPoll);
-          quiet = queue_.empty() ? quiet + 1 : 0;
+        } else if (std::chrono::steady_clock::now() - last_submit_ < kQuiet) {
+          // Look for calls instead of being woken per call: a blocking call's caller runs its
+          // call itself (help), and a call nobody waits for yet (async_op) starts within a
+          // look. The looks grow sparse while callers run every call themselves: each costs
+          // the compute of both ranks on a loaded machine (a timer and a context switch).
+          cv_.wait_for(lock, poll);
+          if (queue_.empty())
+            poll = std::min<std::chrono::steady_clock::duration>(2 * poll, kPollMax);
           continue;
         } else {
           asleep_ = true;  // a long quiet: submit() (or a parked transfer) wakes this wait
@@ -230,7 +236,6 @@ void Executor::loop() {
                    parked_count_.load(std::memory_order_acquire) > 0;
           });
           asleep_ = false;
-          quiet = 0;
         }
       }
       // Leave a call younger than the grace to its caller, which is about to wait() for it.
@@ -248,6 +253,7 @@ void Executor::loop() {
       moved = drain(nullptr);
     }
     idle = parked_count_.load(std::memory_order_acquire) == 0 || moved ? 0 : idle + 1;
+    if (moved) poll = kPoll;  // a call its caller left to the worker: look often again
     if (idle > 16 && idle < 64) std::this_thread::yield();
   }
 }

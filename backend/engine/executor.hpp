@@ -2,9 +2,11 @@
 // worker thread, so that an async_op returns at once and the call progresses while Python
 // computes. A thread that waits for a call and finds the worker idle runs the queue up to that
 // call itself (a blocking call then costs no thread handoff). The worker is not woken per call:
-// it polls every 250 us (and sleeps until woken after 100 ms without calls), and leaves a call
-// younger than 50 us to its caller; an async call starts within about a poll. Point-to-point transfers are parked
-// and advanced between calls without blocking, so collectives overtake them as they may.
+// it looks for calls every 250 us, less often (down to every 4 ms) while their callers run them
+// all, and sleeps until woken after 100 ms without calls; it leaves a call younger than 50 us to
+// its caller. An async call starts within a look (4 ms at worst, then every 250 us again).
+// Point-to-point transfers are parked and advanced between calls without blocking, so
+// collectives overtake them as they may.
 // A call that fails with a timeout or a transport error breaks the group: every later call
 // fails with that first error (the library's ops are unusable after a timeout).
 #pragma once
@@ -75,6 +77,7 @@ class Executor {
   // While help() drains: the tasks it completed, whose done() it calls once exec_ is released.
   std::vector<std::pair<std::shared_ptr<Task>, std::exception_ptr>>* deferred_ = nullptr;
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point last_submit_;  // guarded by mu_
   bool asleep_ = false;  // the worker waits without polling: submit() must wake it
   std::string broken_;
   std::thread worker_;

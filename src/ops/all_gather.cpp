@@ -1,5 +1,6 @@
 #include "ops/all_gather.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "error_util.hpp"
@@ -19,10 +20,12 @@ void AllGatherImpl::create(const comm::Parts& c, const std::string& local_error)
   // The staged slot always exists: it is also the zero-copy input buffer.
   gather_ = ops::GatherExchange(c, links_, layout_, max_shard, /*needed=*/true);
   single_copy_ = ops::SingleCopy(c, links_, layout_);
-  // Across hosts of one rank each, small blocks travel in the handshake (kLatency); on one host
-  // the copies are the same either way, so there is no payload room.
-  const std::size_t payload =
-      links_.networked() ? ops::latency_payload_bytes(links_, max_shard, /*across_hosts=*/true) : 0;
+  // Small blocks travel in the handshake (kLatency): across hosts of one rank each in the rail
+  // records, on one host in its payload slots (up to kHostLatencyBytes). The copies are those of
+  // the staged path; what goes is the second meeting (the blocks' signals after the handshake's,
+  // or the single copy's read receipts) and the release.
+  std::size_t payload = ops::latency_payload_bytes(links_, max_shard, /*across_hosts=*/true);
+  if (!links_.networked()) payload = std::min(payload, kHostLatencyBytes);
   make_core(ops::OpCore::Spec::of(kOp, {"m"}).releasing().with_payload(payload));
   single_copy_.probe(*core_);
 }
@@ -57,6 +60,7 @@ AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
 
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
   if (schedule_ == Schedule::kLatency) {  // every rank's block came with its descriptor
+    core_->skip_release();  // no rank read a peer's staged slot
     const int W = ctx_->topo().world_size(), me = ctx_->topo().world_rank();
     for (int g = 0; g < W; ++g) {
       const char* from = g == me ? input : core_->handshake().payload_of(g);

@@ -19,6 +19,9 @@ namespace fluxcpp::detail {
 class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
  public:
   static constexpr const char* kOp = "all_gather";
+  // On one host, the largest block that rides on the handshake: past it two copies (into the
+  // payload slot, out of it) cost more than the single copy's or the staged path's extra meeting.
+  static constexpr std::size_t kHostLatencyBytes = 64 << 10;
   using OpBase::OpBase;
   // The collective create (ops::make_op runs it). local_error: see ops::make_op.
   void create(const comm::Parts& c, const std::string& local_error);
@@ -29,8 +32,9 @@ class AllGatherImpl : public ops::OpBase<AllGatherOptions> {
   enum class Schedule {
     kSingleCopy,  // each peer's input read straight from its address space (one copy)
     kStaged,      // blocks staged in the segments chunk by chunk, peers pulling each as it lands
-    kLatency,  // across hosts of one rank each, a small block: it rides on the handshake's rail
-               // records (one exchange, no transfer after it)
+    kLatency,  // a small block rides on the handshake (on one host in its payload slots,
+               // across hosts of one rank each in its rail records): one exchange, no transfer
+               // or release after it
   };
 
   void forward(const void* input, int64_t m, void* output);

@@ -186,23 +186,30 @@ TEST_F(ScheduleTest, AllReduceAndGemmArDecodeIsLatency) {
                                                      : detail::GemmArImpl::Schedule::kWhole);
 }
 
-TEST_F(ScheduleTest, AllGatherSmallBlocksAreStagedOrRideOnTheHandshake) {
+TEST_F(ScheduleTest, AllGatherSmallBlocksRideOnTheHandshake) {
   using Kind = detail::AllGatherImpl::Schedule;
   AllGatherOptions o;
   o.max_m = 1 << 16, o.k = 4;
   auto op = ops::make_op<detail::AllGatherImpl>(ctx.impl(), o);
-  // 64 rows of 16 bytes: across hosts of one rank each, in the handshake's rail records; on a
-  // host with peers below FLUXCPP_CMA_MIN_KB (16 KiB), staged in the segments.
+  // 64 rows of 16 bytes ride on the handshake: across hosts of one rank each in its rail
+  // records, on one host in its payload slots. Across hosts of several ranks (and alone) there
+  // is no payload room: staged in the segments (below FLUXCPP_CMA_MIN_KB, 16 KiB).
   const bool rail_payload = hosts > 1 && hosts == W;
-  EXPECT_EQ(op->plan(64 * W), rail_payload ? Kind::kLatency : Kind::kStaged);
-  // A block past the payload room (256 KiB across 2 hosts) leaves through the transfers.
-  if (hosts > 1) EXPECT_NE(op->plan(o.max_m), Kind::kLatency);
+  const bool latency = rail_payload || (hosts == 1 && W > 1);
+  EXPECT_EQ(op->plan(64 * W), latency ? Kind::kLatency : Kind::kStaged);
+  // A block past the payload room (256 KiB across 2 hosts, 64 KiB on one host) is not.
+  if (W > 1) EXPECT_NE(op->plan(o.max_m), Kind::kLatency);
+  if (hosts == 1 && W > 1) {
+    const int64_t rows = static_cast<int64_t>(detail::AllGatherImpl::kHostLatencyBytes / 16);
+    EXPECT_EQ(op->plan(rows * W), Kind::kLatency);
+    EXPECT_NE(op->plan((rows + 1) * W), Kind::kLatency);
+  }
   // A real call runs the planned schedule and gathers every rank's block.
   const int64_t m = 64 * W;
   std::vector<float> in(static_cast<std::size_t>(64 * 4), static_cast<float>(ctx.rank() + 1));
   std::vector<float> out(static_cast<std::size_t>(m * 4), -1.0f);
   op->forward(in.data(), m, out.data());
-  EXPECT_EQ(op->last_schedule(), rail_payload ? Kind::kLatency : Kind::kStaged);
+  EXPECT_EQ(op->last_schedule(), latency ? Kind::kLatency : Kind::kStaged);
   for (int g = 0; g < W; ++g)
     EXPECT_EQ(out[static_cast<std::size_t>(g) * 64 * 4 + 7], static_cast<float>(g + 1))
         << "rank " << g << "'s block";

@@ -22,9 +22,14 @@ static_assert(sizeof(Record) == 128, "a record is 64 bf16 units");
 constexpr int64_t kUnits = sizeof(Record) / 2;
 // The data's room per rank, in bf16 units: a size class, so that ranks making the same call
 // gather the same rows.
+// Powers of two from 1 KiB to the largest room: at most twice the data travels (what a class
+// pads costs wire time across hosts).
 int64_t carry_units(int64_t bytes) {
   if (bytes <= 0) return 0;
-  return bytes <= 1024 ? 512 : CallCheck::kCarryBytes / 2;
+  if (bytes > (32 << 10)) return CallCheck::kCarryBytes / 2;
+  int64_t room = 1024;
+  while (room < bytes) room *= 2;
+  return room / 2;
 }
 
 template <std::size_t N>
@@ -100,7 +105,10 @@ const std::vector<const char*>& CallCheck::agree_carrying(const CallSpec& spec, 
           "call check create");
   const int64_t units = kUnits + carry_units(bytes);
   const std::size_t block = static_cast<std::size_t>(units) * 2;
-  mine_.assign(block, 0);
+  mine_.resize(block);  // the record zero-padded, the data, then zeros (not last call's bytes)
+  std::memset(mine_.data(), 0, sizeof(Record));
+  std::memset(mine_.data() + sizeof(Record) + std::max<int64_t>(bytes, 0), 0,
+              block - sizeof(Record) - static_cast<std::size_t>(std::max<int64_t>(bytes, 0)));
   Record& mine = *reinterpret_cast<Record*>(mine_.data());
   put(mine.name, spec.name);
   put(mine.reduce, spec.reduce);

@@ -43,11 +43,13 @@ class CallCheck {
   // agree, with `bytes` of the call's data from every rank traveling beside the records (at most
   // kCarryBytes): a small call then needs no exchange of its own, one meeting of the ranks
   // instead of two (across hosts one network round trip instead of two). Returns rank t's bytes
-  // at [t], valid until the next call. Data of different size classes (0, up to 1 KiB, up to
-  // kCarryBytes) on different ranks: the records alone are gathered once more; calls that
-  // differ fail as in agree, and calls that agree (all_to_all's splits differ by design) return
-  // an empty vector: the caller then runs the call's own exchange.
-  static constexpr int64_t kCarryBytes = int64_t{16} << 10;
+  // at [t], valid until the next call. Data of different size classes (0, up to 1 KiB, 2 KiB,
+  // 4 KiB, ..., 32 KiB, kCarryBytes) on different ranks: the records alone are gathered once more;
+  // calls that differ fail as in agree, and calls that agree (all_to_all's splits differ by
+  // design) return an empty vector: the caller then runs the call's own exchange.
+  // kCarryBytes: a record and its data fill 64 KiB, the largest block that rides on the
+  // AllGather's handshake on one host (a bf16 all_reduce of 32000 logits fits).
+  static constexpr int64_t kCarryBytes = (int64_t{64} << 10) - 128;
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
                                                  int64_t bytes);
 

@@ -286,16 +286,19 @@ def check_all_to_all_carried():
     disagree between ranks (an error on every rank naming both, the group goes on)."""
     if W < 2:
         return
-    for dtype in (torch.float32, torch.bfloat16):
-        # Rank 0 sends 2 elements to each rank (under 1 KiB), the others 600 (over 1 KiB).
-        size = lambda r: 2 if r == 0 else 600
+    for dtype, small, large in ((torch.float32, 2, 600), (torch.bfloat16, 2, 600),
+                                (torch.float32, 600, 3000)):
+        # Rank 0 sends `small` elements to each rank, the others `large`: data of different size
+        # classes (powers of two from 1 KiB up to 64 KiB with the record).
+        size = lambda r: small if r == 0 else large
         send = [size(RANK)] * W
         recv = [size(s) for s in range(W)]
         inp = torch.cat([data(10 * RANK + t, send[t], dtype) for t in range(W)])
         out = torch.empty(sum(recv), dtype=dtype)
         dist.all_to_all_single(out, inp, recv, send)
         assert torch.equal(out, torch.cat([data(10 * s + RANK, recv[s], dtype)
-                                           for s in range(W)])), f"alltoall classes {dtype}"
+                                           for s in range(W)])), \
+            f"alltoall classes {dtype} {small}/{large}"
     # Rank 0 expects 2 elements from rank 1, which sends it 1.
     send = [1] * W
     recv = [2 if RANK == 0 and s == 1 else 1 for s in range(W)]
@@ -387,7 +390,7 @@ def check_from_group():
     # A float sum has the library AllReduce's bits whether its data travels with the call check
     # (small tensors) or through the group's AllReduce: random values, rounding in every add.
     for dtype in (torch.float32, torch.bfloat16, torch.float64):
-        for n in (1000, 100000):
+        for n in (1000, 12000, 100000):  # carried up to 64 KiB (f64 12000: not)
             g = torch.Generator().manual_seed(77 + RANK)
             x = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
             with fluxcpp.AllReduce(ctx, n, dtype) as lib:

@@ -88,12 +88,7 @@ auto ProcessGroupFluxcpp::broadcast(Tensors& ts, const c10d::BroadcastOptions& o
   check_rank(o.rootRank, size_, "broadcast", "rootRank");
   const int root = static_cast<int>(o.rootRank);
   const int64_t b = nbytes(t);
-  // Every rank's block travels with the check (one size class everywhere), the non-roots' too:
-  // past 16 KiB that doubles the bytes on the wire across hosts (64 KiB over a 10 Gbit/s link
-  // took 165 us carried, gloo's broadcast 124 us), so a larger broadcast is the check and then
-  // the root's sends alone.
-  Carry carry{bytes_of(t), b <= kBroadcastCarryBytes ? b : -1,
-              [this, t, root, b](const std::vector<const char*>& blocks) {
+  Carry carry{bytes_of(t), b, [this, t, root, b](const std::vector<const char*>& blocks) {
     if (rank_ != root && b > 0) std::memcpy(bytes_of(t), blocks[root], static_cast<std::size_t>(b));
   }};
   return enqueue(OpType::BROADCAST, "broadcast", spec_of(t, "", root),

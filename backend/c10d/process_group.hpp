@@ -85,7 +85,6 @@ class ProcessGroupFluxcpp : public c10d::Backend {
     std::function<void(const std::vector<const char*>& blocks)> finish;
     std::vector<char> owned;  // the data when the call assembles it (data points into it)
   };
-  static constexpr int64_t kBroadcastCarryBytes = int64_t{16} << 10;  // see broadcast()
   // A Work whose task runs `body` on the executor (or `carry.finish`, when the data is small
   // enough to travel with the call check); `outputs` become the future's value.
   Ptr<Work> enqueue(c10d::OpType type, const char* name, CallSpec spec, std::function<void()> body,

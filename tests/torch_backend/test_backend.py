@@ -106,7 +106,7 @@ def check_all_reduce():
 
 def check_movement():
     for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.bool, torch.int64):
-        for n in (1, 3, 1000, 5000):  # 5000 f32 / int64: a broadcast past its carry (16 KiB)
+        for n in (1, 3, 1000, 5000):  # 5000: 20-40 KiB (f32, int64), carried in larger classes
             x = data(RANK, n, dtype)
             # all_gather (list) and all_gather_into_tensor
             outs = [torch.empty_like(x) for _ in range(W)]

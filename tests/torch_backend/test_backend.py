@@ -355,6 +355,26 @@ def check_mismatched_calls():
         assert torch.equal(x, torch.full((6,), float(W * (W + 1) // 2))), what
 
 
+def check_async_progress():
+    """An async call that no rank waits for completes on the groups' workers, also after a
+    stretch of blocking calls (each run by its caller), when the worker looks for calls least
+    often (every 4 ms)."""
+    if W == 1:
+        return
+    for _ in range(25):  # ~50 ms of calls the callers run themselves
+        dist.all_reduce(torch.ones(4))
+        time.sleep(0.002)
+    x = torch.ones(4)
+    w = dist.all_reduce(x, async_op=True)
+    t0 = time.monotonic()
+    while not w.is_completed():
+        assert time.monotonic() - t0 < 10, "an async all_reduce nobody waits for did not progress"
+        time.sleep(0.0005)
+    print(f"rank {RANK}: an async all_reduce nobody waited for took "
+          f"{(time.monotonic() - t0) * 1e3:.1f} ms", flush=True)
+    assert torch.equal(x, torch.full((4,), float(W)))
+
+
 def check_wait_timeout():
     """Work.wait(timeout) raises at the timeout while a peer is late; the call completes once
     the peer arrives, right."""
@@ -439,7 +459,8 @@ def main():
                             + ".pg", rank=RANK, world_size=W)
     assert dist.get_backend() == "fluxcpp" or dist.get_backend() == "FLUXCPP"
     for check in (check_all_reduce, check_movement, check_reductions_to_parts,
-                  check_async_and_groups, check_p2p, check_errors, check_all_to_all_carried,
+                  check_async_and_groups, check_async_progress, check_p2p, check_errors,
+                  check_all_to_all_carried,
                   check_mismatched_calls,
                   check_wait_timeout, check_from_group, check_ddp, check_torch2_calls):
         check()

@@ -68,7 +68,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const c
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows
       if (carried) {  // every rank made this call, and (on every rank) its data came with it
         const std::vector<const char*>& blocks =
-            coll_->agree_carrying(spec, carry.data, carry.bytes);
+            coll_->agree_carrying(spec, carry.data, carry.bytes, carry.coarse);
         if (!blocks.empty()) return carry.finish(blocks);
         return body();  // too large on some rank: the call's own exchange
       }

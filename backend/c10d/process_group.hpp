@@ -84,6 +84,7 @@ class ProcessGroupFluxcpp : public c10d::Backend {
     int64_t bytes = -1;  // -1: nothing carried
     std::function<void(const std::vector<const char*>& blocks)> finish;
     std::vector<char> owned;  // the data when the call assembles it (data points into it)
+    bool coarse = false;      // the ranks' sizes differ by design: coarse size classes
   };
   // A Work whose task runs `body` on the executor (or `carry.finish`, when the data is small
   // enough to travel with the call check); `outputs` become the future's value.

@@ -23,10 +23,12 @@ constexpr int64_t kUnits = sizeof(Record) / 2;
 // The data's room per rank, in bf16 units: a size class, so that ranks making the same call
 // gather the same rows.
 // Powers of two from 1 KiB to the largest room: at most twice the data travels (what a class
-// pads costs wire time across hosts).
-int64_t carry_units(int64_t bytes) {
+// pads costs wire time across hosts). Coarse (1 KiB, 16 KiB, the largest): for calls whose ranks
+// may pass different sizes (all_to_all's splits), so that near sizes share a class more often.
+int64_t carry_units(int64_t bytes, bool coarse) {
   if (bytes <= 0) return 0;
   if (bytes > (32 << 10)) return CallCheck::kCarryBytes / 2;
+  if (coarse) return bytes <= 1024 ? 512 : bytes <= (16 << 10) ? 8192 : CallCheck::kCarryBytes / 2;
   int64_t room = 1024;
   while (room < bytes) room *= 2;
   return room / 2;
@@ -71,7 +73,7 @@ CallCheck::~CallCheck() {
   if (op_ != nullptr) fluxcpp_all_gather_destroy(op_);
 }
 
-void CallCheck::agree(const CallSpec& spec) { agree_carrying(spec, nullptr, 0); }
+void CallCheck::agree(const CallSpec& spec) { agree_carrying(spec, nullptr, 0, false); }
 
 // Every rank holds the same records (`block` bytes apart): the same verdict everywhere. Named:
 // the first rank whose call differs from rank 0's.
@@ -93,17 +95,21 @@ void CallCheck::compare(const char* all, std::size_t block) const {
 }
 
 const std::vector<const char*>& CallCheck::agree_carrying(const CallSpec& spec, const void* data,
-                                                          int64_t bytes) {
+                                                          int64_t bytes, bool coarse) {
+  if (bytes > kCarryBytes)
+    throw Failure(FLUXCPP_ERROR_INTERNAL, "fluxcpp backend: " + spec.name + " carries " +
+                                              std::to_string(bytes) + " bytes, more than " +
+                                              std::to_string(kCarryBytes));
   blocks_.assign(static_cast<std::size_t>(size_), nullptr);
   if (size_ == 1) {
     blocks_[0] = static_cast<const char*>(data);
     return blocks_;
   }
   if (op_ == nullptr)  // rows of one unit: a call gathers (record + its size class) per rank
-    check(fluxcpp_all_gather_create(ctx_, size_ * (kUnits + carry_units(kCarryBytes)), 1,
+    check(fluxcpp_all_gather_create(ctx_, size_ * (kUnits + carry_units(kCarryBytes, false)), 1,
                                     FLUXCPP_BFLOAT16, &op_),
           "call check create");
-  const int64_t units = kUnits + carry_units(bytes);
+  const int64_t units = kUnits + carry_units(bytes, coarse);
   const std::size_t block = static_cast<std::size_t>(units) * 2;
   mine_.resize(block);  // the record zero-padded, the data, then zeros (not last call's bytes)
   std::memset(mine_.data(), 0, sizeof(Record));

@@ -46,12 +46,13 @@ class CallCheck {
   // at [t], valid until the next call. Data of different size classes (0, up to 1 KiB, 2 KiB,
   // 4 KiB, ..., 32 KiB, kCarryBytes) on different ranks: the records alone are gathered once more;
   // calls that differ fail as in agree, and calls that agree (all_to_all's splits differ by
-  // design) return an empty vector: the caller then runs the call's own exchange.
+  // design) return an empty vector: the caller then runs the call's own exchange. `coarse`: the
+  // classes 1 KiB, 16 KiB and kCarryBytes only, for calls whose ranks' sizes differ by design.
   // kCarryBytes: a record and its data fill 64 KiB, the largest block that rides on the
   // AllGather's handshake on one host (a bf16 all_reduce of 32000 logits fits).
   static constexpr int64_t kCarryBytes = (int64_t{64} << 10) - 128;
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
-                                                 int64_t bytes);
+                                                 int64_t bytes, bool coarse = false);
 
  private:
   fluxcpp_context_t ctx_;

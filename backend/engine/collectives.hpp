@@ -34,8 +34,8 @@ class Collectives {
   // agree, with a small call's data beside the records (CallCheck::agree_carrying): rank t's
   // bytes at [t].
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
-                                                 int64_t bytes) {
-    return calls_->agree_carrying(spec, data, bytes);
+                                                 int64_t bytes, bool coarse = false) {
+    return calls_->agree_carrying(spec, data, bytes, coarse);
   }
 
   // Whether reduce_blocks over every rank's block in rank order gives all_reduce's bits: always

@@ -58,6 +58,7 @@ void Executor::submit(std::shared_ptr<Task> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_submit_ = task->submitted;
+    ++submits_;
     queue_.push_back(std::move(task));
     wake = asleep_ || stopping_;
   }
@@ -211,6 +212,7 @@ void Executor::help(const std::shared_ptr<Task>& task) {
 void Executor::loop() {
   int idle = 0;  // passes without progress while transfers are parked
   auto poll = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kPoll);
+  uint64_t seen = 0;  // submits_ at the last look
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -226,8 +228,11 @@ void Executor::loop() {
           // look. The looks grow sparse while callers run every call themselves: each costs
           // the compute of both ranks on a loaded machine (a timer and a context switch).
           cv_.wait_for(lock, poll);
-          if (queue_.empty())
+          // Calls came and their callers ran them all: look less often. Nothing came: as often
+          // as before (an async call after a pause starts as soon as after the last one).
+          if (queue_.empty() && submits_ != seen)
             poll = std::min<std::chrono::steady_clock::duration>(2 * poll, kPollMax);
+          seen = submits_;
           continue;
         } else {
           asleep_ = true;  // a long quiet: submit() (or a parked transfer) wakes this wait

@@ -2,9 +2,10 @@
 // worker thread, so that an async_op returns at once and the call progresses while Python
 // computes. A thread that waits for a call and finds the worker idle runs the queue up to that
 // call itself (a blocking call then costs no thread handoff). The worker is not woken per call:
-// it looks for calls every 250 us, less often (down to every 4 ms) while their callers run them
-// all, and sleeps until woken after 100 ms without calls; it leaves a call younger than 50 us to
-// its caller. An async call starts within a look (4 ms at worst, then every 250 us again).
+// it looks for calls every 250 us, half as often after each look that finds calls came and their
+// callers ran them all (down to every 4 ms), every 250 us again once it runs a call itself, and
+// sleeps until woken after 100 ms without calls; it leaves a call younger than 50 us to its
+// caller. An async call starts within a look: within 4 ms after a stretch of blocking calls.
 // Point-to-point transfers are parked and advanced between calls without blocking, so
 // collectives overtake them as they may.
 // A call that fails with a timeout or a transport error breaks the group: every later call
@@ -13,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -78,6 +80,7 @@ class Executor {
   std::vector<std::pair<std::shared_ptr<Task>, std::exception_ptr>>* deferred_ = nullptr;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point last_submit_;  // guarded by mu_
+  uint64_t submits_ = 0;  // calls submitted so far; guarded by mu_
   bool asleep_ = false;  // the worker waits without polling: submit() must wake it
   std::string broken_;
   std::thread worker_;

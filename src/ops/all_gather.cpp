@@ -61,9 +61,11 @@ AllGatherImpl::Schedule AllGatherImpl::plan(int64_t m) const {
 void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, char* output) {
   if (schedule_ == Schedule::kLatency) {  // every rank's block came with its descriptor
     core_->skip_release();  // no rank read a peer's staged slot
-    const int W = ctx_->topo().world_size(), me = ctx_->topo().world_rank();
+    const int W = ctx_->topo().world_size();
     for (int g = 0; g < W; ++g) {
-      const char* from = g == me ? input : core_->handshake().payload_of(g);
+      // Ours from its payload copy too: an input that overlaps another rank's block of the output
+      // is read before that block is written.
+      const char* from = core_->handshake().payload_of(g);
       if (from != output + shard * g) std::memcpy(output + shard * g, from, shard);
     }
     return;

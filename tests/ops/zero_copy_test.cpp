@@ -90,8 +90,8 @@ class RowHarness : public Harness {
 
 class AllGatherHarness : public RowHarness {
  public:
-  AllGatherHarness(const Context& ctx, DType t)
-      : RowHarness(t, t, 256, 16), op_(ctx, {max_rows_ * W_, width_, t}) {}
+  AllGatherHarness(const Context& ctx, DType t, int64_t width = 256)
+      : RowHarness(t, t, width, 16), op_(ctx, {max_rows_ * W_, width_, t}) {}
   const char* name() const override { return "all_gather"; }
   void* input_buffer() override { return op_.input_buffer(); }
   int64_t max_input_rows() const override { return max_rows_; }
@@ -246,6 +246,9 @@ void PrintTo(const Case& c, std::ostream* os) {
 std::unique_ptr<Harness> make(const Case& c, const Context& ctx) {
   const std::string op = c.op;
   if (op == "all_gather") return std::make_unique<AllGatherHarness>(ctx, c.in);
+  // Rows of 16 KiB (f32) or 8 KiB (bf16): blocks on both sides of the 64 KiB that ride on the
+  // handshake on one host, the staged and single-copy paths beside them on the same op.
+  if (op == "all_gather_wide") return std::make_unique<AllGatherHarness>(ctx, c.in, 4096);
   if (op == "ag_gemm") return std::make_unique<AgGemmHarness>(ctx, c.in, c.out);
   if (op == "all_to_all_single") return std::make_unique<AllToAllSingleHarness>(ctx, c.in);
   return std::make_unique<A2aGemmHarness>(ctx, c.in, c.out);
@@ -399,6 +402,8 @@ TEST_P(ZeroCopy, MisuseIsAnErrorOnEveryRankAndTheOpStaysUsable) {
 const Case kCases[] = {
     {"all_gather", DType::kFloat32, DType::kFloat32},
     {"all_gather", DType::kBFloat16, DType::kBFloat16},
+    {"all_gather_wide", DType::kFloat32, DType::kFloat32},
+    {"all_gather_wide", DType::kBFloat16, DType::kBFloat16},
     {"ag_gemm", DType::kFloat32, DType::kFloat32},
     {"ag_gemm", DType::kBFloat16, DType::kBFloat16},
     {"ag_gemm", DType::kBFloat16, DType::kFloat32},

@@ -373,6 +373,18 @@ def check_async_progress():
     print(f"rank {RANK}: an async all_reduce nobody waited for took "
           f"{(time.monotonic() - t0) * 1e3:.1f} ms", flush=True)
     assert torch.equal(x, torch.full((4,), float(W)))
+    # Then async calls after pauses without calls (the worker ran the last one): each completes.
+    for _ in range(5):
+        time.sleep(0.003)
+        y = torch.ones(4)
+        w = dist.all_reduce(y, async_op=True)
+        t0 = time.monotonic()
+        while not w.is_completed():
+            assert time.monotonic() - t0 < 10, "an async all_reduce after a pause did not progress"
+            time.sleep(0.0002)
+        assert torch.equal(y, torch.full((4,), float(W)))
+    print(f"rank {RANK}: the last after a pause took {(time.monotonic() - t0) * 1e3:.2f} ms",
+          flush=True)
 
 
 def check_wait_timeout():

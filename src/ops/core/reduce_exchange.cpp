@@ -93,6 +93,27 @@ void ReduceExchange::reduce_range(DType acc, DType out_dtype, int64_t e0, int64_
                       static_cast<char*>(output) + e0 * dtype_size(out_dtype), e1 - e0);
 }
 
+void ReduceExchange::reduce_host_range(DType dtype, int64_t e0, int64_t e1, const void* own,
+                                       void* output) const {
+  if (e1 <= e0) return;
+  const Links& l = *links_;
+  const std::size_t esz = dtype_size(dtype);
+  const std::vector<int>& order = l.sum_order();
+  std::vector<const void*> srcs(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int q = order[i];
+    if (q == l.local()) {
+      srcs[i] = static_cast<const char*>(own) + e0 * esz;
+      continue;
+    }
+    const Inbox in = share_of(q, l.rank());
+    in.wait(static_cast<std::size_t>(e1) * esz);
+    srcs[i] = in.data() + e0 * esz;
+  }
+  kernels::reduce_sum(dtype, srcs.data(), static_cast<int>(srcs.size()), dtype,
+                      static_cast<char*>(output) + e0 * esz, e1 - e0);
+}
+
 std::vector<const void*> ReduceExchange::host_shares(
     int t, const std::function<const void*(int t)>& own) const {
   const std::vector<int>& order = links_->sum_order();

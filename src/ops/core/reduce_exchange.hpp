@@ -70,6 +70,10 @@ class ReduceExchange {
 
   // Host rank q's share of block t (q != this rank).
   Inbox share_of(int q, int t) const;
+  // On one host: elements [e0, e1) of this rank's block summed as reduce() sums them (the same
+  // bits), once the host peers' shares of them are published; `own` is this rank's share of its
+  // block, `output` its whole output block (share dtype in and out).
+  void reduce_host_range(DType dtype, int64_t e0, int64_t e1, const void* own, void* output) const;
 
   // Whether the shares leave this host over the network channel (then an op publishes them tile
   // by tile, so a share crosses the link while the next is computed).

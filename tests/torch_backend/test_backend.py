@@ -358,33 +358,30 @@ def check_mismatched_calls():
 def check_async_progress():
     """An async call that no rank waits for completes on the groups' workers, also after a
     stretch of blocking calls (each run by its caller), when the worker looks for calls least
-    often (every 4 ms)."""
+    often (every 4 ms), and after pauses without calls."""
     if W == 1:
         return
+
+    def unwaited(what):
+        """An async all_reduce nobody waits for: its milliseconds until it is complete."""
+        x = torch.ones(4)
+        w = dist.all_reduce(x, async_op=True)
+        t0 = time.monotonic()
+        while not w.is_completed():
+            assert time.monotonic() - t0 < 10, f"an async all_reduce {what} did not progress"
+            time.sleep(0.0002)
+        assert torch.equal(x, torch.full((4,), float(W)))
+        return (time.monotonic() - t0) * 1e3
+
     for _ in range(25):  # ~50 ms of calls the callers run themselves
         dist.all_reduce(torch.ones(4))
         time.sleep(0.002)
-    x = torch.ones(4)
-    w = dist.all_reduce(x, async_op=True)
-    t0 = time.monotonic()
-    while not w.is_completed():
-        assert time.monotonic() - t0 < 10, "an async all_reduce nobody waits for did not progress"
-        time.sleep(0.0005)
-    print(f"rank {RANK}: an async all_reduce nobody waited for took "
-          f"{(time.monotonic() - t0) * 1e3:.1f} ms", flush=True)
-    assert torch.equal(x, torch.full((4,), float(W)))
-    # Then async calls after pauses without calls (the worker ran the last one): each completes.
-    for _ in range(5):
+    took = unwaited("after blocking calls")
+    print(f"rank {RANK}: an async all_reduce nobody waited for took {took:.1f} ms", flush=True)
+    for _ in range(5):  # the worker ran the last one; pauses without calls
         time.sleep(0.003)
-        y = torch.ones(4)
-        w = dist.all_reduce(y, async_op=True)
-        t0 = time.monotonic()
-        while not w.is_completed():
-            assert time.monotonic() - t0 < 10, "an async all_reduce after a pause did not progress"
-            time.sleep(0.0002)
-        assert torch.equal(y, torch.full((4,), float(W)))
-    print(f"rank {RANK}: the last after a pause took {(time.monotonic() - t0) * 1e3:.2f} ms",
-          flush=True)
+        took = unwaited("after a pause")
+    print(f"rank {RANK}: the last after a pause took {took:.2f} ms", flush=True)
 
 
 def check_wait_timeout():

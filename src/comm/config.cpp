@@ -13,7 +13,8 @@ namespace fluxcpp {
 
 // env_choice returns the index of the value in its list: the lists below follow the enums.
 static_assert(static_cast<int>(Binding::kCore) == 1 && static_cast<int>(LogLevel::kDebug) == 3 &&
-                  static_cast<int>(CopyEngine::kCma) == 2,
+                  static_cast<int>(CopyEngine::kCma) == 2 &&
+                  static_cast<int>(StreamStores::kOff) == 2,
               "choice lists follow the enum order");
 
 const std::vector<EnvVar>& env_vars() {
@@ -44,6 +45,10 @@ const std::vector<EnvVar>& env_vars() {
        "reduce data on a comm thread while the calling thread computes; "
        "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
        "threads"},
+      {"FLUXCPP_STREAM_STORES", "auto",
+       "all_reduce's output written with non-temporal stores, around the cache (no read of each "
+       "line before it is written): on, off, or auto (when the host's ranks' inputs, outputs and "
+       "exchange buffers of the call exceed the last-level cache)"},
       {"FLUXCPP_LAUNCH_GUARD", "on",
        "on: a context over an MPI_COMM_WORLD of one rank fails when the launcher's environment "
        "(WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE) "
@@ -141,6 +146,8 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
   const int off = env_choice("FLUXCPP_COPY_OFFLOAD", {"auto", "on", "off"});
   c.copy_offload = off == 0 ? cpus_per_rank > c.compute_threads : off == 1;
+  c.stream_stores =
+      static_cast<StreamStores>(env_choice("FLUXCPP_STREAM_STORES", {"auto", "on", "off"}));
   return c;
 }
 

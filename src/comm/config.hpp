@@ -13,6 +13,7 @@ namespace fluxcpp {
 
 enum class Binding : int { kNone = 0, kCore = 1 };
 enum class CopyEngine : int { kAuto = 0, kShm = 1, kCma = 2 };
+enum class StreamStores : int { kAuto = 0, kOn = 1, kOff = 2 };
 
 struct EnvVar {
   const char* name;
@@ -50,6 +51,8 @@ struct Config {
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
   bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
+  // A large collective writes its output with non-temporal stores (kernels/stream_copy.hpp).
+  StreamStores stream_stores = StreamStores::kAuto;
 };
 
 // Explicit options win over the environment, which wins over defaults. `cpus_per_rank` sizes

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/config.hpp"
 #include "kernels/reduce.hpp"
+#include "kernels/stream_copy.hpp"
 
 namespace fluxcpp::ops {
 
@@ -81,6 +83,7 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   count_ = count;
   chunk_ = chunk_of(count, L);
   step_ = piece();
+  stream_ = streams_output(count);
   input_base_ = input_tally_.begin(static_cast<std::size_t>(chunk_) * in_size_);
   result_base_ = result_tally_.begin(static_cast<std::size_t>(chunk_) * out_size_);
   // The latency path: every rank's input came with the handshake's payload; sum it here.
@@ -102,8 +105,22 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
   // The host peers' chunks as they are published.
   for (int i = 1; i < L; ++i) {
     const int p = (me + i) % L;
-    result_of(p).drain(output + chunk_begin(p) * out_size_, 0, chunk_len(p) * out_size_);
+    result_of(p).drain(output + chunk_begin(p) * out_size_, 0, chunk_len(p) * out_size_, stream_);
   }
+}
+
+// The output in non-temporal stores when the call's working set on the host (every host rank's
+// input, input slot and output, and the results) cannot stay in the last-level cache: the output
+// would be evicted before the caller reads it, and ordinary stores read every line first (at
+// 16 MiB per rank, W = 2: 2.35 -> 2.05 ms; at 4 MiB, where it fits, streaming was 10 % slower).
+bool AllReduceExchange::streams_output(int64_t count) const {
+  const StreamStores how = c_->runtime().config().stream_stores;
+  if (how != StreamStores::kAuto) return how == StreamStores::kOn;
+  const auto n = static_cast<std::size_t>(count);
+  const std::size_t working_set =
+      static_cast<std::size_t>(links_->host_size()) * n * (2 * in_size_ + out_size_) +
+      n * out_size_;
+  return working_set > kernels::last_level_cache_bytes();
 }
 
 // This rank's input into its slot, the chunk its next host peer sums first (ring order, so every
@@ -136,8 +153,12 @@ void AllReduceExchange::sum_payloads(char* output) {
 }
 
 void AllReduceExchange::copy_piece(const char* from, char* to, int64_t e0, int64_t e1) const {
-  std::memcpy(to + e0 * out_size_, from + e0 * out_size_,
-              static_cast<std::size_t>(e1 - e0) * out_size_);
+  if (stream_)
+    kernels::stream_copy(to + e0 * out_size_, from + e0 * out_size_,
+                         static_cast<std::size_t>(e1 - e0) * out_size_);
+  else
+    std::memcpy(to + e0 * out_size_, from + e0 * out_size_,
+                static_cast<std::size_t>(e1 - e0) * out_size_);
 }
 
 void AllReduceExchange::sum_chunk(const char* input, char* dst, char* copy,

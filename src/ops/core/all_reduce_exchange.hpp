@@ -75,6 +75,7 @@ class AllReduceExchange {
   // then copied to `copy` too (null: none).
   void sum_chunk(const char* input, char* dst, char* copy, const Producer& produce);
   void copy_piece(const char* from, char* to, int64_t e0, int64_t e1) const;
+  bool streams_output(int64_t count) const;
 
   const comm::Parts* c_ = nullptr;
   const Links* links_ = nullptr;
@@ -85,6 +86,7 @@ class AllReduceExchange {
   DType part_ = DType::kFloat32;
   std::size_t in_size_ = 0, out_size_ = 0, acc_size_ = 0, part_size_ = 0, one_shot_max_ = 0;
   int64_t max_count_ = 0, count_ = 0, chunk_ = 0, step_ = 0;
+  bool stream_ = false;  // this call's output in non-temporal stores (streams_output)
   shm::SlotArray inputs_, results_;
   shm::SignalArray input_ready_;   // [L] by chunk
   shm::SignalArray result_ready_;  // [1]

@@ -20,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/stream_copy.hpp"
 #include "ops/core/op_core.hpp"
 #include "shm/cma.hpp"
 #include "shm/layout.hpp"
@@ -128,8 +129,9 @@ class Inbox {
                 const std::atomic<bool>* stop = nullptr) const {
     for_rows(row, 0, rows, std::forward<F>(f), stop);
   }
-  // Copies bytes [from, to) to dst as they arrive.
-  void drain(char* dst, std::size_t from, std::size_t to) const {
+  // Copies bytes [from, to) to dst as they arrive; `stream`: with kernels::stream_copy (dst is
+  // not read again soon).
+  void drain(char* dst, std::size_t from, std::size_t to, bool stream = false) const {
     assert(to <= bytes_);  // wait() never reports more than bytes()
     if (pid_ != 0) {
       if (to > from) shm::cma_read(pid_, at_ + from, dst, to - from);
@@ -137,7 +139,10 @@ class Inbox {
     }
     for (std::size_t done = from; done < to;) {
       const std::size_t have = std::min(wait(done + 1), to);
-      std::memcpy(dst + (done - from), data_ + done, have - done);
+      if (stream)
+        kernels::stream_copy(dst + (done - from), data_ + done, have - done);
+      else
+        std::memcpy(dst + (done - from), data_ + done, have - done);
       done = have;
     }
   }

@@ -22,7 +22,7 @@ class GlooRecordSwap : public RecordSwap {
   GlooRecordSwap(std::shared_ptr<GlooNet> net, std::vector<int> members, int me, uint64_t serial,
                  std::string what);
 
-  std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
+  std::vector<int> swap(const Sends& sends, Deadline deadline, const BackoffPolicy& wait,
                         std::array<int64_t, 2> retraction) override;
   std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,
                                         const BackoffPolicy& wait,

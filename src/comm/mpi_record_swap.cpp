@@ -19,29 +19,31 @@ MpiRecordSwap::MpiRecordSwap(MPI_Comm base, std::string what)
   check_mpi(MPI_Comm_size(comm_.get(), &size_), "MPI_Comm_size");
 }
 
-std::vector<int> MpiRecordSwap::swap(std::size_t send_bytes, Deadline deadline,
+std::vector<int> MpiRecordSwap::swap(const Sends& sends, Deadline deadline,
                                      const BackoffPolicy& wait, std::array<int64_t, 2> retraction) {
   const MPI_Comm c = comm_.get();
   std::vector<int> peers;  // every other member, starting after this one
   for (int i = 1; i < size_; ++i) peers.push_back((rank_ + i) % size_);
   std::vector<MPI_Request> recvs(peers.size(), MPI_REQUEST_NULL);
-  std::vector<MPI_Request> sends(peers.size(), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> isends(peers.size(), MPI_REQUEST_NULL);
   try {
     for (std::size_t i = 0; i < peers.size(); ++i)
       check_mpi(MPI_Irecv(record(peers[i]), static_cast<int>(bytes_), MPI_BYTE, peers[i],
                           kMpiRecordTag, c, &recvs[i]),
                 "MPI_Irecv");
-    for (std::size_t i = 0; i < peers.size(); ++i)
-      check_mpi(MPI_Isend(record(rank_), static_cast<int>(send_bytes), MPI_BYTE, peers[i],
-                          kMpiRecordTag, c, &sends[i]),
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      const auto [data, bytes] = send_of(sends, peers[i]);
+      check_mpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peers[i], kMpiRecordTag, c,
+                          &isends[i]),
                 "MPI_Isend");
+    }
   } catch (...) {  // what was posted may still touch the records
     adopt_requests(recvs, c, records_, "a receive of " + what_);
-    adopt_requests(sends, c, records_, "a send of " + what_);
+    adopt_requests(isends, c, records_, "a send of " + what_);
     throw;
   }
   std::vector<int> late;
-  for (std::size_t i : wait_messages(recvs, sends, c, deadline, wait, records_, what_))
+  for (std::size_t i : wait_messages(recvs, isends, c, deadline, wait, records_, what_))
     late.push_back(peers[i]);
   if (late.empty()) return late;
   // The late members already have our record: tell them this member gave the swap up, so that

@@ -18,7 +18,7 @@ class MpiRecordSwap : public RecordSwap {
   // creates on it (a timed-out swap's orphans).
   MpiRecordSwap(MPI_Comm base, std::string what);
 
-  std::vector<int> swap(std::size_t send_bytes, Deadline deadline, const BackoffPolicy& wait,
+  std::vector<int> swap(const Sends& sends, Deadline deadline, const BackoffPolicy& wait,
                         std::array<int64_t, 2> retraction) override;
   std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() override;
   std::vector<std::string> gather_texts(const std::string& mine, Deadline deadline,

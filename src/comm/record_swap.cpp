@@ -1,8 +1,10 @@
 #include "comm/record_swap.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace fluxcpp::comm {
 
@@ -14,10 +16,15 @@ std::size_t round_to_line(std::size_t bytes) {
 }  // namespace
 
 RecordSwap::Records::Records(std::size_t record, int members)
-    : all_(record * static_cast<std::size_t>(members) + kRecordLine) {}
+    : all_(record * static_cast<std::size_t>(members) + kRecordLine),
+      outs_(record * static_cast<std::size_t>(members) + kRecordLine) {}
 
 char* RecordSwap::Records::all() {
   return reinterpret_cast<char*>(round_to_line(reinterpret_cast<std::uintptr_t>(all_.data())));
+}
+
+char* RecordSwap::Records::outs() {
+  return reinterpret_cast<char*>(round_to_line(reinterpret_cast<std::uintptr_t>(outs_.data())));
 }
 
 void RecordSwap::prepare(std::size_t bytes) {
@@ -31,6 +38,15 @@ void RecordSwap::prepare(std::size_t bytes) {
 
 char* RecordSwap::record(int member) const {
   return records_->all() + bytes_ * static_cast<std::size_t>(member);
+}
+
+char* RecordSwap::out_record(int member) const {
+  return records_->outs() + bytes_ * static_cast<std::size_t>(member);
+}
+
+std::pair<const char*, std::size_t> RecordSwap::send_of(const Sends& sends, int m) const {
+  if (sends.parted.empty()) return {record(rank_), std::min(sends.bytes, bytes_)};
+  return {out_record(m), std::min(sends.parted[static_cast<std::size_t>(m)], bytes_)};
 }
 
 void RecordSwap::put_text(const std::string& mine, char* slot) {

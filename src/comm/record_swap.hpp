@@ -42,12 +42,21 @@ class RecordSwap {
   void prepare(std::size_t bytes);
   char* record(int member) const;
   std::size_t record_bytes() const { return bytes_; }
+  // A record of this member's meant for `member` alone (Sends::parted), as large as a record.
+  char* out_record(int member) const;
 
-  // Sends this member's first `send_bytes` to every other member and receives up to a whole
-  // record from each (a shorter message fills its start). Returns the members whose record did
-  // not arrive by `deadline`; each of them is told (see above) that this member gave up.
-  virtual std::vector<int> swap(std::size_t send_bytes, Deadline deadline,
-                                const BackoffPolicy& wait, std::array<int64_t, 2> retraction) = 0;
+  // What a swap sends: this member's record's first `bytes` to every other member, or, when
+  // `parted` has size() entries, out_record(m)'s first parted[m] bytes to member m (each member
+  // its own part of this member's data: what is not theirs does not travel).
+  struct Sends {
+    std::size_t bytes = 0;
+    std::vector<std::size_t> parted;
+  };
+  // Sends this member's record(s) (see Sends) and receives up to a whole record from each other
+  // member (a shorter message fills its start). Returns the members whose record did not arrive
+  // by `deadline`; each of them is told (see above) that this member gave up.
+  virtual std::vector<int> swap(const Sends& sends, Deadline deadline, const BackoffPolicy& wait,
+                                std::array<int64_t, 2> retraction) = 0;
   // The retractions that reached this member since the last swap: (member, its two words). None
   // where a late member finds the channel closed instead (gloo).
   virtual std::vector<std::pair<int, std::array<int64_t, 2>>> retractions() { return {}; }
@@ -58,15 +67,19 @@ class RecordSwap {
                                                 const std::function<std::string()>& missing) = 0;
 
  protected:
-  // Every member's record, cache-line aligned, and room for the texts.
+  // Every member's record and this member's out records, cache-line aligned, and room for the
+  // texts.
   struct Records {
     Records(std::size_t record, int members);
     char* all();
+    char* outs();
     std::vector<char> text, texts;
 
    private:
-    std::vector<char> all_;
+    std::vector<char> all_, outs_;
   };
+  // The bytes a swap sends member m, and from where.
+  std::pair<const char*, std::size_t> send_of(const Sends& sends, int m) const;
   // A member's text in gather_texts travels in a slot of kText bytes: put_text writes `mine` into
   // one (at most kText - 1 bytes, zero-terminated); texts_of reads every member's from size()
   // slots in member order.

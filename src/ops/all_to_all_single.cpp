@@ -1,6 +1,7 @@
 #include "ops/all_to_all_single.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
@@ -98,6 +99,14 @@ void AllToAllSingleImpl::forward(const void* input, const int64_t* input_splits,
     d.payload = [input, in_bytes](char* slot) { std::memcpy(slot, input, in_bytes); };
     d.payload_len = in_bytes;
   }
+  // Across hosts each rank receives only its block of a payload. Set on every rank, with a
+  // payload or not, so that every rank reads the payloads as parts (Handshake::payload_parted).
+  d.payload_part = [this, input_splits](int g) {
+    int64_t before = 0;
+    for (int u = 0; u < g; ++u) before += input_splits[u];
+    return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(before) * row_,
+                                               static_cast<std::size_t>(input_splits[g]) * row_);
+  };
   core_->run(ops::Path::kFused, d, /*noop=*/false, [&](const ops::Call&) {
     run(static_cast<const char*>(input), zero_copy, static_cast<char*>(output));
   });
@@ -133,8 +142,10 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   auto bytes = [&](int s, int t) { return static_cast<std::size_t>(rows(s, t)) * row_; };
   if (rides_on_handshake()) {  // every rank's input came whole with its descriptor
     for (int s = 0; s < ctx_->topo().world_size(); ++s) {
-      const char* from = s == r ? input : hs.payload_of(s);
-      if (bytes(s, r) > 0) std::memcpy(output + out_off(r, s), from + in_off(s, r), bytes(s, r));
+      // Another host's payload is its block for us alone (payload_parted), else its whole input.
+      const char* from = s == r ? input + in_off(s, r)
+                                : hs.payload_of(s) + (hs.payload_parted() ? 0 : in_off(s, r));
+      if (bytes(s, r) > 0) std::memcpy(output + out_off(r, s), from, bytes(s, r));
     }
     return;
   }

@@ -1,6 +1,7 @@
 #include "ops/gemm_rs.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "error_util.hpp"
 #include "kernels/reduce.hpp"
@@ -162,8 +163,12 @@ void GemmRsImpl::latency_payload(const ops::GemmCall& a, ops::CallDescriptor& d)
     kernels::gemm_tile(weight_, a.input, opts_.k, a.m, 0, opts_.n, o);
     add_bias(a.m, a.bias, 0, -1, slot);
   };
-  // Across hosts only these bytes travel.
+  // Across hosts only these bytes travel, each rank's block to it alone.
   d.payload_len = static_cast<std::size_t>(a.m) * opts_.n * dtype_size(acc_);
+  const std::size_t block = d.payload_len / static_cast<std::size_t>(ctx_->topo().world_size());
+  d.payload_part = [block](int g) {
+    return std::pair<std::size_t, std::size_t>(block * static_cast<std::size_t>(g), block);
+  };
 }
 
 void GemmRsImpl::run(const Schedule& s, const ops::GemmCall& a) {

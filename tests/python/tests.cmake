@@ -54,8 +54,15 @@ else()
                      --hosts 2 --timeout 540 ${CMAKE_CURRENT_SOURCE_DIR}/python/batch.py
                    ${_py_hosts_files})
   endforeach()
+  # Three simulated hosts of one rank: a call's handshake payload travels in parts, a different
+  # part to each host (an all-to-all's blocks, a reduce-scatter's shares).
+  add_test(NAME python.ops.hosts3.np3
+           COMMAND ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/spawn.py -np 3
+                   --hosts 3 --timeout 540 ${CMAKE_CURRENT_SOURCE_DIR}/python/batch.py
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_a2a.py
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_dense.py)
   foreach(t python.ops.np2 python.ops.np3 python.ops.store.np2 python.ops.store.np3
-            python.ops.hosts2.np2 python.ops.hosts2.np4)
+            python.ops.hosts2.np2 python.ops.hosts2.np4 python.ops.hosts3.np3)
     string(REGEX REPLACE ".*np" "" np "${t}")
     set_tests_properties(${t} PROPERTIES TIMEOUT 600 PROCESSORS ${np} ENVIRONMENT "${_py_env}"
                          FIXTURES_REQUIRED fluxcpp_shm_clean)

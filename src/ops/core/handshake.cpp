@@ -181,13 +181,15 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   if (d.vector != nullptr) std::memcpy(m + kHead, d.vector, sizeof(int64_t) * vlen_);
   const auto deadline = c.runtime().deadline();
   const comm::BackoffPolicy wait = comm::peer_wait(c.runtime().wait_policy());
-  const std::size_t sent = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
+  comm::RecordSwap::Sends sends;
+  sends.bytes = rail_head_bytes() + (v.origin < 0 ? payload_len : 0);
+  if (parted_ && v.origin < 0 && payload_len > 0) part_payload(d, sends);
   // The late peers already have our record of this call (with the payload on the latency path):
   // the retraction tells them this rank gave the call up, so that a late one that arrives fails
   // too instead of completing with a peer whose op is broken (or, had it skipped a call,
   // pairing two different calls).
   const std::vector<int> late =
-      rail_->swap(sent, deadline, wait,
+      rail_->swap(sends, deadline, wait,
                   {static_cast<int64_t>(call), static_cast<int64_t>(c.topo().world_rank())});
   if (!late.empty()) {
     std::string who;
@@ -238,6 +240,38 @@ void Handshake::rail_step(uint64_t call, const CallDescriptor& d, std::size_t pa
   }
 }
 
+// Each other host's record of its own: our header (filled) and its part of our payload, in
+// the swap's out records.
+void Handshake::part_payload(const CallDescriptor& d, comm::RecordSwap::Sends& sends) const {
+  const Links& l = *links_;
+  const std::size_t head = rail_head_bytes();
+  const char* own = rail_record(l.host());
+  sends.parted.assign(static_cast<std::size_t>(l.hosts()), 0);
+  for (int n = 0; n < l.hosts(); ++n) {
+    if (n == l.host()) continue;
+    const auto [off, len] = d.payload_part(l.rail(n));  // checked by check_parts
+    char* out = rail_->out_record(n);
+    std::memcpy(out, own, head);
+    std::memcpy(out + head, own + head + off, len);
+    sends.parted[static_cast<std::size_t>(n)] = head + len;
+  }
+}
+
+// A part outside the payload (an op's bug) becomes this rank's verdict: the call fails on every
+// rank instead of sending what is not there.
+void Handshake::check_parts(const CallDescriptor& d, std::size_t payload_len, Verdict& v) const {
+  const Links& l = *links_;
+  for (int n = 0; n < l.hosts() && v.origin < 0; ++n) {
+    if (n == l.host()) continue;
+    const auto [off, len] = d.payload_part(l.rail(n));
+    if (off <= payload_len && len <= payload_len - off) continue;
+    v = {Errc::kInternal, ctx_->topo().world_rank(), false,
+         fmt::format("{}: the payload's part for rank {} [{}, +{}) is outside its {} bytes "
+                     "(rank {})",
+                     op_, l.rail(n), off, len, payload_len, ctx_->topo().world_rank())};
+  }
+}
+
 // Runs the descriptor's payload writer into `slot`; its failure becomes this rank's verdict.
 void Handshake::write_payload(const CallDescriptor& d, char* slot, Verdict& v) const {
   if (!d.payload || v.origin >= 0 || payload_bytes_ == 0) return;
@@ -255,6 +289,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
   const int me = links_->local();
   const int parity = static_cast<int>(call & 1);
   call_ = call;
+  parted_ = rail_payload_ && static_cast<bool>(d.payload_part);
   Verdict v;
   if (!d.error.empty()) v = {d.error_code, c.topo().world_rank(), false, d.error};
   if (!call_refusal().empty())  // the caller's words, not its placeholder arguments
@@ -268,6 +303,7 @@ void Handshake::exchange(uint64_t call, const CallDescriptor& d) {
     if (rail_payload_ && d.payload) {
       write_payload(d, rail_record(links_->host()) + rail_head_bytes(), v);
       payload_len = d.payload_len > 0 ? std::min(d.payload_len, payload_bytes_) : payload_bytes_;
+      if (parted_ && v.origin < 0) check_parts(d, payload_len, v);
     }
     rail_step(call, d, payload_len, v);
   } else if (vlen_ > 0) {

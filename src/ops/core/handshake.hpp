@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/parts.hpp"
@@ -47,6 +48,14 @@ struct CallDescriptor {
   // round (the latency path of small calls). Called only when this rank's arguments are valid.
   std::function<void(char* slot)> payload;
   std::size_t payload_len = 0;  // the bytes `payload` writes (0: the op's whole payload room)
+  // Across hosts of one rank each (the payload rides in the rail records): the part of the
+  // payload that world rank g reads, {offset, length} within the payload_len bytes. Set, each
+  // other host receives only its part (an all-to-all's block, a reduce-scatter's share), and
+  // payload_of(g) of a rank on another host is the part meant for this rank
+  // (Handshake::payload_parted()); unset, every host receives the whole payload. Every rank of a
+  // call must set it or none (it decides how every rank reads the others' payloads), whether or
+  // not it writes a payload itself; it is called only when this rank does.
+  std::function<std::pair<std::size_t, std::size_t>(int world_rank)> payload_part;
   // Run on every rank after a successful handshake, on data every rank shares (the agreed
   // vectors): returns "" or the kInvalidArgument message (the same on every rank, by
   // construction; it leaves the op usable).
@@ -85,6 +94,9 @@ class Handshake {
   // travel in the rail records; payload_of(g) reads any world rank's, on one host or across.
   const char* payload(int local) const;
   const char* payload_of(int world_rank) const;
+  // Whether the current call's payloads from other hosts are parts (CallDescriptor::payload_part):
+  // payload_of(g) of a rank g on another host then starts at the part meant for this rank.
+  bool payload_parted() const { return parted_; }
   std::size_t payload_bytes() const { return payload_bytes_; }
 
  private:
@@ -102,6 +114,8 @@ class Handshake {
   std::size_t rail_record_bytes() const;
   char* rail_record(int node) const;
   void write_payload(const CallDescriptor& d, char* slot, Verdict& v) const;
+  void check_parts(const CallDescriptor& d, std::size_t payload_len, Verdict& v) const;
+  void part_payload(const CallDescriptor& d, comm::RecordSwap::Sends& sends) const;
   void check_peer(uint64_t call, const CallFields& fields, const Info& p, int peer, Verdict& v);
 
   Handshake(const comm::Parts& c, std::shared_ptr<const Links> own, const char* op, uint64_t serial,
@@ -125,6 +139,7 @@ class Handshake {
   // The rail peers' records (one per host), kept across calls; null on one host.
   std::unique_ptr<comm::RecordSwap> rail_;
   bool rail_payload_ = false;  // payloads travel on the rail (one rank per host)
+  bool parted_ = false;        // the current call's payloads travel in parts
 };
 
 // "op: timed out after T s waiting for rank R (host H, local rank L) on WHAT: expected >= X,

@@ -214,8 +214,11 @@ void ReduceExchange::sum_payloads(const OpCore& core, DType acc, DType out_dtype
   if (!l.networked()) {
     for (int q : l.sum_order()) srcs.push_back(core.handshake().payload(q) + block * r);
   } else {  // one rank per host (the only payload across hosts): by host, as reduce() adds them
+    // Another host's payload is our block alone when it came in parts, else its whole partial.
+    const Handshake& hs = core.handshake();
     for (int n = 0; n < l.hosts(); ++n)
-      srcs.push_back(core.handshake().payload_of(l.rank_of(n, 0)) + block * r);
+      srcs.push_back(hs.payload_of(l.rank_of(n, 0)) +
+                     (hs.payload_parted() && n != l.host() ? 0 : block * r));
   }
   kernels::reduce_sum(acc, srcs.data(), static_cast<int>(srcs.size()), out_dtype, output, count);
 }

@@ -10,8 +10,9 @@ Sizes 4 B .. 64 MiB (per rank; an all-gather's input, a reduce-scatter's input),
 Each peer's first call is checked against the closed-form sum; a time is the median over
 --rounds of the slowest rank's mean call. One thread per rank. A peer that cannot run is in the
 table with its exact error. Large all-reduces are also given as a fraction of the copy bound:
-2 x the time of one memcpy of the same bytes on one core of this machine (an all-reduce moves at
-least ~2 passes of the data per rank).
+2 x the time of one memcpy of the same bytes while W processes, placed as the ranks, each copy
+theirs at once (an all-reduce moves at least ~2 passes of the data per rank, every rank at the
+same time).
 
     scripts/bench_peers.sh [-np 2,4] [--dtypes f32,bf16] [--max-bytes N] [--rounds 3]
         [--peers fluxcpp,fluxcpp_module,deepspeed_shm,oneccl,gloo] [--json FILE]
@@ -129,21 +130,40 @@ def run_oneccl(a, world, work):
     return rows
 
 
-def copy_bound(max_bytes, reps=5):
-    """{bytes: µs of one copy of those bytes, one thread} for 1 MiB and up."""
+def _copy_rank(rank, nbytes, reps, barrier, out):
     import torch
     torch.set_num_threads(1)
+    os.sched_setaffinity(0, {rank % os.cpu_count()})  # as the ranks: one core each, in turn
+    src, dst = torch.ones(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8)
+    dst.copy_(src)
+    ts = []
+    for _ in range(reps):
+        barrier.wait()
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        ts.append(time.perf_counter() - t0)
+    out.put((rank, ts))
+
+
+def copy_bound(max_bytes, world, reps=5):
+    """{bytes: µs of one copy of those bytes} for 1 MiB and up, W processes copying at once (one
+    per rank, placed as the ranks are), the slowest of each round, median over rounds: what the
+    machine's memory gives each of W ranks that all move their data at the same time."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
     out = {}
     for nbytes in (1 << 20, 4 << 20, 16 << 20, 64 << 20):
         if nbytes > max_bytes:
             continue
-        src, dst = torch.ones(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8)
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            ts.append(time.perf_counter() - t0)
-        out[nbytes] = statistics.median(ts) * 1e6
+        barrier, q = ctx.Barrier(world), ctx.Queue()
+        procs = [ctx.Process(target=_copy_rank, args=(r, nbytes, reps, barrier, q))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        got = [q.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join()
+        out[nbytes] = statistics.median(max(ts[i] for _, ts in got) for i in range(reps)) * 1e6
     return out
 
 
@@ -210,9 +230,9 @@ def main():
                          error=tail(failed, 4)))
     work = tempfile.mkdtemp(prefix="bench_peers_")
     try:
-        bounds = copy_bound(a.max_bytes)
-        rows += [dict(peer="copy", op="memcpy", bytes=b, us=t) for b, t in bounds.items()]
         for world in (int(w) for w in a.np.split(",")):
+            rows += [dict(peer="copy", op="memcpy", world=world, bytes=b, us=t)
+                     for b, t in copy_bound(a.max_bytes, world).items()]
             over = world > os.cpu_count()
             print(f"== W={world}" + (f": OVERSUBSCRIBED ({world} ranks on {os.cpu_count()} cores; "
                                      "every peer's waits compete for the cores)" if over else ""),

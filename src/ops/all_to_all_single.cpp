@@ -156,11 +156,13 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }},
              {&single_copy_, [&](int q) { return hs.word(q); }});
 
-  // 1. Publish every block: other hosts' first (the transport sends them as published), then the
-  // host peers' in ring order (none to stage when they read our input themselves).
+  // 1. Publish every block: other hosts' first, step by step as it is staged, so that the
+  // transport sends the first message while the rest is copied; then the host peers' in ring
+  // order (none to stage when they read our input themselves).
+  const std::size_t step = static_cast<std::size_t>(ctx_->runtime().config().chunk_bytes);
   for (int t : a2a_.targets()) {
     const ops::Outbox box = a2a_.to(t);
-    if (!zero_copy && box.bytes() > 0) std::memcpy(box.data(), input + in_off(r, t), box.bytes());
+    if (!zero_copy && box.bytes() > 0) box.write(input + in_off(r, t), box.bytes(), step);
     box.publish_all();
   }
   // 2. Our own rows.

@@ -38,7 +38,8 @@ const std::vector<EnvVar>& env_vars() {
        "chunk has landed; each chunk costs a rendezvous round trip"},
       {"FLUXCPP_COPY_ENGINE", "auto",
        "intra-host copies: shm (staged through shared memory), cma (single copy from the peer's "
-       "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted)"},
+       "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted and "
+       "when a probe at the op's create finds a single copy of 1 MiB cheaper than two memcpys)"},
       {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
       {"FLUXCPP_COPY_OFFLOAD", "auto",
        "on: the fused GEMM ops (ag_gemm, gemm_rs on one host, the all-to-all family) move or "

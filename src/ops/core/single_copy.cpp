@@ -1,7 +1,9 @@
 #include "ops/core/single_copy.hpp"
 
 #include "error_util.hpp"
+#include "log.hpp"
 #include "shm/cma.hpp"
+#include "shm/cma_speed.hpp"
 
 namespace fluxcpp::ops {
 
@@ -21,6 +23,15 @@ void SingleCopy::probe(OpCore& core) {
   const shm::CmaPeers peers = shm::cma_probe_team(c.host(), grant_);
   pids_ = peers.pids;
   ok_ = peers.ok;
+  // auto: a single copy only where it costs less than the two copies it replaces (measured on
+  // this host now; every rank gets the same ratio).
+  if (ok_ && !forced_) {
+    const double ratio = shm::cma_copy_ratio(c.host(), pids_);
+    faster_ = ratio < shm::kCmaMaxCopyRatio;
+    FLUXCPP_LOG_INFO("{}: a single copy of 1 MiB costs {:.2f} memcpys on host {}: auto copies {}",
+                     core.op(), ratio, links.host(),
+                     faster_ ? "by single copy (cma)" : "through the segments (shm)");
+  }
   comm::agree(c.control(), [&] {
     if (c.runtime().config().copy_engine == CopyEngine::kCma && !ok_)
       raise(Errc::kSystem,

@@ -25,10 +25,11 @@ class SingleCopy {
   void probe(OpCore& core);
   bool usable() const { return ok_; }
   // Whether a call whose largest host block is `largest_bytes` should read by single copy:
-  // usable, and FLUXCPP_COPY_ENGINE=cma or the block at least FLUXCPP_CMA_MIN_KB. Every rank of
-  // the host decides alike from the same sizes.
+  // usable, and FLUXCPP_COPY_ENGINE=cma, or (auto) the block at least FLUXCPP_CMA_MIN_KB and a
+  // single copy measured at probe time cheaper than two memcpys (shm/cma_speed.hpp). Every rank
+  // of the host decides alike from the same sizes and the same measurement.
   bool worth(std::size_t largest_bytes) const {
-    return ok_ && (forced_ || static_cast<long>(largest_bytes) >= min_bytes_);
+    return ok_ && (forced_ || (faster_ && static_cast<long>(largest_bytes) >= min_bytes_));
   }
   pid_t pid(int local) const { return pids_[local]; }
 
@@ -44,6 +45,7 @@ class SingleCopy {
   std::vector<pid_t> pids_;
   bool ok_ = false;
   bool forced_ = false;  // FLUXCPP_COPY_ENGINE=cma
+  bool faster_ = false;  // auto: the probe found a single copy cheaper than two memcpys
   long min_bytes_ = 0;   // FLUXCPP_CMA_MIN_KB
   shm::PtracerGrant grant_;  // held while single copies may be used
 };

@@ -8,6 +8,7 @@
 #include "comm/context_impl.hpp"
 #include "mpi_test.hpp"
 #include "shm/cma.hpp"
+#include "shm/cma_speed.hpp"
 
 namespace fluxcpp::test {
 namespace {
@@ -69,6 +70,25 @@ TEST_F(CmaProbeTest, RealProbeFindsEveryPeer) {
   if (!peers.ok) EXPECT_FALSE(grant.held());
   grant.reset();
   EXPECT_EQ(PtracerGrant::references(), 0);
+}
+
+// The single copy's speed next to memcpy (what auto decides by): a real ratio where the probe
+// found the peers readable, the same on every rank of the host; 0 alone on the host.
+TEST_F(CmaProbeTest, CopyRatioIsMeasuredAndAgreed) {
+  detail::ContextImpl ctx(MPI_COMM_WORLD, one_host());
+  PtracerGrant grant;
+  shm::CmaPeers peers = shm::cma_probe_team(ctx, grant);
+  if (!peers.ok) GTEST_SKIP() << "process_vm_readv is not permitted between the ranks here";
+  const double ratio = shm::cma_copy_ratio(ctx, peers.pids);
+  if (ctx.host_size() == 1) {
+    EXPECT_EQ(ratio, 0.0);
+    return;
+  }
+  EXPECT_GT(ratio, 0.0);
+  EXPECT_LT(ratio, 1e6) << "a read failed although the probe found every peer readable";
+  std::vector<double> all(static_cast<std::size_t>(ctx.world_size()));
+  MPI_Allgather(&ratio, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+  for (double r : all) EXPECT_EQ(r, ratio) << "every rank of the host decides from the same ratio";
 }
 
 TEST_F(CmaProbeTest, GrantsUnderRestrictedPolicyAndKeepsItWhenItHelps) {

@@ -47,9 +47,10 @@ const std::vector<EnvVar>& env_vars() {
        "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
        "threads"},
       {"FLUXCPP_STREAM_STORES", "auto",
-       "all_reduce's output written with non-temporal stores, around the cache (no read of each "
-       "line before it is written): on, off, or auto (when the host's ranks' inputs, outputs and "
-       "exchange buffers of the call exceed the last-level cache)"},
+       "the output of all_reduce, all_gather and all_to_all_single written with non-temporal "
+       "stores, around the cache (no read of each line before it is written): on, off, or auto "
+       "(when the host's ranks' inputs, outputs and exchange buffers of the call exceed the "
+       "last-level cache)"},
       {"FLUXCPP_LAUNCH_GUARD", "on",
        "on: a context over an MPI_COMM_WORLD of one rank fails when the launcher's environment "
        "(WORLD_SIZE, SLURM_STEP_NUM_TASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE) "

@@ -51,7 +51,7 @@ struct Config {
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
   bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
-  // A large collective writes its output with non-temporal stores (kernels/stream_copy.hpp).
+  // A large collective writes its output with non-temporal stores (ops/core/stream_output.hpp).
   StreamStores stream_stores = StreamStores::kAuto;
 };
 

@@ -4,10 +4,12 @@
 #include <cstring>
 
 #include "error_util.hpp"
+#include "kernels/stream_copy.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
+#include "ops/core/stream_output.hpp"
 #include "shm/cma.hpp"
 
 namespace fluxcpp {
@@ -95,11 +97,21 @@ void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard
   }
   const std::size_t chunk = static_cast<std::size_t>(c.runtime().config().chunk_bytes);
   const ops::Outbox own = gather_.own();
+  // The output around the cache when the host ranks' inputs, staged blocks and outputs (of W
+  // blocks each) exceed it.
+  const std::size_t W = static_cast<std::size_t>(c.topo().world_size());
+  const bool stream = ops::stream_output(c, (peers.size() + 1) * shard * (W + 2));
+  auto put = [stream](char* to, const char* from, std::size_t len) {
+    if (stream)
+      kernels::stream_copy(to, from, len);
+    else
+      std::memcpy(to, from, len);
+  };
   auto pull = [&](std::size_t off) {
     const std::size_t len = std::min(chunk, shard - off);
     for (const ops::Inbox& in : peers) {
       in.wait(off + len);
-      std::memcpy(output + shard * in.peer() + off, in.data() + off, len);
+      put(output + shard * in.peer() + off, in.data() + off, len);
     }
   };
   for (std::size_t off = 0; off < shard; off += chunk) {
@@ -108,7 +120,7 @@ void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard
       std::memcpy(own.data() + off, input + off, len);
       own.publish(off + len);
     }
-    if (input != own_out) std::memcpy(own_out + off, input + off, len);
+    if (input != own_out) put(own_out + off, input + off, len);
     if (off > 0) pull(off - chunk);
   }
   pull((shard - 1) / chunk * chunk);

@@ -1,5 +1,6 @@
 #include "ops/all_to_all_single.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "ops/core/create.hpp"
 #include "ops/core/op_base.hpp"
 #include "ops/core/options.hpp"
+#include "ops/core/stream_output.hpp"
 
 namespace fluxcpp {
 namespace detail {
@@ -169,8 +171,16 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   if (bytes(r, r) > 0) std::memcpy(output + out_off(r, r), input + in_off(r, r), bytes(r, r));
   // 3. Every peer's rows into place as they land: the host's first (peer r-i staged ours at its
   // step i), then other hosts' (received at their output offsets in our in slot).
-  a2a_.receive(
-      [&](const ops::Inbox& in) { in.drain(output + out_off(r, in.peer()), 0, in.bytes()); });
+  // The output around the cache when the host ranks' inputs, staged blocks and outputs exceed it.
+  const int W = ctx_->topo().world_size();
+  std::size_t out_bytes = 0;
+  for (int s = 0; s < W; ++s) out_bytes += bytes(s, r);
+  const std::size_t per_rank = std::max(out_bytes, in_off(r, W));
+  const bool stream =
+      ops::stream_output(*ctx_, static_cast<std::size_t>(links_.host_size()) * 3 * per_rank);
+  a2a_.receive([&](const ops::Inbox& in) {
+    in.drain(output + out_off(r, in.peer()), 0, in.bytes(), stream);
+  });
 }
 
 }  // namespace detail

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/config.hpp"
 #include "kernels/reduce.hpp"
 #include "kernels/stream_copy.hpp"
+#include "ops/core/stream_output.hpp"
 
 namespace fluxcpp::ops {
 
@@ -114,13 +114,10 @@ void AllReduceExchange::run(OpCore& core, const char* input, bool staged, int64_
 // would be evicted before the caller reads it, and ordinary stores read every line first (at
 // 16 MiB per rank, W = 2: 2.35 -> 2.05 ms; at 4 MiB, where it fits, streaming was 10 % slower).
 bool AllReduceExchange::streams_output(int64_t count) const {
-  const StreamStores how = c_->runtime().config().stream_stores;
-  if (how != StreamStores::kAuto) return how == StreamStores::kOn;
   const auto n = static_cast<std::size_t>(count);
-  const std::size_t working_set =
-      static_cast<std::size_t>(links_->host_size()) * n * (2 * in_size_ + out_size_) +
-      n * out_size_;
-  return working_set > kernels::last_level_cache_bytes();
+  return stream_output(*c_, static_cast<std::size_t>(links_->host_size()) * n *
+                                    (2 * in_size_ + out_size_) +
+                                n * out_size_);
 }
 
 // This rank's input into its slot, the chunk its next host peer sums first (ring order, so every

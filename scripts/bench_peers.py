@@ -133,12 +133,13 @@ def run_oneccl(a, world, work):
 def _copy_rank(rank, nbytes, reps, barrier, out):
     import torch
     torch.set_num_threads(1)
-    os.sched_setaffinity(0, {rank % os.cpu_count()})  # as the ranks: one core each, in turn
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[rank % len(cpus)]})  # as the ranks: one core each, in turn
     src, dst = torch.ones(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8)
     dst.copy_(src)
     ts = []
     for _ in range(reps):
-        barrier.wait()
+        barrier.wait(timeout=120)
         t0 = time.perf_counter()
         dst.copy_(src)
         ts.append(time.perf_counter() - t0)
@@ -156,13 +157,21 @@ def copy_bound(max_bytes, world, reps=5):
         if nbytes > max_bytes:
             continue
         barrier, q = ctx.Barrier(world), ctx.Queue()
-        procs = [ctx.Process(target=_copy_rank, args=(r, nbytes, reps, barrier, q))
+        procs = [ctx.Process(target=_copy_rank, args=(r, nbytes, reps, barrier, q), daemon=True)
                  for r in range(world)]
         for p in procs:
             p.start()
-        got = [q.get(timeout=300) for _ in procs]
-        for p in procs:
-            p.join()
+        try:
+            got = [q.get(timeout=300) for _ in procs]
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.kill()
+        bad = [p.exitcode for p in procs if p.exitcode != 0]
+        if bad:
+            raise RuntimeError(f"copy bound at {nbytes} B, W={world}: a copying process exited "
+                               f"with {bad[0]}")
         out[nbytes] = statistics.median(max(ts[i] for _, ts in got) for i in range(reps)) * 1e6
     return out
 

@@ -41,14 +41,19 @@ const std::vector<EnvVar>& env_vars() {
        "memory, process_vm_readv), or auto (cma from FLUXCPP_CMA_MIN_KB up, when permitted and "
        "when a probe at the op's create finds a single copy of 1 MiB cheaper than two memcpys)"},
       {"FLUXCPP_CMA_MIN_KB", "16", "smallest per-rank block, in KiB, that auto sends through cma"},
+      {"FLUXCPP_CMA_MAX_RATIO", "2",
+       "auto takes cma only when one process_vm_readv of 1 MiB, measured at the op's create, "
+       "costs fewer than this many memcpys of 1 MiB (a single copy replaces two); 0: never, "
+       "1e9: whenever permitted"},
       {"FLUXCPP_COPY_OFFLOAD", "auto",
        "on: the fused GEMM ops (ag_gemm, gemm_rs on one host, the all-to-all family) move or "
        "reduce data on a comm thread while the calling thread computes; "
        "off: the calling thread does both; auto: on when the rank has a CPU beyond its compute "
        "threads"},
       {"FLUXCPP_STREAM_STORES", "auto",
-       "the output of all_reduce, all_gather and all_to_all_single written with non-temporal "
-       "stores, around the cache (no read of each line before it is written): on, off, or auto "
+       "the output of all_reduce (and gemm_ar's all-reduce), all_gather and all_to_all_single "
+       "written with non-temporal stores, around the cache (no read of each line before it is "
+       "written): on, off, or auto "
        "(when the host's ranks' inputs, outputs and exchange buffers of the call exceed the "
        "last-level cache)"},
       {"FLUXCPP_LAUNCH_GUARD", "on",
@@ -146,6 +151,7 @@ Config resolve_config(const ContextOptions& o, int cpus_per_rank, bool oversubsc
       static_cast<CopyEngine>(env_choice("FLUXCPP_COPY_ENGINE", kCopyEngineNames,
                                          static_cast<int>(std::size(kCopyEngineNames))));
   c.cma_min_bytes = parse_long("FLUXCPP_CMA_MIN_KB", 0, 1L << 30) * 1024;
+  c.cma_max_ratio = parse_double("FLUXCPP_CMA_MAX_RATIO", 0, 1e12);
   const int off = env_choice("FLUXCPP_COPY_OFFLOAD", {"auto", "on", "off"});
   c.copy_offload = off == 0 ? cpus_per_rank > c.compute_threads : off == 1;
   c.stream_stores =

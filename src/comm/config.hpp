@@ -50,6 +50,7 @@ struct Config {
   long net_chunk_bytes = 2L << 20;  // largest MPI message between hosts (comm/transport.hpp)
   CopyEngine copy_engine = CopyEngine::kAuto;
   long cma_min_bytes = 16 * 1024;
+  double cma_max_ratio = 2.0;  // auto: cma when a single copy costs fewer memcpys (cma_speed.hpp)
   bool copy_offload = false;  // fused ops copy on a comm thread (ops/offload.hpp)
   // A large collective writes its output with non-temporal stores (ops/core/stream_output.hpp).
   StreamStores stream_stores = StreamStores::kAuto;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -51,7 +52,11 @@ double cma_copy_ratio(HostTeam& team, const std::vector<pid_t>& pids) {
   // Every rank sums the same records (and src stays readable until every rank has read it).
   std::vector<std::string> all = team.allgather(fmt::format("{:.6e}", mine));
   double sum = 0;
-  for (const std::string& s : all) sum += std::strtod(s.c_str(), nullptr);
+  for (const std::string& s : all) {
+    const double r = std::strtod(s.c_str(), nullptr);
+    if (r >= kFailed) return std::numeric_limits<double>::infinity();
+    sum += r;
+  }
   return sum / n;
 }
 

@@ -17,10 +17,9 @@ class HostTeam;
 // cma_probe_team found them). Each rank reads 1 MiB of its next host peer's memory with
 // process_vm_readv and copies 1 MiB locally with memcpy, the best of 3 each, all ranks at once;
 // returns the mean over the host's ranks of (single copy time / memcpy time), the same value on
-// every rank (a failed read counts as a large ratio). A team of one returns 0.
+// every rank: infinity when a read failed on any rank. A team of one returns 0. (The memcpy runs
+// from the cache after its first round, so the ratio leans towards the staged engine; the
+// threshold, FLUXCPP_CMA_MAX_RATIO, is what decides.)
 double cma_copy_ratio(HostTeam& team, const std::vector<pid_t>& pids);
-
-// The ratio up to which auto prefers a single copy: a single copy replaces two copies.
-inline constexpr double kCmaMaxCopyRatio = 2.0;
 
 }  // namespace fluxcpp::shm

@@ -247,7 +247,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AllToAllSingleTest, ::testing::ValuesIn(shapes(
 
 class AllToAllSingleLarge : public MpiTest, public ::testing::WithParamInterface<DType> {};
 
-// Blocks of 256 KiB and more (the single-copy engine under FLUXCPP_COPY_ENGINE=auto) alternate
+// Blocks of 256 KiB and more (the single-copy engine under FLUXCPP_COPY_ENGINE=auto where the
+// create's probe finds it fast, or with FLUXCPP_CMA_MAX_RATIO=1e9: the .cma_auto run) alternate
 // with small ones (staged through shared memory) on one op, splits changing every call.
 TEST_P(AllToAllSingleLarge, LargeAndSmallBlocksAlternate) {
   const DType dt = GetParam();

@@ -53,8 +53,9 @@ struct CallDescriptor {
   // other host receives only its part (an all-to-all's block, a reduce-scatter's share), and
   // payload_of(g) of a rank on another host is the part meant for this rank
   // (Handshake::payload_parted()); unset, every host receives the whole payload. Every rank of a
-  // call must set it or none (it decides how every rank reads the others' payloads), whether or
-  // not it writes a payload itself; it is called only when this rank does.
+  // call that succeeds must set it or none (it decides how every rank reads the others'
+  // payloads), whether or not it writes a payload itself; it is called only when this rank does.
+  // (A rank whose arguments fail may leave it unset: the call then fails on every rank.)
   std::function<std::pair<std::size_t, std::size_t>(int world_rank)> payload_part;
   // Run on every rank after a successful handshake, on data every rank shares (the agreed
   // vectors): returns "" or the kInvalidArgument message (the same on every rank, by

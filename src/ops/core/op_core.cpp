@@ -1,5 +1,7 @@
 #include "ops/core/op_core.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <iterator>
 
@@ -69,7 +71,10 @@ OpCore::OpCore(const comm::Parts& c, const Links& links, const Spec& spec, shm::
   comm::agree_choice(comm, op, "FLUXCPP_COPY_ENGINE",
                      static_cast<int>(c.runtime().config().copy_engine), kCopyEngineNames,
                      static_cast<int>(std::size(kCopyEngineNames)));
-  comm::agree_value(comm, op, "FLUXCPP_CMA_MIN_KB", c.runtime().config().cma_min_bytes / 1024);
+  const char* cma_names[] = {"FLUXCPP_CMA_MIN_KB", "FLUXCPP_CMA_MAX_RATIO (x1000)"};
+  const long long cma_values[] = {c.runtime().config().cma_min_bytes / 1024,
+                                  std::llround(c.runtime().config().cma_max_ratio * 1000)};
+  comm.agree_values(op, cma_names, cma_values, 2);
   comm::agree(comm, [&] {
     if (links.networked() && !links.uniform())
       raise(Errc::kInvalidUsage,

@@ -1,5 +1,7 @@
 #include "ops/core/single_copy.hpp"
 
+#include <cmath>
+
 #include "error_util.hpp"
 #include "log.hpp"
 #include "shm/cma.hpp"
@@ -24,13 +26,21 @@ void SingleCopy::probe(OpCore& core) {
   pids_ = peers.pids;
   ok_ = peers.ok;
   // auto: a single copy only where it costs less than the two copies it replaces (measured on
-  // this host now; every rank gets the same ratio).
+  // this host now; every rank of the host gets the same ratio, and FLUXCPP_CMA_MAX_RATIO is agreed
+  // at create, so they all decide alike). Not using it, the op gives the ptracer grant back.
   if (ok_ && !forced_) {
     const double ratio = shm::cma_copy_ratio(c.host(), pids_);
-    faster_ = ratio < shm::kCmaMaxCopyRatio;
-    FLUXCPP_LOG_INFO("{}: a single copy of 1 MiB costs {:.2f} memcpys on host {}: auto copies {}",
-                     core.op(), ratio, links.host(),
-                     faster_ ? "by single copy (cma)" : "through the segments (shm)");
+    faster_ = ratio < c.runtime().config().cma_max_ratio;
+    if (std::isinf(ratio))
+      FLUXCPP_LOG_WARN("{}: a single copy failed while its speed was measured on host {}: auto "
+                       "copies through the segments (shm)",
+                       core.op(), links.host());
+    else
+      FLUXCPP_LOG_INFO("{}: a single copy of 1 MiB costs {:.2f} memcpys on host {} (cma below "
+                       "FLUXCPP_CMA_MAX_RATIO={}): auto copies {}",
+                       core.op(), ratio, links.host(), c.runtime().config().cma_max_ratio,
+                       faster_ ? "by single copy (cma)" : "through the segments (shm)");
+    if (!faster_) grant_.reset();
   }
   comm::agree(c.control(), [&] {
     if (c.runtime().config().copy_engine == CopyEngine::kCma && !ok_)

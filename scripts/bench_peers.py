@@ -8,7 +8,8 @@ through each, on local ranks of this host, W = 2 and 4:
   gloo            torch 2.x's gloo backend.
 Sizes 4 B .. 64 MiB (per rank; an all-gather's input, a reduce-scatter's input), f32 and bf16.
 Each peer's first call is checked against the closed-form sum; a time is the median over
---rounds of the slowest rank's mean call. One thread per rank. A peer that cannot run is in the
+--rounds of the slowest rank's mean call in a batch of at least 4 ms (sized per peer by timed
+warm-up batches; the same count on every rank). One thread per rank. A peer that cannot run is in the
 table with its exact error. Large all-reduces are also given as a fraction of the copy bound:
 2 x the time of one memcpy of the same bytes while W processes, placed as the ranks, each copy
 theirs at once (an all-reduce moves at least ~2 passes of the data per rank, every rank at the

@@ -132,7 +132,22 @@ int main(int argc, char** argv) {
           }
           wrong += out.get(i) != want;
         }
-        const long reps = std::max(3L, std::min(200L, long(2e8 / double(nbytes) / 50)));
+        // Batches of at least 4 ms, sized as torch_peers.py sizes every other peer's: after
+        // 3 untimed calls, batches of 3, 12, 48 ... calls until one lasts 1 ms on the slowest rank.
+        for (int i = 0; i < 3; ++i) call();
+        long reps = 3;
+        for (long k = 3;; k *= 4) {
+          const auto w0 = std::chrono::steady_clock::now();
+          for (long i = 0; i < k; ++i) call();
+          const double tw =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+          double twmax = 0.0;
+          ccl::allreduce(&tw, &twmax, 1, ccl::datatype::float64, ccl::reduction::max, comm).wait();
+          if (twmax >= 1e-3 || k >= 3000) {
+            reps = std::max(3L, std::min(5000L, long(4e-3 * double(k) / twmax) + 1));
+            break;
+          }
+        }
         for (long i = 0; i < reps; ++i) call();  // untimed warm-up, as the Python peers
         std::vector<double> times;
         for (int r = 0; r < rounds; ++r) {

@@ -32,8 +32,29 @@ def sizes(max_bytes):
                         16 << 20, 64 << 20) if s <= max_bytes]
 
 
-def reps_for(nbytes):
-    return max(3, min(200, int(2e8 // max(nbytes, 1) // 50)))
+# A timed batch lasts at least this long, so that the barrier before it (a gloo barrier leaves
+# the ranks up to ~100 µs apart) and the first call's cold caches are a small part of it: 3 calls
+# of 1 MiB after a barrier measured the skew (fluxcpp's all_gather 221 µs a call against 59 in
+# batches of 50). Every peer gets the same rule; oneccl_bench.cpp keeps it too.
+BATCH_S = 4e-3
+
+
+def batch_size(fn, group):
+    """Calls in a batch of BATCH_S, the same on every rank: after 3 untimed calls (a fresh op's
+    first calls fault its pages in), batches of 3, 12, 48 ... calls are timed until one lasts
+    1 ms on the slowest rank."""
+    for _ in range(3):
+        fn()
+    k = 3
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn()
+        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+        if float(t) >= 1e-3 or k >= 3000:
+            return max(3, min(5000, int(BATCH_S * k / float(t)) + 1))
+        k *= 4
 
 
 def pattern(rank, n, dtype):
@@ -128,8 +149,7 @@ def run_row(P, a, op, dname, dtype, nbytes, emit):
     esize = torch.tensor([], dtype=dtype).element_size()
     n = max(1, nbytes // esize)
     per = max(1, n // W)
-    reps = reps_for(nbytes)
-    calls, wrong, errors, modules = {}, {}, {}, []
+    calls, wrong, errors, modules, reps = {}, {}, {}, [], {}
     for peer in P.peers:
         try:
             c = P.call(peer, op, dtype, n, per)
@@ -140,7 +160,8 @@ def run_row(P, a, op, dname, dtype, nbytes, emit):
             fn()
             ref = reference(op, P.rank, W, n, per, dtype)
             wrong[peer] = int((out.view(-1) != ref).sum())
-            for _ in range(reps):  # untimed warm-up, the same count on every rank
+            reps[peer] = batch_size(fn, P.gloo)
+            for _ in range(reps[peer]):  # untimed warm-up, the same count on every rank
                 fn()
             calls[peer] = fn
         except Exception as e:
@@ -151,9 +172,9 @@ def run_row(P, a, op, dname, dtype, nbytes, emit):
         for p in (names if r % 2 == 0 else names[::-1]):  # interleaved, the order alternating
             dist.barrier(group=P.gloo)
             t0 = time.perf_counter()
-            for _ in range(reps):
+            for _ in range(reps[p]):
                 calls[p]()
-            times[p].append((time.perf_counter() - t0) / reps)
+            times[p].append((time.perf_counter() - t0) / reps[p])
     if names:  # the slowest rank's time of each round; wrong elements summed over ranks
         t = torch.tensor([times[p] for p in names], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=P.gloo)
@@ -164,7 +185,7 @@ def run_row(P, a, op, dname, dtype, nbytes, emit):
     for m in modules:
         m.close()
     for peer in names + list(errors):
-        row = dict(peer=peer, op=op, dtype=dname, bytes=nbytes, world=W, reps=reps)
+        row = dict(peer=peer, op=op, dtype=dname, bytes=nbytes, world=W, reps=reps.get(peer))
         if peer in errors:
             row.update(us=None, ok=False, error=errors[peer])
         else:

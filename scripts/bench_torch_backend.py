@@ -28,6 +28,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_batch import batch_size  # noqa: E402
+
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 
 
@@ -59,10 +62,8 @@ def make_call(op, backend, group, dtype, nbytes, world, rank):
     raise ValueError(op)
 
 
-def time_call(fn, nbytes, group, warm=0):
-    reps = max(3, min(200, int(2e8 // max(nbytes, 1) // 50)))
-    for _ in range(warm * reps):  # untimed first (the same count on every rank)
-        fn()
+def time_call(fn, reps, group):
+    """Seconds per call of a batch of `reps` (bench_batch.batch_size: the same on every rank)."""
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -91,12 +92,14 @@ def rank_main(rank, world, store, a, results):
         for op in OPS:
             for nbytes in sizes(a.max_bytes):
                 times = {"fluxcpp": [], "gloo": []}
-                calls = {}
+                calls, reps = {}, {}
                 for b, g in groups.items():
                     try:
                         calls[b] = make_call(op, b, g, dtype, nbytes, world, rank)
                         calls[b]()  # creates or grows the op's buffers
-                        time_call(calls[b], nbytes, g, warm=2)
+                        reps[b] = batch_size(calls[b], g)
+                        for _ in range(reps[b]):  # untimed warm-up
+                            calls[b]()
                     except RuntimeError as e:
                         calls[b] = None
                         if rank == 0:
@@ -105,7 +108,7 @@ def rank_main(rank, world, store, a, results):
                     order = list(groups) if r % 2 == 0 else list(groups)[::-1]
                     for b in order:
                         if calls[b] is not None:
-                            times[b].append(time_call(calls[b], nbytes, groups[b]))
+                            times[b].append(time_call(calls[b], reps[b], groups[b]))
                 if rank == 0:
                     med = {b: statistics.median(v) * 1e6 if v else None for b, v in times.items()}
                     ratio = med["gloo"] / med["fluxcpp"] if med["gloo"] and med["fluxcpp"] else None
@@ -123,8 +126,8 @@ def rank_main(rank, world, store, a, results):
     x = torch.ones(1)
     d, f = [], []
     for _ in range(a.rounds * 3):
-        d.append(time_call(lambda: dist.all_reduce(x), 4, None))
-        f.append(time_call(lambda: op.forward(x, out=x), 4, None))
+        d.append(time_call(lambda: dist.all_reduce(x), 200, None))
+        f.append(time_call(lambda: op.forward(x, out=x), 200, None))
     op.close()
     ctx.close()
     if rank == 0:

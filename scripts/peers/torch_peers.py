@@ -23,6 +23,9 @@ import time
 import torch
 import torch.distributed as dist
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_batch import batch_size  # noqa: E402
+
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 TORCH_PEERS = ("fluxcpp", "fluxcpp_module", "deepspeed_shm", "gloo")
 
@@ -30,31 +33,6 @@ TORCH_PEERS = ("fluxcpp", "fluxcpp_module", "deepspeed_shm", "gloo")
 def sizes(max_bytes):
     return [s for s in (4, 64, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
                         16 << 20, 64 << 20) if s <= max_bytes]
-
-
-# A timed batch lasts at least this long, so that the barrier before it (a gloo barrier leaves
-# the ranks up to ~100 µs apart) and the first call's cold caches are a small part of it: 3 calls
-# of 1 MiB after a barrier measured the skew (fluxcpp's all_gather 221 µs a call against 59 in
-# batches of 50). Every peer gets the same rule; oneccl_bench.cpp keeps it too.
-BATCH_S = 4e-3
-
-
-def batch_size(fn, group):
-    """Calls in a batch of BATCH_S, the same on every rank: after 3 untimed calls (a fresh op's
-    first calls fault its pages in), batches of 3, 12, 48 ... calls are timed until one lasts
-    1 ms on the slowest rank."""
-    for _ in range(3):
-        fn()
-    k = 3
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(k):
-            fn()
-        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-        if float(t) >= 1e-3 or k >= 3000:
-            return max(3, min(5000, int(BATCH_S * k / float(t)) + 1))
-        k *= 4
 
 
 def pattern(rank, n, dtype):

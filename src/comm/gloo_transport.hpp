@@ -39,6 +39,8 @@ class GlooTransport : public Transport {
   bool idle() const override;
   // Nothing to drive: a waiter sleeps on its signal (and looks at failed() every few ms).
   bool busy() const override { return false; }
+  // abandon() in flight fails the channel, which closes every pair (GlooNet::fail).
+  bool takes_user_memory() const override { return true; }
   void complete(Deadline deadline) override;
   void raise_if_failed() const override;
   bool failed() const override;

@@ -66,6 +66,11 @@ class Transport {
   virtual bool idle() const = 0;
   // For comm::wait_driving: transfers in flight that move only while this rank drives them.
   virtual bool busy() const { return !idle(); }
+  // True when a transfer may point into the caller's own memory (a user's input or output):
+  // once abandon() returns, nothing of a batch touches its buffers again, whatever the peers do
+  // later. The TCP channel closes its pairs on an abandon in flight; MPI cannot take back a
+  // posted send, so its transfers stay in the op's segments, which a poisoned op keeps mapped.
+  virtual bool takes_user_memory() const { return false; }
   // Drives progress until the batch is complete. On a deadline the transport fails with kTimeout
   // naming the peer and the bytes still missing; raises the transport's error if it failed.
   virtual void complete(Deadline deadline) = 0;

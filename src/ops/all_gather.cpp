@@ -72,8 +72,16 @@ void AllGatherImpl::run(const char* input, bool zero_copy, std::size_t shard, ch
     }
     return;
   }
-  gather_.begin(*core_, shard);
-  // Other hosts receive our block from our segment: staged there first, unless it is there.
+  // Across hosts of one rank each, our block leaves from the input and the others' land in the
+  // output (GatherExchange::Direct), unless the input overlaps another rank's block there.
+  const std::size_t W = static_cast<std::size_t>(ctx_->topo().world_size());
+  const char* own_out = output + shard * static_cast<std::size_t>(ctx_->topo().world_rank());
+  if (input == own_out || !ops::overlaps(input, shard, output, shard * W))
+    gather_.begin(*core_, shard, ops::GatherExchange::Direct{input, output});
+  else
+    gather_.begin(*core_, shard);
+  // Other hosts receive our block from our segment: staged there first, unless it is there (or
+  // it leaves from the input).
   const bool staged = zero_copy || gather_.stage_for_hosts(input, shard);
   if (zero_copy) gather_.own().publish_all();
   if (schedule_ == Schedule::kSingleCopy)

@@ -7,6 +7,7 @@
 #include "error_util.hpp"
 #include "ops/core/create.hpp"
 #include "ops/core/op_base.hpp"
+#include "ops/core/op_checks.hpp"
 #include "ops/core/options.hpp"
 #include "ops/core/stream_output.hpp"
 
@@ -155,8 +156,16 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   // Host peers may read our blocks straight from our input (single copy: the exchange decides
   // from the block sizes and the copy engine), or, when it is the zero-copy buffer, from our
   // segment: the handshake word says which (0: the segment).
+  // Other hosts' blocks leave from our input and land in our output, unstaged, when the two do
+  // not overlap (the in slot's offsets are the output's).
+  const int W = ctx_->topo().world_size();
+  std::size_t out_bytes = 0;
+  for (int s = 0; s < W; ++s) out_bytes += bytes(s, r);
+  const std::size_t in_bytes = in_off(r, W);
+  const bool direct = !ops::overlaps(input, in_bytes, output, out_bytes);
   a2a_.begin(*core_, {bytes, in_off, [&](int s) { return out_off(r, s); }},
-             {&single_copy_, [&](int q) { return hs.word(q); }});
+             {&single_copy_, [&](int q) { return hs.word(q); }},
+             direct ? ops::A2aExchange::Direct{input, output} : ops::A2aExchange::Direct{});
 
   // 1. Publish every block: other hosts' first, step by step as it is staged, so that the
   // transport sends the first message while the rest is copied; then the host peers' in ring
@@ -172,10 +181,7 @@ void AllToAllSingleImpl::run(const char* input, bool zero_copy, char* output) {
   // 3. Every peer's rows into place as they land: the host's first (peer r-i staged ours at its
   // step i), then other hosts' (received at their output offsets in our in slot).
   // The output around the cache when the host ranks' inputs, staged blocks and outputs exceed it.
-  const int W = ctx_->topo().world_size();
-  std::size_t out_bytes = 0;
-  for (int s = 0; s < W; ++s) out_bytes += bytes(s, r);
-  const std::size_t per_rank = std::max(out_bytes, in_off(r, W));
+  const std::size_t per_rank = std::max(out_bytes, in_bytes);
   const bool stream =
       ops::stream_output(*ctx_, static_cast<std::size_t>(links_.host_size()) * 3 * per_rank);
   a2a_.receive([&](const ops::Inbox& in) {

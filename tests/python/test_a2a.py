@@ -1,5 +1,7 @@
 """AllToAllSingle, A2aGemm, GemmA2aTranspose and A2aTransposeGemm against gloo all_to_all /
 all_gather plus torch.mm."""
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -48,6 +50,34 @@ with context() as ctx:
             buf = op.input_buffer()
             buf[:x.shape[0]].copy_(x)
             equal(op(buf[:x.shape[0]], ins, outs), ref, f"all_to_all_single zero-copy {dtype}")
+
+    # Blocks past the handshake's payload (256 KiB): across hosts they cross the network
+    # unstaged, from the input and into the output (A2aExchange::Direct on the TCP channel), or
+    # from the zero-copy buffer; then, on hosts of one rank, an all-to-all in place (input and
+    # output overlap: staged), and the direct path again after it.
+    n = 1000
+    big = (256 << 10) // (4 * n) + 7  # f32 rows: more than 256 KiB a block
+    hosts = [None] * W
+    dist.all_gather_object(hosts, os.environ.get("FLUXCPP_HOST_ID", ""))
+    with fluxcpp.AllToAllSingle(ctx, big * W, n, torch.float32) as op:
+        for call in range(4):
+            def rows(src, dst):
+                return big - (call + 2 * src + dst) % 3
+            ins = [rows(RANK, t) for t in range(W)]
+            outs = [rows(s, RANK) for s in range(W)]
+            x = rand((sum(ins), n), torch.float32, 100 * call + RANK)
+            ref = gloo_a2a(x, ins, outs)
+            if call == 1:
+                buf = op.input_buffer()
+                buf[:x.shape[0]].copy_(x)
+                x = buf[:x.shape[0]]
+            equal(op(x, ins, outs), ref, f"all_to_all_single of large blocks, call {call}")
+            if call == 2 and W == 2 and len(set(hosts)) == W:
+                eq = [big, big]
+                y = rand((2 * big, n), torch.float32, 7 + RANK)
+                ref = gloo_a2a(y, eq, eq)
+                check(op(y, eq, eq, out=y) is y, "all_to_all_single in place returns out")
+                equal(y, ref, "all_to_all_single of large blocks in place")
 
     # A2aGemm: equal splits then mm.
     for din, dout in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32),

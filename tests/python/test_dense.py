@@ -58,6 +58,34 @@ with context() as ctx:
             buf[:5].copy_(x)
             equal(op(buf[:5]), gloo_all_gather(x), f"all_gather zero-copy {dtype}")
 
+    # Blocks past the handshake's payload (256 KiB): across hosts of one rank each they leave
+    # from the input and land in the output (GatherExchange::Direct on the TCP channel); also
+    # from the zero-copy buffer, in place (the input is this rank's block of the output), and
+    # from an input overlapping another rank's block (staged); each call against gloo's.
+    k = 1000
+    rows = (256 << 10) // (4 * k) + 9
+    with fluxcpp.AllGather(ctx, rows * W, k, torch.float32) as op:
+        for call in range(5):
+            x = rand((rows, k), torch.float32, 300 + 10 * call + RANK)
+            ref = gloo_all_gather(x)
+            what = f"all_gather of large blocks, call {call}"
+            if call == 1:
+                buf = op.input_buffer()
+                buf[:rows].copy_(x)
+                equal(op(buf[:rows]), ref, what + " (zero-copy)")
+            elif call == 2:
+                out = torch.empty((rows * W, k))
+                out[rows * RANK:rows * (RANK + 1)].copy_(x)
+                equal(op(out[rows * RANK:rows * (RANK + 1)], out=out), ref, what + " (in place)")
+            elif call == 3 and W > 1:
+                out = torch.empty((rows * W, k))
+                other = (RANK + 1) % W  # the input sits in another rank's block of the output
+                out[rows * other:rows * (other + 1)].copy_(x)
+                equal(op(out[rows * other:rows * (other + 1)], out=out), ref,
+                      what + " (input in another rank's block)")
+            else:
+                equal(op(x), ref, what)
+
     # AgGemm: tolerance scaled with k; bias; gathered_input exact; transpose_weight; zero-copy.
     for din, dout in PAIRS:
         for transpose in (False, True):

@@ -36,13 +36,19 @@ bool A2aExchange::single_copy(const Plan& plan, const Pull& pull) const {
 }
 
 void A2aExchange::begin(OpCore& core, const Plan& plan) {
-  begin(core, plan, Pull());
+  begin(core, plan, Pull(), Direct());
 }
 
 void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull) {
+  begin(core, plan, pull, Direct());
+}
+
+void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull, const Direct& direct) {
   core_ = &core;
   pull_ = single_copy(plan, pull) ? pull : Pull{};
   const Links& l = *links_;
+  const bool user = l.networked() && core.transport()->takes_user_memory();
+  direct_ = Direct{user ? direct.send : nullptr, user ? direct.recv : nullptr};
   const int W = l.world(), r = l.rank();
   for (int p = 0; p < W; ++p) {
     send_bytes_[p] = plan.bytes(r, p);
@@ -59,18 +65,27 @@ void A2aExchange::begin(OpCore& core, const Plan& plan, const Pull& pull) {
   std::vector<comm::Transport::Transfer> t;
   for (int i = 0; i < W - 1; ++i) {  // ring order: receive from r-i, send to r+i
     const int s = l.down()[i], d = l.up()[i];
-    if (l.link(s).net())
-      t.push_back({false, s, kTag, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
+    if (l.link(s).net()) {
+      char* at = direct_.recv != nullptr ? direct_.recv : in_.at(me);
+      t.push_back({false, s, kTag, at + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
                    recv_base_[s]});
-    if (l.link(d).net())
-      t.push_back({true, d, kTag, out_.at(me) + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
+    }
+    if (l.link(d).net()) {
+      // A block sent from the caller's buffer is ready now: its signal says so (it keeps
+      // counting the bytes of every call, staged or not).
+      if (direct_.send != nullptr)
+        shm::signal_set(out_ready_.at(me, d), send_base_[d] + send_bytes_[d]);
+      char* from = direct_.send != nullptr ? const_cast<char*>(direct_.send) : out_.at(me);
+      t.push_back({true, d, kTag, from + send_off_[d], send_bytes_[d], &out_ready_.at(me, d),
                    send_base_[d]});
+    }
   }
   core.transport()->post(std::move(t));
 }
 
 Outbox A2aExchange::to(int t) const {
   if (pull_.copy != nullptr && links_->link(t).shm()) return Outbox();  // t reads our input itself
+  if (direct_.send != nullptr && links_->link(t).net()) return Outbox();  // it leaves from there
   const int me = links_->local();
   return Outbox(core_, out_.count() > 0 ? out_.at(me) + send_off_[t] : nullptr, send_bytes_[t],
                 &out_ready_.at(me, t), send_base_[t]);
@@ -88,8 +103,9 @@ Inbox A2aExchange::from(int s) const {
     return Inbox(core_, s, out_.at(q) + recv_off_[s], recv_bytes_[s], &out_ready_.at(q, r),
                  recv_base_[s], &out_ready_, r, q);
   const int me = links_->local();
-  return Inbox(core_, s, in_.at(me) + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s),
-               recv_base_[s], &in_landed_, s, me);
+  const char* at = direct_.recv != nullptr ? direct_.recv : in_.at(me);
+  return Inbox(core_, s, at + recv_off_[s], recv_bytes_[s], &in_landed_.at(me, s), recv_base_[s],
+               &in_landed_, s, me);
 }
 
 void A2aExchange::receive(const std::function<void(const Inbox&)>& take) const {

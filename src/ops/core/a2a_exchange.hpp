@@ -34,6 +34,15 @@ class A2aExchange {
     SingleCopy* copy = nullptr;
     std::function<uint64_t(int q)> input;
   };
+  // The caller's own buffers, for the network's transfers: blocks for other hosts leave straight
+  // from `send` (laid out like the out slot) and theirs land straight in `recv` (laid out like
+  // the in slot), skipping the staging copy at each end: on a link whose TCP stack takes the
+  // rank's core, those copies are time the link waits. Taken only where the transport allows
+  // user memory (Transport::takes_user_memory); both null: the slots.
+  struct Direct {
+    const char* send = nullptr;
+    char* recv = nullptr;
+  };
 
   A2aExchange() = default;
   // Declares the regions before the core allocates: the out slot of `out_bytes` (only when
@@ -51,6 +60,9 @@ class A2aExchange {
   // Starts a call: posts the transfers to and from other hosts' ranks (each send chunk goes once
   // this rank published it in to(t)). With `pull`, host peers' blocks may be single copies (see
   // Pull): then to(t) of a host peer is empty and from(s) reads its input.
+  // With `direct`, to(t) of another host's rank is empty (its block leaves from direct.send) and
+  // from(s) of one holds its block in direct.recv (Inbox::drain to that place only waits).
+  void begin(OpCore& core, const Plan& plan, const Pull& pull, const Direct& direct);
   void begin(OpCore& core, const Plan& plan, const Pull& pull);
   void begin(OpCore& core, const Plan& plan);
   Outbox to(int t) const;
@@ -79,7 +91,8 @@ class A2aExchange {
   std::vector<Tally> sent_, received_;
   std::vector<uint64_t> send_base_, recv_base_;
   std::vector<std::size_t> send_bytes_, send_off_, recv_bytes_, recv_off_;
-  Pull pull_;  // this call's single copies (copy null: none)
+  Pull pull_;      // this call's single copies (copy null: none)
+  Direct direct_;  // this call's network buffers (null: the slots)
 };
 
 // Equal blocks of `blk` bytes: rank s's block for t at t * blk of its a2a-out slot, and at

@@ -17,21 +17,36 @@ GatherExchange::GatherExchange(const comm::Parts& c, const Links& links, shm::La
 }
 
 void GatherExchange::begin(OpCore& core, std::size_t block, std::size_t chunk) {
+  start(core, block, chunk, Direct());
+}
+
+void GatherExchange::begin(OpCore& core, std::size_t block, const Direct& direct) {
+  start(core, block, 0, direct);
+}
+
+void GatherExchange::start(OpCore& core, std::size_t block, std::size_t chunk,
+                           const Direct& direct) {
   core_ = &core;
   block_ = block;
   staged_base_ = staged_tally_.begin(block);
   rail_base_ = rail_tally_.begin(block);
   const Links& l = *links_;
+  direct_ = Direct();
   if (!l.networked()) return;
+  if (l.host_size() == 1 && core.transport()->takes_user_memory()) direct_ = direct;
   const int me = l.local();
   constexpr int kTag = static_cast<int>(WireTag::kGather);
   std::vector<comm::Transport::Transfer> t;
-  for (int n : l.next_hosts())  // receive from the next hosts, send to the previous ones
-    t.push_back({false, l.rail(n), kTag, rail_in_.at(me, n), block, &rail_landed_.at(me, n),
-                 rail_base_, chunk});
+  for (int n : l.next_hosts()) {  // receive from the next hosts, send to the previous ones
+    char* at = direct_.recv != nullptr ? direct_.recv + block * l.rail(n) : rail_in_.at(me, n);
+    t.push_back({false, l.rail(n), kTag, at, block, &rail_landed_.at(me, n), rail_base_, chunk});
+  }
+  // A block sent from the caller's buffer is ready now: its signal says so (it keeps counting
+  // the bytes of every call, staged or not).
+  if (direct_.send != nullptr) shm::signal_set(staged_ready_.at(me), staged_base_ + block);
+  char* from = direct_.send != nullptr ? const_cast<char*>(direct_.send) : staged_.at(me);
   for (int n : l.prev_hosts())
-    t.push_back(
-        {true, l.rail(n), kTag, staged_.at(me), block, &staged_ready_.at(me), staged_base_, chunk});
+    t.push_back({true, l.rail(n), kTag, from, block, &staged_ready_.at(me), staged_base_, chunk});
   core.transport()->post(std::move(t));
 }
 
@@ -52,7 +67,7 @@ void GatherExchange::stage(const char* input, std::size_t block, bool zero_copy)
 }
 
 bool GatherExchange::stage_for_hosts(const char* input, std::size_t block) const {
-  if (!links_->networked()) return false;
+  if (!links_->networked() || direct_.send != nullptr) return false;
   own().write(input, block, core_->transport()->chunk_bytes());
   return true;
 }
@@ -92,7 +107,10 @@ Inbox GatherExchange::from(int g) const {
   if (l.shm())
     return Inbox(core_, g, staged_.at(l.local), block_, &staged_ready_.at(l.local), staged_base_,
                  &staged_ready_, 0, l.local);
-  // Another host's block arrives at the host rank with its local rank.
+  // Another host's block arrives at the host rank with its local rank (or in the caller's buffer).
+  if (direct_.recv != nullptr)
+    return Inbox(core_, g, direct_.recv + block_ * g, block_, &rail_landed_.at(l.local, l.host),
+                 rail_base_, &rail_landed_, l.host, l.local);
   return Inbox(core_, g, rail_in_.at(l.local, l.host), block_, &rail_landed_.at(l.local, l.host),
                rail_base_, &rail_landed_, l.host, l.local);
 }

@@ -17,6 +17,15 @@ namespace fluxcpp::ops {
 
 class GatherExchange {
  public:
+  // The caller's own buffers, for the network's transfers on hosts of one rank: this rank's block
+  // leaves straight from `send` and rank g's lands straight at `recv` + block * g, skipping the
+  // staging copy at each end (A2aExchange::Direct says why). Taken only where the transport
+  // allows user memory and no host peer reads the blocks; both null: the slots.
+  struct Direct {
+    const char* send = nullptr;
+    char* recv = nullptr;
+  };
+
   GatherExchange() = default;
   // Declares the regions in `layout` before the core allocates it. `needed`: false when no peer
   // and no other host reads the blocks (then nothing is allocated and own() has no data).
@@ -29,6 +38,9 @@ class GatherExchange {
   // `chunk`: the size of the messages between hosts (0: the transport's), for a block that is
   // published piece by piece.
   void begin(OpCore& core, std::size_t block, std::size_t chunk = 0);
+  // With `direct` (see Direct): stage_for_hosts() stages nothing, and from(g) of another host's
+  // rank holds its block at direct.recv + block * g (Inbox::drain to that place only waits).
+  void begin(OpCore& core, std::size_t block, const Direct& direct);
   // This rank's staged block: write it (or have the caller write it: zero-copy input), publish.
   Outbox own() const;
   // Whether any rank reads this rank's block (a host peer or another host).
@@ -73,10 +85,12 @@ class GatherExchange {
   const std::vector<std::pair<int, int64_t>>& host_runs() const { return links_->host_runs(); }
   char* staged_slot() const { return needed_ ? staged_.at(links_->local()) : nullptr; }
   // Where world rank g's block is read (g != this rank), without waiting: for local paths that
-  // compute on whatever the buffers hold.
+  // compute on whatever the buffers hold (the slots: never a Direct call's buffers).
   const char* data_of(int g) const;
 
  private:
+  void start(OpCore& core, std::size_t block, std::size_t chunk, const Direct& direct);
+
   const comm::Parts* c_ = nullptr;
   const Links* links_ = nullptr;
   OpCore* core_ = nullptr;
@@ -86,6 +100,7 @@ class GatherExchange {
   Tally staged_tally_, rail_tally_;
   uint64_t staged_base_ = 0, rail_base_ = 0;
   std::size_t block_ = 0;
+  Direct direct_;            // this call's network buffers (null: the slots)
   std::vector<int> others_;  // the host ring, then the arrivals
 };
 

@@ -130,9 +130,13 @@ class Inbox {
     for_rows(row, 0, rows, std::forward<F>(f), stop);
   }
   // Copies bytes [from, to) to dst as they arrive; `stream`: with kernels::stream_copy (dst is
-  // not read again soon).
+  // not read again soon). Data landing at dst itself (A2aExchange::Direct) is only waited for.
   void drain(char* dst, std::size_t from, std::size_t to, bool stream = false) const {
     assert(to <= bytes_);  // wait() never reports more than bytes()
+    if (data_ != nullptr && dst == data_ + from) {
+      wait(to);
+      return;
+    }
     if (pid_ != 0) {
       if (to > from) shm::cma_read(pid_, at_ + from, dst, to - from);
       return;

@@ -33,8 +33,12 @@ std::string check_forward(const comm::Parts& c, const char* op, int64_t m, int64
 }
 
 bool overlaps(const void* a, const void* b, std::size_t bytes) {
+  return overlaps(a, bytes, b, bytes);
+}
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return bytes > 0 && x < y + bytes && y < x + bytes;
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
 std::string check_packed(const comm::Parts& c, const char* op, const kernels::PackedWeight& w,

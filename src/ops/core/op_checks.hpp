@@ -29,6 +29,8 @@ std::string check_count(const comm::Parts& c, const char* op, const char* name, 
 
 // Whether [a, a + bytes) and [b, b + bytes) share a byte.
 bool overlaps(const void* a, const void* b, std::size_t bytes);
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes);
 
 // A packed weight passed to a GEMM op must match its options: "" or the message (local, as
 // check_forward's).

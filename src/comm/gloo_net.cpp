@@ -230,15 +230,23 @@ std::string GlooNet::failure() const {
 void GlooNet::fail(const std::string& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!failure_.empty()) return;
-    failure_ = why;
+    if (failure_.empty()) failure_ = why;
   }
   // Close every pair: what was posted to a live peer must never reach a buffer its owner freed
-  // on the way out (gloo's reader would spin on it), and the peers learn at once.
-  try {
-    if (ctx_) ctx_->closeConnections();
-  } catch (const std::exception&) {
-    // already closing
+  // on the way out (gloo's reader would spin on it; a transfer may point into the caller's own
+  // memory: Transport::takes_user_memory), and the peers learn at once. On every call, not the
+  // first only: a caller must not return while another thread is still closing. A pair's close
+  // takes the pair's lock, which its reader holds while it writes into a buffer, and a closed
+  // pair's close does nothing; each pair is closed on its own, so that one that throws leaves no
+  // other open.
+  if (!ctx_) return;
+  for (int i = 0; i < ctx_->size; ++i) {
+    try {
+      auto& pair = ctx_->getPair(i);
+      if (pair) pair->close();
+    } catch (const std::exception&) {
+      // this pair is closing or never connected
+    }
   }
 }
 

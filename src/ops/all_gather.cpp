@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "error_util.hpp"
 #include "kernels/stream_copy.hpp"
@@ -139,16 +140,23 @@ void AllGatherImpl::gather_shm(const char* input, bool staged, std::size_t shard
 // is its zero-copy buffer is read in its segment), then wait until every peer has finished
 // reading ours, since the caller may reuse input once we return.
 void AllGatherImpl::gather_cma(const char* input, bool, std::size_t shard, char* output) {
+  const std::size_t W = static_cast<std::size_t>(ctx_->topo().world_size());
   char* own_out = output + shard * ctx_->topo().world_rank();
-  if (input != own_out) std::memcpy(own_out, input, shard);
+  // An input inside another rank's block of the output is read by the host peers until pull()
+  // returns: the blocks go to a buffer of their own first, and into the output after.
+  std::vector<char> held;
+  if (input != own_out && ops::overlaps(input, shard, output, shard * W)) held.resize(shard * W);
+  char* dst = held.empty() ? output : held.data();
+  if (input != dst + (own_out - output)) std::memcpy(dst + (own_out - output), input, shard);
   single_copy_.pull(*core_, [&](int q, int g) {
-    char* to = output + shard * g;
+    char* to = dst + shard * g;
     const uint64_t addr = core_->handshake().word(q);
     if (addr == 0)
       std::memcpy(to, gather_.from(g).data(), shard);
     else
       shm::cma_read(single_copy_.pid(q), addr, to, shard);
   });
+  if (!held.empty()) std::memcpy(output, held.data(), held.size());
 }
 
 }  // namespace detail

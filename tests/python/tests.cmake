@@ -69,6 +69,16 @@ else()
     set_tests_properties(${t} PROPERTIES TIMEOUT 600 PROCESSORS ${np} ENVIRONMENT "${_py_env}"
                          FIXTURES_REQUIRED fluxcpp_shm_clean)
   endforeach()
+  # The dense ops with the single-copy engine forced (host peers read each other's inputs in
+  # place): an AllGather input inside another rank's block of the output is read until every
+  # peer has its copy.
+  add_test(NAME python.dense.np3.cma
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${FLUXCPP_MPIEXEC_FLAGS}
+                   ${FLUXCPP_TEST_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/batch.py
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python/test_dense.py)
+  set_tests_properties(python.dense.np3.cma PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${_py_env};FLUXCPP_COPY_ENGINE=cma"
+                       FIXTURES_REQUIRED fluxcpp_shm_clean)
   # AllReduce at W = 1: the sum of one rank, on the path without host peers. Part of the failure
   # model, one launch each: out-of-range and mistyped sizes through Python (test_sizes.py), a
   # multiprocessing child forked after create (test_fork.py).

@@ -7,7 +7,12 @@ span hosts), in a private network namespace whose loopback carries the hosts' tr
   every packet dropped, the connections left open), then both ranks call again: each gets TIMEOUT naming the other within
   timeout_s plus a little; then the link comes back and each destroys its context (local, the
   context being broken).
-In both, nothing is left in /dev/shm. Run as one process (no mpirun): it re-runs itself under
+- slow_link: 2 hosts x 1 rank, an AllToAllSingle of blocks past the handshake's payload, which
+  the TCP channel moves straight between the callers' tensors (A2aExchange::Direct); the link is
+  slowed so that the blocks are still on it when the call times out; each rank then writes a
+  sentinel into its output, the link comes back at full speed, and the sentinel must stay: once
+  the call has failed nothing writes into the caller's memory (the channel closed its pairs).
+In every scenario, nothing is left in /dev/shm. Run as one process (no mpirun): it re-runs itself under
 `unshare -n` (root: a network namespace of its own) and starts the ranks itself."""
 import multiprocessing as mp
 import os
@@ -40,6 +45,8 @@ def rank_main(scenario, rank, world, hosts, store_path, barrier, results, cut):
     results.put(("pid", rank, os.getpid()))
     store = dist.FileStore(store_path, world)
     ctx = fluxcpp.Context.from_store(store, rank, world, timeout_s=TIMEOUT)
+    if scenario == "slow_link":
+        return slow_link(ctx, rank, world, barrier, results, cut)
     op = fluxcpp.AllReduce(ctx, 1 << 16, torch.float32)
     x = torch.full((1 << 16,), float(rank + 1))
     got = op.forward(x)
@@ -69,6 +76,48 @@ def rank_main(scenario, rank, world, hosts, store_path, barrier, results, cut):
         results.put(("closed", rank, str(e), time.monotonic() - t0))
 
 
+def slow_link(ctx, rank, world, barrier, results, cut):
+    import torch
+    import fluxcpp
+    n, rows = 1000, 160  # 640 KB blocks of f32 rows: past the handshake's 256 KiB payload
+    op = fluxcpp.AllToAllSingle(ctx, rows * world, n, torch.float32)
+    x = torch.arange(rows * world * n, dtype=torch.float32).reshape(rows * world, n) + rank
+    splits = [rows] * world
+    out = torch.empty_like(x)
+    op(x, splits, splits, out=out)
+    want = torch.cat([torch.arange(rows * world * n, dtype=torch.float32).reshape(
+        rows * world, n)[rows * rank:rows * (rank + 1)] + s for s in range(world)])
+    results.put(("first_call", rank, torch.equal(out, want)))
+    barrier.wait()
+    cut.wait(60)  # the parent slowed the link: the blocks take longer than the timeout
+    t0 = time.monotonic()
+    try:
+        op(x, splits, splits, out=out)
+        results.put(("error", rank, "no error", "", time.monotonic() - t0))
+    except fluxcpp.Error as e:
+        results.put(("error", rank, e.status.name, str(e), time.monotonic() - t0))
+    out.fill_(-7.0)  # the sentinel, written after the call returned
+    barrier.wait()   # the parent restored the link's speed
+    time.sleep(1.0)  # what was still queued would arrive now
+    results.put(("sentinel", rank, bool((out == -7.0).all())))
+    t0 = time.monotonic()
+    try:
+        op.close()
+        ctx.close()
+        results.put(("closed", rank, "", time.monotonic() - t0))
+    except fluxcpp.Error as e:
+        results.put(("closed", rank, str(e), time.monotonic() - t0))
+
+
+def slow(on):
+    """The link at 400 kbit/s (a 640 KB block takes ~13 s), or back at full speed."""
+    if on:
+        subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "400kbit",
+                        "burst", "16kb", "latency", "60s"], check=True)
+    else:
+        subprocess.run(["tc", "qdisc", "del", "dev", "lo", "root"], check=True)
+
+
 def link(up):
     """The link between the simulated hosts: the namespace's loopback. Down, it drops every
     packet; the connections stay open (nothing tells the ranks)."""
@@ -87,21 +136,28 @@ def run(scenario, world, hosts):
     for p in procs:
         p.start()
     out = []
-    if scenario == "link_cut":
+    if scenario in ("link_cut", "slow_link"):
         firsts = 0
         deadline = time.monotonic() + 120
         while firsts < world and time.monotonic() < deadline:
             m = results.get(timeout=120)
             out.append(m)
             firsts += m[0] == "first_call"
-        link(False)
+        slowed = scenario == "slow_link"
+        if slowed:
+            slow(True)
+        else:
+            link(False)
         cut.set()
         errors_seen = 0
         while errors_seen < world and time.monotonic() < deadline:
             m = results.get(timeout=120)
             out.append(m)
             errors_seen += m[0] == "error"
-        link(True)
+        if slowed:
+            slow(False)
+        else:
+            link(True)
     hung = join_all(procs)
     check(not hung, f"{scenario}: rank(s) {hung} still running after 120 s (watchdog)")
     while not results.empty():
@@ -151,6 +207,24 @@ def main():
                                            for e, secs in closed.values()),
           f"link_cut: destroys {closed}")
     no_leftovers("link_cut", out)
+
+    out = run("slow_link", 2, 2)
+    firsts = [m for m in out if m[0] == "first_call"]
+    check(len(firsts) == 2 and all(m[2] for m in firsts), f"slow_link: first calls {firsts}")
+    err = {m[1]: m[2:] for m in out if m[0] == "error"}
+    for r in (0, 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(status not in ("missing", "no error") and secs < TIMEOUT + 3,
+              f"slow_link: rank {r} got {status} after {secs:.1f} s: {text}")
+        print(f"slow_link: rank {r} after {secs:.1f} s: {status}: {text}", flush=True)
+    sentinel = {m[1]: m[2] for m in out if m[0] == "sentinel"}
+    check(sentinel == {0: True, 1: True},
+          f"slow_link: the output written after the failed call: {sentinel}")
+    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
+    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
+                                           for e, secs in closed.values()),
+          f"slow_link: destroys {closed}")
+    no_leftovers("slow_link", out)
 
     print(f"python.net_faults: {'ok' if not failures else f'{len(failures)} failure(s)'}",
           flush=True)

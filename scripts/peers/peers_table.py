@@ -53,9 +53,10 @@ def render(meta, rows):
         parts.append(f"W = {', '.join(map(str, over))}: **oversubscribed** (more ranks than the "
                      f"{meta.get('cores', '?')} cores): every peer's waiting competes with the "
                      "ranks it waits for.")
-    # The copy bound per world size (stored runs that measured one process have no world: 0, for
-    # every W).
-    bounds = {(r.get("world", 0), r["bytes"]): r["us"] for r in rows if r.get("peer") == "copy"}
+    # The copy bound per world size and dtype (timed beside the all-reduces; stored runs measured
+    # it per world size only, and those that measured one process have no world: 0, for every W).
+    bounds = {(r.get("world", 0), r.get("dtype"), r["bytes"]): r["us"]
+              for r in rows if r.get("peer") == "copy"}
     timed = [r for r in rows if "op" in r and r.get("peer") in LABELS]
     big = []
     for w in worlds:
@@ -90,7 +91,8 @@ def render(meta, rows):
                         lines.append([size(b)] + cells + [LABELS[fast], ratio])
                     else:
                         lines.append([size(b)] + cells + ["–", "–"])
-                    bound = bounds.get((w, b), bounds.get((0, b)))
+                    bound = bounds.get((w, dt, b), bounds.get((w, None, b),
+                                                              bounds.get((0, None, b))))
                     if op == "all_reduce" and bound is not None:
                         big.append((w, dt, b, bound, best))
                 parts.append(f"**W = {w}, {dt}, {op}** (µs per call)")
@@ -100,6 +102,9 @@ def render(meta, rows):
     if big:
         peers = [p for p in LABELS if any(p in x[4] for x in big)]
         how = ("on one core (`torch` copy, median of 5)" if any(k[0] == 0 for k in bounds) else
+               "by every rank at once, timed like the peers (`torch` copy, the slowest rank, "
+               "batches of at least 4 ms, median of the rounds)"
+               if any(k[1] is not None for k in bounds) else
                "while W processes placed as the ranks copy theirs at once (`torch` copy, the "
                "slowest of each round, median of 5 rounds)")
         parts.append("**Large all-reduces against the copy bound**: bound = 2 x one memcpy of the "

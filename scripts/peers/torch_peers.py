@@ -122,22 +122,37 @@ class Peers:
         return (lambda: dist.reduce_scatter_tensor(out, x, group=grp)), x, out
 
 
+# An all-reduce from this size up is also given against the copy bound: every rank copying the
+# same bytes at once (a torch copy), timed in the same rounds as the peers.
+COPY_BOUND_FROM = 1 << 20
+
+
+def copy_call(nbytes):
+    src = torch.ones(nbytes, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    return (lambda: dst.copy_(src)), src, dst
+
+
 def run_row(P, a, op, dname, dtype, nbytes, emit):
     W = P.world
     esize = torch.tensor([], dtype=dtype).element_size()
     n = max(1, nbytes // esize)
     per = max(1, n // W)
     calls, wrong, errors, modules, reps = {}, {}, {}, [], {}
-    for peer in P.peers:
+    bound = op == "all_reduce" and nbytes >= COPY_BOUND_FROM
+    for peer in P.peers + (["copy"] if bound else []):
         try:
-            c = P.call(peer, op, dtype, n, per)
+            c = copy_call(nbytes) if peer == "copy" else P.call(peer, op, dtype, n, per)
             if c is None:
                 continue
             fn, _, out = c[:3]
             modules += list(c[3:])
             fn()
-            ref = reference(op, P.rank, W, n, per, dtype)
-            wrong[peer] = int((out.view(-1) != ref).sum())
+            if peer == "copy":
+                wrong[peer] = int((out != 1).sum())
+            else:
+                ref = reference(op, P.rank, W, n, per, dtype)
+                wrong[peer] = int((out.view(-1) != ref).sum())
             reps[peer] = batch_size(fn, P.gloo)
             for _ in range(reps[peer]):  # untimed warm-up, the same count on every rank
                 fn()

@@ -153,6 +153,18 @@ def run_row(P, a, op, dname, dtype, nbytes, emit):
             else:
                 ref = reference(op, P.rank, W, n, per, dtype)
                 wrong[peer] = int((out.view(-1) != ref).sum())
+        except Exception as e:
+            errors[peer] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        # Every rank times the peer, or none does: a peer that failed on one rank alone (before
+        # its first call, or raising in it) would leave the others' batch sizing unmatched.
+        ok = torch.tensor([0 if peer in errors else 1])
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=P.gloo)
+        if not int(ok):
+            errors.setdefault(peer, "failed on another rank")
+            continue
+        if peer not in wrong:  # the peer has no such op
+            continue
+        try:
             reps[peer] = batch_size(fn, P.gloo)
             for _ in range(reps[peer]):  # untimed warm-up, the same count on every rank
                 fn()

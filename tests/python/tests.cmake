@@ -9,7 +9,8 @@ else()
   # torch.compile's cache in the build tree, not /tmp/torchinductor_<user> (left behind otherwise).
   set(_py_env "PYTHONPATH=${PROJECT_BINARY_DIR}/python:${CMAKE_CURRENT_SOURCE_DIR}/python"
               "OMP_NUM_THREADS=1" "PYTHONDONTWRITEBYTECODE=1"
-              "TORCHINDUCTOR_CACHE_DIR=${PROJECT_BINARY_DIR}/torchinductor")
+              "TORCHINDUCTOR_CACHE_DIR=${PROJECT_BINARY_DIR}/torchinductor"
+              "FLUXCPP_TEST_TMPDIR=${PROJECT_BINARY_DIR}/test-tmp")
   # The op tests (tests/python/test_<t>.py) against torch's unfused path, run in batches: one
   # launch and one interpreter per rank for every script of a layout (tests/python/batch.py; each
   # script still runs alone as `mpirun -np N python3 tests/python/test_<t>.py`). A batch runs every

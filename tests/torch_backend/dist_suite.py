@@ -78,10 +78,14 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 if __name__ == "__main__":
     # torch's MultiProcessTestCase makes each test's store file with NamedTemporaryFile(delete=
     # False) and removes it on one path of its tearDown only: the files go into a folder of this
-    # run, removed at exit, instead of staying in /tmp.
+    # run, removed at exit, instead of staying in /tmp; under FLUXCPP_TEST_TMPDIR (the build tree,
+    # from ctest) if set, so that a run killed before its exit leaves nothing in /tmp either.
     import atexit
     import shutil
     import tempfile
-    tempfile.tempdir = tempfile.mkdtemp(prefix="fluxcpp_dist_suite_")
+    base = os.environ.get("FLUXCPP_TEST_TMPDIR") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    tempfile.tempdir = tempfile.mkdtemp(prefix="fluxcpp_dist_suite_", dir=base)
     atexit.register(shutil.rmtree, tempfile.tempdir, True)
     run_tests()

@@ -59,14 +59,26 @@ def rank_main(scenario, rank, world, hosts, store_path, barrier, results, cut):
         os.kill(os.getpid(), signal.SIGKILL)
     if scenario == "link_cut":
         cut.wait(60)  # the parent dropped every packet on the link
+    failing_call(rank, results, lambda: op.forward(x))
+    if scenario == "link_cut":
+        barrier.wait()  # the link is back (the parent waits for every error first)
+    destroy(rank, results, op, ctx)
+
+
+def failing_call(rank, results, call):
+    """Runs the call that must fail; reports its status, text and duration."""
+    import fluxcpp
     t0 = time.monotonic()
     try:
-        op.forward(x)
+        call()
         results.put(("error", rank, "no error", "", time.monotonic() - t0))
     except fluxcpp.Error as e:
         results.put(("error", rank, e.status.name, str(e), time.monotonic() - t0))
-    if scenario == "link_cut":
-        barrier.wait()  # the link is back (the parent waits for every error first)
+
+
+def destroy(rank, results, op, ctx):
+    """Destroys the op and the context (local: the context is broken); reports how it went."""
+    import fluxcpp
     t0 = time.monotonic()
     try:
         op.close()
@@ -90,23 +102,12 @@ def slow_link(ctx, rank, world, barrier, results, cut):
     results.put(("first_call", rank, torch.equal(out, want)))
     barrier.wait()
     cut.wait(60)  # the parent slowed the link: the blocks take longer than the timeout
-    t0 = time.monotonic()
-    try:
-        op(x, splits, splits, out=out)
-        results.put(("error", rank, "no error", "", time.monotonic() - t0))
-    except fluxcpp.Error as e:
-        results.put(("error", rank, e.status.name, str(e), time.monotonic() - t0))
+    failing_call(rank, results, lambda: op(x, splits, splits, out=out))
     out.fill_(-7.0)  # the sentinel, written after the call returned
     barrier.wait()   # the parent restored the link's speed
     time.sleep(1.0)  # what was still queued would arrive now
     results.put(("sentinel", rank, bool((out == -7.0).all())))
-    t0 = time.monotonic()
-    try:
-        op.close()
-        ctx.close()
-        results.put(("closed", rank, "", time.monotonic() - t0))
-    except fluxcpp.Error as e:
-        results.put(("closed", rank, str(e), time.monotonic() - t0))
+    destroy(rank, results, op, ctx)
 
 
 def slow(on):
@@ -173,58 +174,40 @@ def no_leftovers(scenario, out):
     check(not left, f"{scenario}: left in /dev/shm: {left}")
 
 
+def check_run(scenario, out, world, error_ok):
+    """The checks every scenario shares: the first calls right on every rank, the failing call's
+    error on ranks 0 and 1 (error_ok(rank, status, text)) within the timeout plus a little, their
+    destroys clean and quick, nothing left in /dev/shm."""
+    firsts = [m for m in out if m[0] == "first_call"]
+    check(len(firsts) == world and all(m[2] for m in firsts), f"{scenario}: first calls {firsts}")
+    err = {m[1]: m[2:] for m in out if m[0] == "error"}
+    for r in (0, 1):
+        status, text, secs = err.get(r, ("missing", "", 0.0))
+        check(error_ok(r, status, text) and secs < TIMEOUT + 3,
+              f"{scenario}: rank {r} got {status} after {secs:.1f} s: {text}")
+        print(f"{scenario}: rank {r} after {secs:.1f} s: {status}: {text}", flush=True)
+    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
+    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
+                                           for e, secs in closed.values()),
+          f"{scenario}: destroys {closed}")
+    print(f"{scenario}: destroys {closed}", flush=True)
+    no_leftovers(scenario, out)
+
+
+def names(text, *ranks):
+    return any(f"rank {g}" in text or f"rank(s) {g}" in text for g in ranks)
+
+
 def main():
-    out = run("host_killed", 4, 2)
-    firsts = [m for m in out if m[0] == "first_call"]
-    check(len(firsts) == 4 and all(m[2] for m in firsts), f"host_killed: first calls {firsts}")
-    err = {m[1]: m[2:] for m in out if m[0] == "error"}
-    for r in (0, 1):
-        status, text, secs = err.get(r, ("missing", "", 0.0))
-        check(status == "TIMEOUT" and ("rank 2" in text or "rank 3" in text or
-                                       "rank(s) 2" in text or "rank(s) 3" in text)
-              and secs < TIMEOUT + 3,
-              f"host_killed: rank {r} got {status} after {secs:.1f} s: {text}")
-        print(f"host_killed: rank {r} after {secs:.1f} s: {text}", flush=True)
-    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
-    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
-                                           for e, secs in closed.values()),
-          f"host_killed: destroys {closed}")
-    print(f"host_killed: destroys {closed}", flush=True)
-    no_leftovers("host_killed", out)
-
-    out = run("link_cut", 2, 2)
-    firsts = [m for m in out if m[0] == "first_call"]
-    check(len(firsts) == 2 and all(m[2] for m in firsts), f"link_cut: first calls {firsts}")
-    err = {m[1]: m[2:] for m in out if m[0] == "error"}
-    for r in (0, 1):
-        status, text, secs = err.get(r, ("missing", "", 0.0))
-        check(status == "TIMEOUT" and (f"rank {1 - r}" in text or f"rank(s) {1 - r}" in text)
-              and secs < TIMEOUT + 3,
-              f"link_cut: rank {r} got {status} after {secs:.1f} s: {text}")
-        print(f"link_cut: rank {r} after {secs:.1f} s: {text}", flush=True)
-    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
-    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
-                                           for e, secs in closed.values()),
-          f"link_cut: destroys {closed}")
-    no_leftovers("link_cut", out)
-
+    check_run("host_killed", run("host_killed", 4, 2), 4,
+              lambda r, status, text: status == "TIMEOUT" and names(text, 2, 3))
+    check_run("link_cut", run("link_cut", 2, 2), 2,
+              lambda r, status, text: status == "TIMEOUT" and names(text, 1 - r))
     out = run("slow_link", 2, 2)
-    firsts = [m for m in out if m[0] == "first_call"]
-    check(len(firsts) == 2 and all(m[2] for m in firsts), f"slow_link: first calls {firsts}")
-    err = {m[1]: m[2:] for m in out if m[0] == "error"}
-    for r in (0, 1):
-        status, text, secs = err.get(r, ("missing", "", 0.0))
-        check(status not in ("missing", "no error") and secs < TIMEOUT + 3,
-              f"slow_link: rank {r} got {status} after {secs:.1f} s: {text}")
-        print(f"slow_link: rank {r} after {secs:.1f} s: {status}: {text}", flush=True)
+    check_run("slow_link", out, 2, lambda r, status, text: status not in ("missing", "no error"))
     sentinel = {m[1]: m[2] for m in out if m[0] == "sentinel"}
     check(sentinel == {0: True, 1: True},
           f"slow_link: the output written after the failed call: {sentinel}")
-    closed = {m[1]: m[2:] for m in out if m[0] == "closed"}
-    check(sorted(closed) == [0, 1] and all(not e and secs < TIMEOUT + 3
-                                           for e, secs in closed.values()),
-          f"slow_link: destroys {closed}")
-    no_leftovers("slow_link", out)
 
     print(f"python.net_faults: {'ok' if not failures else f'{len(failures)} failure(s)'}",
           flush=True)

@@ -21,4 +21,6 @@ for arg in "$@"; do
 done
 export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH} GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME:-lo}
 unset OMP_NUM_THREADS
+# torch.compile's cache in the build tree, not /tmp/torchinductor_<user> (left behind otherwise).
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/torchinductor}"
 exec "$python" scripts/bench_hf_tp.py "$@"

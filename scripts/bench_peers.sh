@@ -41,4 +41,6 @@ unset OMP_NUM_THREADS
 "$env/bin/python" -c 'from deepspeed.accelerator import get_accelerator
 get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >build/peers/deepspeed_build.log 2>&1 ||
   echo "bench_peers: DeepSpeed's shared-memory op did not build (build/peers/deepspeed_build.log)" >&2
+# torch.compile's cache in the build tree, not /tmp/torchinductor_<user> (left behind otherwise).
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/torchinductor}"
 exec "$env/bin/python" scripts/bench_peers.py "$@"

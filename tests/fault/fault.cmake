@@ -2,6 +2,7 @@
 # rank that lives must report PASS (rank 0 says how many), and /dev/shm must hold no segment of
 # the job afterwards. mpirun's own exit status is ignored (a rank died). Whatever happens, every
 # process of the job is SIGKILLed at the end, so a stopped rank never outlives the test.
+string(TIMESTAMP started "%s" UTC)
 execute_process(COMMAND ${MPIEXEC} -np ${NP} ${FLAGS} --mca orte_abort_on_non_zero_status 0
                         ${EXE} ${ARGS}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 60)
@@ -39,9 +40,18 @@ if(want EQUAL NP)
     message(FATAL_ERROR "expected ${NP} ranks to return from MPI_Finalize, got ${nfin} (mpirun rc ${rc})\n${out}\n${err}")
   endif()
 endif()
-# Segments of this job only (names carry the creator's pid): other jobs may run meanwhile.
+# Segments of this job only (names carry the creator's pid): other jobs may run meanwhile. A
+# segment older than the job is another process's that had the same pid before (pids wrap on a
+# busy machine: 32768 here); it is not this job's to answer for.
 foreach(pid ${pids})
-  file(GLOB left /dev/shm/*fluxcpp-${pid}-*)
+  file(GLOB found /dev/shm/*fluxcpp-${pid}-*)
+  set(left "")
+  foreach(f ${found})
+    file(TIMESTAMP "${f}" made "%s" UTC)
+    if(made STREQUAL "" OR NOT made LESS started)
+      list(APPEND left "${f}")
+    endif()
+  endforeach()
   if(left)
     message(FATAL_ERROR "fluxcpp segments left in /dev/shm by pid ${pid}: ${left}\n${out}")
   endif()

@@ -31,6 +31,22 @@ def in_network_namespace(marker):
     sys.exit(subprocess.run(["unshare", "-n", "bash", "-c", script], env=env).returncode)
 
 
+def segments_of(pids, since):
+    """The /dev/shm names of fluxcpp segments made by these pids ("fluxcpp-<pid>-...") at or after
+    `since` (a time.time()): one older than that is another process's that had the same pid
+    before (pids wrap on a busy machine), not this test's to answer for."""
+    left = []
+    for n in os.listdir("/dev/shm"):
+        if not any(n.startswith(f"fluxcpp-{pid}-") for pid in pids):
+            continue
+        try:
+            if os.stat(os.path.join("/dev/shm", n)).st_mtime >= since - 1:
+                left.append(n)
+        except FileNotFoundError:
+            pass  # unlinked meanwhile
+    return left
+
+
 def free_port():
     """A TCP port nobody listens on now (the kernel's pick): tests side by side never share one."""
     with socket.socket() as sock:

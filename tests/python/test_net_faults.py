@@ -23,7 +23,9 @@ import sys
 import tempfile
 import time
 
-from procs import in_network_namespace, join_all
+from procs import in_network_namespace, join_all, segments_of
+
+STARTED = time.time()  # segments older than this are not this test's (procs.segments_of)
 
 TIMEOUT = 3.0
 failures = []
@@ -169,8 +171,7 @@ def run(scenario, world, hosts):
 
 def no_leftovers(scenario, out):
     pids = [m[2] for m in out if m[0] == "pid"]
-    left = [n for n in os.listdir("/dev/shm")
-            if any(n.startswith(f"fluxcpp-{pid}-") for pid in pids)]
+    left = segments_of(pids, STARTED)
     check(not left, f"{scenario}: left in /dev/shm: {left}")
 
 

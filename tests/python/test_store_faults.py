@@ -10,7 +10,9 @@ import sys
 import tempfile
 import time
 
-from procs import join_all
+from procs import join_all, segments_of
+
+STARTED = time.time()  # segments older than this are not this test's (procs.segments_of)
 
 W = 3
 TIMEOUT = 2.0
@@ -94,8 +96,7 @@ def run(scenario):
 
 def no_leftovers(scenario, out):
     pids = [m[2] for m in out if m[0] == "pid"]
-    left = [n for n in os.listdir("/dev/shm")
-            if any(n.startswith(f"fluxcpp-{pid}-") for pid in pids)]
+    left = segments_of(pids, STARTED)
     check(not left, f"{scenario}: left in /dev/shm: {left}")
 
 

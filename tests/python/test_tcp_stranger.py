@@ -20,7 +20,9 @@ import tempfile
 import threading
 import time
 
-from procs import in_network_namespace, join_all
+from procs import in_network_namespace, join_all, segments_of
+
+STARTED = time.time()  # segments older than this are not this test's (procs.segments_of)
 
 TIMEOUT = 6.0
 COUNT = 1 << 14
@@ -141,7 +143,7 @@ def run(mode):
         else:
             got[m[0]] = m[1:]
     # Segment names start "fluxcpp-<creator pid>-": the ranks' (the rendezvous' included).
-    left = [n for n in os.listdir("/dev/shm") if any(n.startswith(f"fluxcpp-{p}-") for p in pids)]
+    left = segments_of(pids, STARTED)
     check(not left, f"{mode}: left in /dev/shm: {left}")
     conns = received = 0
     if stranger is not None:

@@ -1,5 +1,6 @@
 """Processes a test started itself (multiprocessing), joined under a watchdog; a test re-run in a
 network namespace of its own."""
+import fcntl
 import os
 import signal
 import socket
@@ -32,18 +33,29 @@ def in_network_namespace(marker):
 
 
 def segments_of(pids, since):
-    """The /dev/shm names of fluxcpp segments made by these pids ("fluxcpp-<pid>-...") at or after
-    `since` (a time.time()): one older than that is another process's that had the same pid
-    before (pids wrap on a busy machine), not this test's to answer for."""
+    """The /dev/shm names of fluxcpp segments these pids ("fluxcpp-<pid>-...") left behind: made
+    at or after `since` (a time.time()) and held by no live process. One older than that is
+    another process's that had the same pid before (pids wrap on a busy machine); one whose
+    liveness lock (flock, src/shm/liveness.hpp) a live process holds is that process's, not the
+    test's, whose processes are gone: fault.shm_neighbours' squatter takes the names of pids near
+    every name it sees, and the sanitizer subset runs beside the suite."""
     left = []
     for n in os.listdir("/dev/shm"):
         if not any(n.startswith(f"fluxcpp-{pid}-") for pid in pids):
             continue
         try:
-            if os.stat(os.path.join("/dev/shm", n)).st_mtime >= since - 1:
-                left.append(n)
+            fd = os.open(os.path.join("/dev/shm", n), os.O_RDONLY)
         except FileNotFoundError:
-            pass  # unlinked meanwhile
+            continue  # unlinked meanwhile
+        try:
+            if os.fstat(fd).st_mtime < since - 1:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            left.append(n)
+        except BlockingIOError:
+            pass  # a live process holds it
+        finally:
+            os.close(fd)
     return left
 
 

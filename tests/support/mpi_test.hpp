@@ -38,7 +38,8 @@ bool any_rank(bool v);
 
 // Segments whose name contains "fluxcpp" currently in /dev/shm (for leak checks). own_only:
 // only those this process created (names carry the creator's pid), so that other jobs running
-// at the same time cannot make a check fail.
+// at the same time cannot make a check fail, nor names another live process took for this pid
+// (a name squatter) that this process does not have open.
 std::vector<std::string> fluxcpp_shm_entries(bool own_only = false);
 
 }  // namespace fluxcpp::test

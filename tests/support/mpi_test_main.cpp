@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -9,8 +10,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -183,6 +187,31 @@ double process_start_time() {
   return boot + static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// The /dev/shm entries this process has open (a live segment keeps its fd: shm::Segment).
+std::set<std::string> shm_open_here() {
+  std::set<std::string> out;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char link[PATH_MAX];
+      const ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+      if (n <= 0) continue;
+      link[n] = '\0';
+      if (std::strncmp(link, "/dev/shm/", 9) == 0) out.insert(link + 9);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// True when a live process holds the entry's liveness lock (flock, src/shm/liveness.hpp).
+bool shm_entry_held(int dir, const char* name) {
+  const int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
 }  // namespace
 
 std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
@@ -193,6 +222,10 @@ std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
   // in another PID namespace (fault.shm_neighbours' squatter makes names for coming pids), not
   // ours. Compared to the clock tick (10 ms), with a tick and a little of slack.
   const double started = own_only ? process_start_time() : 0.0;
+  // A name of this pid made since it started that another live process holds, and this process
+  // does not have open, is that process's: fault.shm_neighbours' squatter takes the names of pids
+  // near every name it sees, and the sanitizer subset runs beside it.
+  const std::set<std::string> here = own_only ? shm_open_here() : std::set<std::string>{};
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* e = readdir(d)) {
       if (std::string(e->d_name).find(own_only ? mine : "fluxcpp") == std::string::npos) continue;
@@ -201,6 +234,7 @@ std::vector<std::string> fluxcpp_shm_entries(bool own_only) {
           static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9 <
               started - 0.05)
         continue;
+      if (own_only && here.count(e->d_name) == 0 && shm_entry_held(dirfd(d), e->d_name)) continue;
       out.push_back(e->d_name);
     }
     closedir(d);

@@ -89,7 +89,7 @@ def rank_main(rank, world, store, a, results):
     rows = []
     for dname in a.dtypes.split(","):
         dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dname]
-        for op in OPS:
+        for op in (o for o in OPS if o in a.ops.split(",")):
             for nbytes in sizes(a.max_bytes):
                 times = {"fluxcpp": [], "gloo": []}
                 calls, reps = {}, {}
@@ -212,6 +212,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-np", type=int, default=2)
     ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--ops", default=",".join(OPS), help="collectives to run (default: all)")
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")

@@ -33,6 +33,9 @@ auto ProcessGroupFluxcpp::carry_all_to_all(const at::Tensor& in, const at::Tenso
   const std::size_t head = 2 * static_cast<std::size_t>(size_) * sizeof(int64_t);
   const int64_t sent = std::accumulate(send.begin(), send.end(), int64_t{0});
   Carry c;
+  // At most kCarryBytes, across hosts too: every rank's whole input travels to every rank, W
+  // times what the call needs (a 64 KiB one took 196 µs carried in the 128 KiB class across two
+  // hosts, 123-262 µs in its own exchange).
   if (head + static_cast<std::size_t>(sent) > static_cast<std::size_t>(CallCheck::kCarryBytes))
     return c;
   c.owned.resize(head + static_cast<std::size_t>(sent));

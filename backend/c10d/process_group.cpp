@@ -62,7 +62,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFluxcpp::enqueue(OpType type, const c
   spec.name = name;
   ++calls_;
   const bool carried = size_ > 1 && carry.finish && carry.bytes >= 0 &&
-                       carry.bytes <= CallCheck::kCarryBytes;
+                       carry.bytes <= coll_->carry_max();
   task->run = [this, name, spec = std::move(spec), body = std::move(body), carried,
                carry = std::move(carry)] {
     try {  // the torch call named first: its engine call (all_to_all for gather...) follows

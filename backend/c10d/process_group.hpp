@@ -77,7 +77,7 @@ class ProcessGroupFluxcpp : public c10d::Backend {
   Ptr<Work> recvAnysource(Tensors& tensors, int tag) override;
 
  private:
-  // A small call's data that can travel with the call check (at most CallCheck::kCarryBytes):
+  // A small call's data that can travel with the call check (at most CallCheck::carry_max()):
   // `finish` completes the call from every rank's bytes instead of the body's own exchange.
   struct Carry {
     const void* data = nullptr;

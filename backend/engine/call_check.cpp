@@ -22,16 +22,16 @@ static_assert(sizeof(Record) == 128, "a record is 64 bf16 units");
 constexpr int64_t kUnits = sizeof(Record) / 2;
 // The data's room per rank, in bf16 units: a size class, so that ranks making the same call
 // gather the same rows.
-// Powers of two from 1 KiB to the largest room: at most twice the data travels (what a class
-// pads costs wire time across hosts). Coarse (1 KiB, 16 KiB, the largest): for calls whose ranks
-// may pass different sizes (all_to_all's splits), so that near sizes share a class more often.
-int64_t carry_units(int64_t bytes, bool coarse) {
+// Powers of two from 1 KiB to the largest room (`max` bytes): at most twice the data travels
+// (what a class pads costs wire time across hosts). Coarse (1 KiB, 16 KiB, then powers of two
+// from 64 KiB, the largest room last): for calls whose ranks may pass different sizes
+// (all_to_all's splits), so that near sizes share a class more often.
+int64_t carry_units(int64_t bytes, bool coarse, int64_t max) {
   if (bytes <= 0) return 0;
-  if (bytes > (32 << 10)) return CallCheck::kCarryBytes / 2;
-  if (coarse) return bytes <= 1024 ? 512 : bytes <= (16 << 10) ? 8192 : CallCheck::kCarryBytes / 2;
   int64_t room = 1024;
-  while (room < bytes) room *= 2;
-  return room / 2;
+  if (coarse && bytes > room) room = bytes <= (16 << 10) ? 16 << 10 : 64 << 10;
+  while (room < bytes && room < max) room *= 2;
+  return std::min(room, max) / 2;
 }
 
 template <std::size_t N>
@@ -69,6 +69,22 @@ std::string CallSpec::words() const {
   return name + "(" + args + ")";
 }
 
+// The gather's rows fit the largest room any rank may use (`room_`, from the group's size alone:
+// its create arguments must agree). A rank's own room is that on a host of its own, else
+// kCarryBytes; on hosts of unequal sizes the ranks' rooms may differ, and a call one rank
+// carries and another does not takes the size-class path of agree_carrying (correct, one
+// meeting more).
+CallCheck::CallCheck(fluxcpp_context_t ctx, int rank, int size)
+    : ctx_(ctx), rank_(rank), size_(size) {
+  int host_size = 0;
+  check(fluxcpp_context_info(ctx, nullptr, nullptr, nullptr, &host_size), "context info");
+  if (size > 1) {
+    const int64_t per_rank = ((int64_t{256} << 10) / (size - 1)) / 128 * 128;
+    room_ = std::max(kCarryBytes, per_rank - static_cast<int64_t>(sizeof(Record)));
+  }
+  if (host_size == 1) carry_max_ = room_;
+}
+
 CallCheck::~CallCheck() {
   if (op_ != nullptr) fluxcpp_all_gather_destroy(op_);
 }
@@ -96,20 +112,20 @@ void CallCheck::compare(const char* all, std::size_t block) const {
 
 const std::vector<const char*>& CallCheck::agree_carrying(const CallSpec& spec, const void* data,
                                                           int64_t bytes, bool coarse) {
-  if (bytes > kCarryBytes)
+  if (bytes > carry_max_)
     throw Failure(FLUXCPP_ERROR_INTERNAL, "fluxcpp backend: " + spec.name + " carries " +
                                               std::to_string(bytes) + " bytes, more than " +
-                                              std::to_string(kCarryBytes));
+                                              std::to_string(carry_max_));
   blocks_.assign(static_cast<std::size_t>(size_), nullptr);
   if (size_ == 1) {
     blocks_[0] = static_cast<const char*>(data);
     return blocks_;
   }
-  if (op_ == nullptr)  // rows of one unit: a call gathers (record + its size class) per rank
-    check(fluxcpp_all_gather_create(ctx_, size_ * (kUnits + carry_units(kCarryBytes, false)), 1,
-                                    FLUXCPP_BFLOAT16, &op_),
-          "call check create");
-  const int64_t units = kUnits + carry_units(bytes, coarse);
+  if (op_ == nullptr) {  // rows of one unit: a call gathers (record + its size class) per rank
+    const int64_t rows = size_ * (kUnits + carry_units(room_, false, room_));
+    check(fluxcpp_all_gather_create(ctx_, rows, 1, FLUXCPP_BFLOAT16, &op_), "call check create");
+  }
+  const int64_t units = kUnits + carry_units(bytes, coarse, carry_max_);
   const std::size_t block = static_cast<std::size_t>(units) * 2;
   mine_.resize(block);  // the record zero-padded, the data, then zeros (not last call's bytes)
   std::memset(mine_.data(), 0, sizeof(Record));

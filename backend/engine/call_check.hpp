@@ -31,7 +31,8 @@ struct CallSpec {
 
 class CallCheck {
  public:
-  CallCheck(fluxcpp_context_t ctx, int rank, int size) : ctx_(ctx), rank_(rank), size_(size) {}
+  // Reads the ranks' placement (fluxcpp_context_info) for carry_max(); throws Failure.
+  CallCheck(fluxcpp_context_t ctx, int rank, int size);
   ~CallCheck();  // local: destroys the op (before the context goes)
   CallCheck(const CallCheck&) = delete;
   CallCheck& operator=(const CallCheck&) = delete;
@@ -41,16 +42,23 @@ class CallCheck {
   // record's fields are cut (the comparison too).
   void agree(const CallSpec& spec);
   // agree, with `bytes` of the call's data from every rank traveling beside the records (at most
-  // kCarryBytes): a small call then needs no exchange of its own, one meeting of the ranks
+  // carry_max()): a small call then needs no exchange of its own, one meeting of the ranks
   // instead of two (across hosts one network round trip instead of two). Returns rank t's bytes
-  // at [t], valid until the next call. Data of different size classes (0, up to 1 KiB, 2 KiB,
-  // 4 KiB, ..., 32 KiB, kCarryBytes) on different ranks: the records alone are gathered once more;
+  // at [t], valid until the next call. Data of different size classes (0, then powers of two
+  // from 1 KiB, then carry_max()) on different ranks: the records alone are gathered once more;
   // calls that differ fail as in agree, and calls that agree (all_to_all's splits differ by
   // design) return an empty vector: the caller then runs the call's own exchange. `coarse`: the
-  // classes 1 KiB, 16 KiB and kCarryBytes only, for calls whose ranks' sizes differ by design.
+  // classes 1 KiB, 16 KiB, then powers of two from 64 KiB (carry_max() the last) only, for calls
+  // whose ranks' sizes differ by design.
   // kCarryBytes: a record and its data fill 64 KiB, the largest block that rides on the
   // AllGather's handshake on one host (a bf16 all_reduce of 32000 logits fits).
   static constexpr int64_t kCarryBytes = (int64_t{64} << 10) - 128;
+  // The most a call carries: kCarryBytes, or across hosts of one rank each, where the
+  // AllGather's payloads ride in its rail records (256 KiB / (hosts - 1) per rank), what a
+  // record leaves of that (256 KiB - 128 at two hosts): a 64 KiB broadcast or all_reduce then
+  // meets the peer once on the link instead of twice. The same on every rank of hosts of equal
+  // sizes.
+  int64_t carry_max() const { return carry_max_; }
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
                                                  int64_t bytes, bool coarse = false);
 
@@ -59,6 +67,8 @@ class CallCheck {
   int rank_, size_;
   fluxcpp_all_gather_t op_ = nullptr;
   uint64_t calls_ = 0;
+  int64_t carry_max_ = kCarryBytes;  // this rank's
+  int64_t room_ = kCarryBytes;       // the largest any rank of the group may use
   void compare(const char* all, std::size_t block) const;  // throws when the calls differ
 
   std::vector<char> mine_, all_;    // this rank's record and data; every rank's

@@ -31,6 +31,8 @@ class Collectives {
 
   // Every rank's call is `spec` (call_check.hpp): the first step of each backend call.
   void agree(const CallSpec& spec) { calls_->agree(spec); }
+  // The most a call's data carried with the check may be (CallCheck::carry_max).
+  int64_t carry_max() const { return calls_->carry_max(); }
   // agree, with a small call's data beside the records (CallCheck::agree_carrying): rank t's
   // bytes at [t].
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,

@@ -80,7 +80,8 @@ CallCheck::CallCheck(fluxcpp_context_t ctx, int rank, int size)
   check(fluxcpp_context_info(ctx, nullptr, nullptr, nullptr, &host_size), "context info");
   if (size > 1) {
     const int64_t per_rank = ((int64_t{256} << 10) / (size - 1)) / 128 * 128;
-    room_ = std::max(kCarryBytes, per_rank - static_cast<int64_t>(sizeof(Record)));
+    room_ = std::clamp(per_rank - static_cast<int64_t>(sizeof(Record)), kCarryBytes,
+                       kHostsCarryBytes);
   }
   if (host_size == 1) carry_max_ = room_;
 }

@@ -55,9 +55,14 @@ class CallCheck {
   static constexpr int64_t kCarryBytes = (int64_t{64} << 10) - 128;
   // The most a call carries: kCarryBytes, or across hosts of one rank each, where the
   // AllGather's payloads ride in its rail records (256 KiB / (hosts - 1) per rank), what a
-  // record leaves of that (256 KiB - 128 at two hosts): a 64 KiB broadcast or all_reduce then
-  // meets the peer once on the link instead of twice. The same on every rank of hosts of equal
-  // sizes.
+  // record leaves of that, up to kHostsCarryBytes (128 KiB at two hosts): a 64 KiB broadcast,
+  // all_reduce or reduce_scatter then meets the peer once on the link instead of twice. The same
+  // on every rank of hosts of equal sizes.
+  // kHostsCarryBytes: every rank's data travels to every rank, where a broadcast needs the
+  // root's alone and a reduce_scatter a block: over the shaped link carried calls in the 128 KiB
+  // class tied with their own exchange (~200 µs), and the 256 KiB class took ~400 µs against
+  // 200-370.
+  static constexpr int64_t kHostsCarryBytes = int64_t{128} << 10;
   int64_t carry_max() const { return carry_max_; }
   const std::vector<const char*>& agree_carrying(const CallSpec& spec, const void* data,
                                                  int64_t bytes, bool coarse = false);

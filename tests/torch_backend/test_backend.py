@@ -106,8 +106,8 @@ def check_all_reduce():
 
 def check_movement():
     for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.bool, torch.int64):
-        # 5000: 20-40 KiB (f32, int64), carried in larger classes; 30000: 30-240 KiB, carried
-        # across hosts of one rank each (up to 256 KiB - 128), in the call's own exchange elsewhere
+        # 5000: 20-40 KiB (f32, int64), carried in larger classes; 30000: 30-240 KiB, carried up
+        # to 128 KiB across hosts of one rank each, in the call's own exchange elsewhere
         for n in (1, 3, 1000, 5000, 30000):
             x = data(RANK, n, dtype)
             # all_gather (list) and all_gather_into_tensor
@@ -421,9 +421,9 @@ def check_from_group():
     # A float sum has the library AllReduce's bits whether its data travels with the call check
     # (small tensors) or through the group's AllReduce: random values, rounding in every add.
     for dtype in (torch.float32, torch.bfloat16, torch.float64):
-        # Carried up to 64 KiB (f64 12000: not), across hosts of one rank each up to 256 KiB
-        # (40000: f32 and bf16 carried there, f64 not).
-        for n in (1000, 12000, 40000, 100000):
+        # Carried up to 64 KiB (f64 12000: not), across hosts of one rank each up to 128 KiB
+        # (30000: f32 and bf16 carried there, f64 not).
+        for n in (1000, 12000, 30000, 100000):
             g = torch.Generator().manual_seed(77 + RANK)
             x = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
             with fluxcpp.AllReduce(ctx, n, dtype) as lib:

@@ -69,21 +69,18 @@ std::string CallSpec::words() const {
   return name + "(" + args + ")";
 }
 
-// The gather's rows fit the largest room any rank may use (`room_`, from the group's size alone:
-// its create arguments must agree). A rank's own room is that on a host of its own, else
-// kCarryBytes; on hosts of unequal sizes the ranks' rooms may differ, and a call one rank
-// carries and another does not takes the size-class path of agree_carrying (correct, one
-// meeting more).
+// Every rank computes the same room: a store-made context (the backend's) has hosts of equal
+// sizes (context_store.cpp makes ranks spread unevenly hosts of one rank each), so host_size
+// is 1 on every rank or on none.
 CallCheck::CallCheck(fluxcpp_context_t ctx, int rank, int size)
     : ctx_(ctx), rank_(rank), size_(size) {
   int host_size = 0;
   check(fluxcpp_context_info(ctx, nullptr, nullptr, nullptr, &host_size), "context info");
-  if (size > 1) {
+  if (host_size == 1 && size > 1) {
     const int64_t per_rank = ((int64_t{256} << 10) / (size - 1)) / 128 * 128;
-    room_ = std::clamp(per_rank - static_cast<int64_t>(sizeof(Record)), kCarryBytes,
-                       kHostsCarryBytes);
+    carry_max_ = std::clamp(per_rank - static_cast<int64_t>(sizeof(Record)), kCarryBytes,
+                            kHostsCarryBytes);
   }
-  if (host_size == 1) carry_max_ = room_;
 }
 
 CallCheck::~CallCheck() {
@@ -123,7 +120,7 @@ const std::vector<const char*>& CallCheck::agree_carrying(const CallSpec& spec, 
     return blocks_;
   }
   if (op_ == nullptr) {  // rows of one unit: a call gathers (record + its size class) per rank
-    const int64_t rows = size_ * (kUnits + carry_units(room_, false, room_));
+    const int64_t rows = size_ * (kUnits + carry_units(carry_max_, false, carry_max_));
     check(fluxcpp_all_gather_create(ctx_, rows, 1, FLUXCPP_BFLOAT16, &op_), "call check create");
   }
   const int64_t units = kUnits + carry_units(bytes, coarse, carry_max_);

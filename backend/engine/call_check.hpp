@@ -55,9 +55,10 @@ class CallCheck {
   static constexpr int64_t kCarryBytes = (int64_t{64} << 10) - 128;
   // The most a call carries: kCarryBytes, or across hosts of one rank each, where the
   // AllGather's payloads ride in its rail records (256 KiB / (hosts - 1) per rank), what a
-  // record leaves of that, up to kHostsCarryBytes (128 KiB at two hosts): a 64 KiB broadcast,
-  // all_reduce or reduce_scatter then meets the peer once on the link instead of twice. The same
-  // on every rank of hosts of equal sizes.
+  // record leaves of that, up to kHostsCarryBytes (128 KiB at two and three hosts), never below
+  // kCarryBytes (from six hosts on the largest class no longer fits a rail record: the
+  // AllGather then meets twice): a 64 KiB broadcast, all_reduce or reduce_scatter meets the peer
+  // once on the link instead of twice. The same on every rank.
   // kHostsCarryBytes: every rank's data travels to every rank, where a broadcast needs the
   // root's alone and a reduce_scatter a block: over the shaped link carried calls in the 128 KiB
   // class tied with their own exchange (~200 µs), and the 256 KiB class took ~400 µs against
@@ -72,8 +73,7 @@ class CallCheck {
   int rank_, size_;
   fluxcpp_all_gather_t op_ = nullptr;
   uint64_t calls_ = 0;
-  int64_t carry_max_ = kCarryBytes;  // this rank's
-  int64_t room_ = kCarryBytes;       // the largest any rank of the group may use
+  int64_t carry_max_ = kCarryBytes;
   void compare(const char* all, std::size_t block) const;  // throws when the calls differ
 
   std::vector<char> mine_, all_;    // this rank's record and data; every rank's

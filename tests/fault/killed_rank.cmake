@@ -16,6 +16,8 @@ if(NOT npids EQUAL 3)
   message(FATAL_ERROR "expected 3 ranks to report their pid, got ${npids}\n${out}")
 endif()
 string(REGEX REPLACE "killed_rank: pid " "" pids "${pid_lines}")
+# Whatever happened, no rank outlives the test (a survivor that hangs after PASS, say).
+execute_process(COMMAND kill -KILL ${pids} OUTPUT_QUIET ERROR_QUIET)
 include(${CMAKE_CURRENT_LIST_DIR}/../support/segments.cmake)
 fluxcpp_job_leftovers(left ${started} ${pids})
 if(left)

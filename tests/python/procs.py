@@ -39,23 +39,33 @@ def segments_of(pids, since):
     liveness lock (flock, src/shm/liveness.hpp) a live process holds is that process's, not the
     test's, whose processes are gone: fault.shm_neighbours' squatter takes the names of pids near
     every name it sees, and the sanitizer subset runs beside the suite."""
+    def free(n):  # nobody holds it (False when it was removed meanwhile, or is not ours)
+        try:
+            fd = os.open(os.path.join("/dev/shm", n), os.O_RDONLY)
+        except (FileNotFoundError, PermissionError):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False  # a live process holds it
+        finally:
+            os.close(fd)
+
     left = []
     for n in os.listdir("/dev/shm"):
         if not any(n.startswith(f"fluxcpp-{pid}-") for pid in pids):
             continue
         try:
-            fd = os.open(os.path.join("/dev/shm", n), os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # unlinked meanwhile
-        try:
-            if os.fstat(fd).st_mtime < since - 1:
+            if os.stat(os.path.join("/dev/shm", n)).st_mtime < since - 1:
                 continue
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (FileNotFoundError, PermissionError):
+            continue  # unlinked meanwhile, or another user's
+        if free(n):
             left.append(n)
-        except BlockingIOError:
-            pass  # a live process holds it
-        finally:
-            os.close(fd)
+    if left:  # a creator may have been about to lock one when we did: it then removes it
+        time.sleep(1)
+        left = [n for n in left if free(n)]
     return left
 
 

@@ -25,19 +25,28 @@ endfunction()
 #     processes are gone: a held one belongs to a live process outside the job. The name
 #     squatter of fault.shm_neighbours does exactly that (it takes the names of pids near every
 #     name it sees in /dev/shm), and the sanitizer subset runs beside the suite.
-# Waits up to 10 s for the pids to be gone (a SIGKILLed rank closes its files as it exits).
+# Waits up to 10 s for the pids to be gone (a SIGKILLed rank closes its files as it exits);
+# a pid still running then is an error (its live segments would pass for another process's).
+# Names counted are looked at again a second later: one a creator made and was about to lock
+# when the probe took the lock (shm/segment.cpp then removes it) is gone by then.
 function(fluxcpp_job_leftovers out started)
   foreach(pid ${ARGN})
+    set(gone FALSE)
     foreach(i RANGE 100)
-      if(NOT EXISTS /proc/${pid}/status)
+      # Read through cat: the process may be reaped between a check and a read.
+      execute_process(COMMAND cat /proc/${pid}/status OUTPUT_VARIABLE st RESULT_VARIABLE rc
+                      ERROR_QUIET)
+      # A zombie whose threads are all gone has closed its files (its leader may turn zombie
+      # while other threads still hold them).
+      if(NOT rc EQUAL 0 OR (st MATCHES "State:[ \t]+[ZX]" AND st MATCHES "Threads:[ \t]+[01]\n"))
+        set(gone TRUE)
         break()
-      endif()
-      file(READ /proc/${pid}/status st)
-      if(st MATCHES "State:[ \t]+[ZX]")
-        break()  # a zombie has closed its files
       endif()
       execute_process(COMMAND ${CMAKE_COMMAND} -E sleep 0.1)
     endforeach()
+    if(NOT gone)
+      message(FATAL_ERROR "pid ${pid} of the job still runs 10 s after the job ended")
+    endif()
   endforeach()
   set(left "")
   foreach(pid ${ARGN})
@@ -53,5 +62,16 @@ function(fluxcpp_job_leftovers out started)
       endif()
     endforeach()
   endforeach()
+  if(left)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E sleep 1)
+    set(still "")
+    foreach(f ${left})
+      fluxcpp_segment_held(held "${f}")
+      if(NOT held AND EXISTS "${f}")
+        list(APPEND still "${f}")
+      endif()
+    endforeach()
+    set(left "${still}")
+  endif()
   set(${out} "${left}" PARENT_SCOPE)
 endfunction()

@@ -204,9 +204,11 @@ def check_async_and_groups():
         members = list(range(1, W))
         g = dist.new_group(members)
         if RANK in members:
-            y = torch.full((3,), float(RANK))
-            dist.all_reduce(y, group=g)
-            assert torch.equal(y, torch.full((3,), float(sum(members))))
+            for n in (3, 25000):  # 25000: 100 KB, carried when every rank is a host of its own
+                y = data(RANK, n, torch.float32)
+                dist.all_reduce(y, group=g)
+                assert torch.equal(y, reference("SUM", [data(r, n, torch.float32)
+                                                        for r in members], torch.float32))
             assert dist.get_world_size(g) == len(members)
 
 
@@ -422,7 +424,7 @@ def check_from_group():
     # (small tensors) or through the group's AllReduce: random values, rounding in every add.
     for dtype in (torch.float32, torch.bfloat16, torch.float64):
         # Carried up to 64 KiB (f64 12000: not), across hosts of one rank each up to 128 KiB
-        # (30000: f32 and bf16 carried there, f64 not).
+        # (30000: the f32 and bf16 all_reduce there; the reduce_scatters' inputs are W times).
         for n in (1000, 12000, 30000, 100000):
             g = torch.Generator().manual_seed(77 + RANK)
             x = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)

@@ -10,7 +10,8 @@ get_future, subgroups, point to point with tags and any source; the errors for b
 ranks that make different calls (an error on every rank naming both, the group goes on);
 Work.wait(timeout) raising at its timeout while a peer is late;
 Context.from_group with a fused op; DDP against gloo (bitwise at W = 2, where a sum of two is
-order-free; within 1e-6 relative otherwise); torch 2.x's calls (torch2_calls.py)."""
+order-free; within 1e-6 relative otherwise); torch 2.x's calls (torch2_calls.py). The call
+check's cases are in call_check_cases.py, the shared inputs and references in backend_data.py."""
 import datetime
 import os
 import sys
@@ -19,66 +20,10 @@ import time
 import torch
 import torch.distributed as dist
 
-import fluxcpp
+from backend_data import (FLOATS, INTS, OPS, RANK, W, data, defined, expect_error, reference,
+                          same_everywhere)
+from call_check_cases import check_all_to_all_carried, check_from_group, check_mismatched_calls
 from torch2_calls import check_shutdown_and_cpu_prefix, check_torch2_calls
-
-RANK, W = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
-INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
-OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
-       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG, "BAND": dist.ReduceOp.BAND,
-       "BOR": dist.ReduceOp.BOR, "BXOR": dist.ReduceOp.BXOR}
-
-
-def data(rank, n, dtype, seed=0):
-    """Rank `rank`'s input: small values so that products stay exact in every type."""
-    g = torch.Generator().manual_seed(1000 * seed + rank)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, (n,), generator=g).bool()
-    if dtype.is_floating_point:
-        return (torch.randint(-8, 9, (n,), generator=g).double() / 4).to(dtype)
-    return torch.randint(0, 4, (n,), generator=g).to(dtype)
-
-
-def reference(name, inputs, dtype):
-    """The reduction in rank order, accumulated as the backend documents."""
-    acc_t = torch.float64 if dtype == torch.float64 else (
-        torch.float32 if dtype.is_floating_point else dtype)
-    acc = inputs[0].to(acc_t)
-    for x in inputs[1:]:
-        x = x.to(acc_t)
-        if dtype == torch.bool:
-            acc = {"SUM": acc | x, "MAX": acc | x, "BOR": acc | x, "BXOR": acc ^ x}.get(name, acc & x)
-        elif name in ("SUM", "AVG"):
-            acc = acc + x
-        elif name == "PRODUCT":
-            acc = acc * x
-        elif name == "MIN":
-            acc = torch.minimum(acc, x)
-        elif name == "MAX":
-            acc = torch.maximum(acc, x)
-        else:
-            acc = {"BAND": acc & x, "BOR": acc | x, "BXOR": acc ^ x}[name]
-    if name == "AVG":
-        acc = acc / len(inputs)
-    return acc.to(dtype)
-
-
-def defined(name, dtype):
-    if name in ("BAND", "BOR", "BXOR"):
-        return not dtype.is_floating_point
-    if name == "AVG":
-        return dtype.is_floating_point
-    return True
-
-
-def same_everywhere(t, what):
-    """t's bytes are the same on every rank."""
-    b = t.contiguous().view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
-    parts = [torch.empty_like(b) for _ in range(W)]
-    dist.all_gather(parts, b)
-    for r, p in enumerate(parts):
-        assert torch.equal(p, b), f"{what}: rank {r}'s result differs from rank {RANK}'s"
 
 
 def check_all_reduce():
@@ -252,15 +197,6 @@ def check_p2p():
     dist.barrier()
 
 
-def expect_error(fn, *words):
-    try:
-        fn()
-    except (RuntimeError, ValueError) as e:
-        assert all(w in str(e) for w in words), f"error {e!r} lacks {words}"
-        return
-    raise AssertionError(f"no error; expected one with {words}")
-
-
 def check_errors():
     t = torch.ones(4, 4).t()
     expect_error(lambda: dist.all_reduce(t), "allreduce", "contiguous")
@@ -282,81 +218,6 @@ def check_errors():
         dist.all_reduce(x)
         assert torch.equal(x, torch.full((5,), float(W)))
     dist.barrier()
-
-
-def check_all_to_all_carried():
-    """Small all_to_all_single calls travel with the call check: uneven splits whose data falls in
-    different size classes on different ranks (the call's own exchange then), and splits that
-    disagree between ranks (an error on every rank naming both, the group goes on)."""
-    if W < 2:
-        return
-    for dtype, small, large in ((torch.float32, 2, 600), (torch.bfloat16, 2, 600),
-                                (torch.float32, 600, 3000)):
-        # Rank 0 sends `small` elements to each rank, the others `large`: data of different size
-        # classes (powers of two from 1 KiB up to 64 KiB with the record).
-        size = lambda r: small if r == 0 else large
-        send = [size(RANK)] * W
-        recv = [size(s) for s in range(W)]
-        inp = torch.cat([data(10 * RANK + t, send[t], dtype) for t in range(W)])
-        out = torch.empty(sum(recv), dtype=dtype)
-        dist.all_to_all_single(out, inp, recv, send)
-        assert torch.equal(out, torch.cat([data(10 * s + RANK, recv[s], dtype)
-                                           for s in range(W)])), \
-            f"alltoall classes {dtype} {small}/{large}"
-    # Rank 0 expects 2 elements from rank 1, which sends it 1.
-    send = [1] * W
-    recv = [2 if RANK == 0 and s == 1 else 1 for s in range(W)]
-    inp = torch.ones(W)
-    out = torch.empty(sum(recv))
-    expect_error(lambda: dist.all_to_all_single(out, inp, recv, send), "rank 1 sends 4 bytes to "
-                 "rank 0, which expects 8")
-    x = torch.ones(5)
-    dist.all_reduce(x)
-    assert torch.equal(x, torch.full((5,), float(W)))
-
-
-def check_mismatched_calls():
-    """Ranks that make different calls: an error on every rank naming rank 0's call and the
-    other ranks' in words, before a byte moves; the group goes on."""
-    if W == 1:
-        return
-    first = RANK == 0
-
-    def bcast_or_scatter():
-        x = torch.ones(4)
-        if first:
-            dist.broadcast(x, src=0)
-        else:
-            dist.scatter(x, None, src=0)
-
-    cases = [
-        ("barrier vs allreduce",
-         (lambda: dist.barrier()) if first else (lambda: dist.all_reduce(torch.ones(1))),
-         "barrier()", "allreduce(SUM, float32, 1 element)"),
-        ("broadcast vs scatter", bcast_or_scatter,
-         "broadcast(root 0, float32, 4 elements)", "scatter(root 0, float32, 4 elements)"),
-        ("reduce vs allreduce",
-         (lambda: dist.reduce(torch.ones(3), dst=0)) if first
-         else (lambda: dist.all_reduce(torch.ones(3))),
-         "reduce(SUM, root 0, float32, 3 elements)", "allreduce(SUM, float32, 3 elements)"),
-        ("MIN vs MAX",
-         lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.MIN if first
-                                 else dist.ReduceOp.MAX),
-         "allreduce(MIN, float32, 4 elements)", "allreduce(MAX, float32, 4 elements)"),
-        ("SUM vs PRODUCT on int64",
-         lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64), op=dist.ReduceOp.SUM if first
-                                 else dist.ReduceOp.PRODUCT),
-         "allreduce(SUM, int64, 2 elements)", "allreduce(PRODUCT, int64, 2 elements)"),
-        ("int32 MAX vs float32 MAX",
-         lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32 if first else torch.float32),
-                                 op=dist.ReduceOp.MAX),
-         "allreduce(MAX, int32, 4 elements)", "allreduce(MAX, float32, 4 elements)"),
-    ]
-    for what, call, mine0, others in cases:
-        expect_error(call, "disagree", "rank 0 called " + mine0, "rank 1 called " + others)
-        x = torch.full((6,), float(RANK + 1))
-        dist.all_reduce(x)  # the group goes on
-        assert torch.equal(x, torch.full((6,), float(W * (W + 1) // 2))), what
 
 
 def check_async_progress():
@@ -408,38 +269,6 @@ def check_wait_timeout():
         time.sleep(3)
         dist.all_reduce(x)
     assert torch.equal(x, torch.full((4,), float(W)))
-
-
-def check_from_group():
-    ctx = fluxcpp.Context.from_group()
-    assert (ctx.rank, ctx.world_size) == (RANK, W)
-    op = fluxcpp.AllReduce(ctx, 64, torch.float32)
-    y = op.forward(torch.full((64,), float(RANK + 1)))
-    assert torch.equal(y, torch.full((64,), float(W * (W + 1) // 2)))
-    x = torch.ones(8)
-    dist.all_reduce(x)  # plain calls go on beside the fused op
-    assert torch.equal(x, torch.full((8,), float(W)))
-    op.close()
-    # A float sum has the library AllReduce's bits whether its data travels with the call check
-    # (small tensors) or through the group's AllReduce: random values, rounding in every add.
-    for dtype in (torch.float32, torch.bfloat16, torch.float64):
-        # Carried up to 64 KiB (f64 12000: not), across hosts of one rank each up to 128 KiB
-        # (30000: the f32 and bf16 all_reduce there; the reduce_scatters' inputs are W times).
-        for n in (1000, 12000, 30000, 100000):
-            g = torch.Generator().manual_seed(77 + RANK)
-            x = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
-            with fluxcpp.AllReduce(ctx, n, dtype) as lib:
-                want = lib.forward(x.clone())
-            dist.all_reduce(x)
-            assert torch.equal(x, want), f"all_reduce {dtype} n={n}: not the AllReduce's bits"
-            # The same for reduce_scatter (ReduceScatter's own order: a ring on one host).
-            x = torch.randn(n * W, generator=g, dtype=torch.float64).to(dtype)
-            with fluxcpp.ReduceScatter(ctx, W, n, dtype) as lib:
-                want = lib.forward(x.view(W, n)).view(n)
-            got = torch.empty(n, dtype=dtype)
-            dist.reduce_scatter_tensor(got, x)
-            assert torch.equal(got, want), f"reduce_scatter {dtype} n={n}: not ReduceScatter's bits"
-    ctx.close()
 
 
 def check_ddp():
